@@ -1,0 +1,133 @@
+"""The child objects a sync returns: new ones rendered once, existing ones re-emitted.
+
+New LWS are rendered from the role's spec exactly as stored, with `replicas` set, the five labels
+on the LWS and on both pod templates, the role's metadata copied, and placement injected. New
+Services and scalers are rendered from names and labels only.
+
+Existing children are never re-rendered from the current spec: that would rewrite a live pod
+template and restart every group. They are re-emitted from what this hook returned before
+(`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
+may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
+autoscaler owns it). Nothing here mutates its inputs: every change is made on a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hooks import api, envelope, naming, placement
+
+JsonObject = api.JsonObject
+
+_POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
+
+
+def render_lws(
+    *,
+    set_name: str,
+    role: api.Role,
+    slice_index: int,
+    revision: str,
+    replicas: int,
+    policy: api.PlacementPolicy | None,
+) -> JsonObject:
+    """A new LWS for a role in a slice at a revision."""
+    labels = naming.lws_labels(
+        set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
+    )
+    template = dict(role.leader_worker_template)
+    for key in _POD_TEMPLATE_KEYS:
+        if key in template:
+            labelled = _with_template_labels(template[key], labels)
+            template[key] = placement.build_placed_template(
+                labelled, policy=policy, set_name=set_name, slice_index=slice_index
+            )
+    metadata: JsonObject = {
+        "name": naming.lws_name(
+            set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
+        ),
+        "labels": {**role.labels, **labels},
+    }
+    if role.annotations:
+        metadata["annotations"] = dict(role.annotations)
+    return {
+        "apiVersion": api.LWS_API_VERSION,
+        "kind": api.LWS_KIND,
+        "metadata": metadata,
+        "spec": {**role.spec, "replicas": replicas, "leaderWorkerTemplate": template},
+    }
+
+
+def render_service(*, name: str, labels: dict[str, str]) -> JsonObject:
+    """A headless Service (no ports) selecting the pods that carry `labels`."""
+    return {
+        "apiVersion": api.SERVICE_API_VERSION,
+        "kind": api.SERVICE_KIND,
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": {"clusterIP": "None", "selector": dict(labels)},
+    }
+
+
+def render_scaler(*, set_name: str, role: str, replicas: int) -> JsonObject:
+    """A new DisaggregatedSetRoleScaler for an External role, seeded with `replicas`."""
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.SCALER_KIND,
+        "metadata": {
+            "name": naming.scaler_name(set_name=set_name, role=role),
+            "labels": naming.scaler_labels(set_name=set_name, role=role),
+        },
+        "spec": {"replicas": replicas},
+    }
+
+
+def reemit(child: envelope.ObservedObject) -> JsonObject:
+    """An existing child exactly as this hook returned it before."""
+    return child.applied
+
+
+def reemit_lws(
+    child: envelope.ObservedObject, *, replicas: int, initial_replicas: int | None
+) -> JsonObject:
+    """An existing LWS with only `spec.replicas` and, when given, `initial-replicas` changed."""
+    applied = child.applied
+    spec = applied.get("spec")
+    spec = dict(spec) if isinstance(spec, dict) else {}
+    spec["replicas"] = replicas
+    result = {**applied, "spec": spec}
+    if initial_replicas is not None:
+        metadata = dict(applied["metadata"])
+        annotations = metadata.get("annotations")
+        annotations = dict(annotations) if isinstance(annotations, dict) else {}
+        annotations[api.ANNOTATION_INITIAL_REPLICAS] = str(initial_replicas)
+        metadata["annotations"] = annotations
+        result["metadata"] = metadata
+    return result
+
+
+def reemit_scaler(child: envelope.ObservedObject) -> JsonObject:
+    """An existing scaler with the replicas it has now (whatever last scaled it)."""
+    applied = child.applied
+    spec = applied.get("spec")
+    spec = dict(spec) if isinstance(spec, dict) else {}
+    if child.spec_replicas is not None:
+        spec["replicas"] = child.spec_replicas
+    spec.setdefault("replicas", 0)
+    return {**applied, "spec": spec}
+
+
+def sort_children(children: Iterable[JsonObject]) -> list[JsonObject]:
+    """Children in a stable order: by kind, then name."""
+    return sorted(children, key=lambda child: (child["kind"], child["metadata"]["name"]))
+
+
+def _with_template_labels(template: object, labels: dict[str, str]) -> JsonObject:
+    template = dict(template) if isinstance(template, dict) else {}
+    metadata = template.get("metadata")
+    metadata = dict(metadata) if isinstance(metadata, dict) else {}
+    own = metadata.get("labels")
+    metadata["labels"] = {**(own if isinstance(own, dict) else {}), **labels}
+    if not metadata.get("annotations"):
+        metadata.pop("annotations", None)
+    template["metadata"] = metadata
+    return template

@@ -1,0 +1,504 @@
+"""Metacontroller's wire format: requests in, responses out.
+
+This module is the edge of the pure core. It turns a decoded request body into frozen records
+(accepting both hook versions: v1 keys children by name, v2 by namespace/name; the records are
+built from each object's own metadata, so the key format does not matter) and renders responses.
+It decides nothing about DisaggregatedSets. A body it cannot use raises `RequestError`, which the
+server answers with a non-200 status so that Metacontroller changes nothing and retries.
+
+An observed child carries `applied`: the object as this hook last returned it, read from
+Metacontroller's last-applied annotation without the namespace and `controller-uid` label that
+Metacontroller adds. When the annotation is missing or unreadable, `applied` is a cleaned copy of
+the observed object (apiVersion, kind, name, labels, annotations, spec). Never mutate it: copy the
+parts you change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import orjson
+import pydantic
+
+from hooks import api
+
+JsonObject = api.JsonObject
+
+
+class RequestError(Exception):
+    """The request cannot be used; nothing may change."""
+
+
+class ChildKind(StrEnum):
+    """Outer keys of `children` and `related` (`<Kind>.<apiVersion>`)."""
+
+    LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+    SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
+    SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
+    DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
+
+    @property
+    def kind(self) -> str:
+        return self.value.split(".", 1)[0]
+
+    @property
+    def api_version(self) -> str:
+        return self.value.split(".", 1)[1]
+
+
+DS_CHILD_KINDS: Final = frozenset({ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER})
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """`status.replicas`, `readyReplicas` and `updatedReplicas` of an observed object (0 when absent)."""
+
+    replicas: int = 0
+    ready_replicas: int = 0
+    updated_replicas: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedObject:
+    """A child or related object as Metacontroller observed it."""
+
+    kind: ChildKind
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    creation_timestamp: str
+    controller_uid: str | None
+    spec_replicas: int | None
+    status: ReplicaStatus
+    applied: JsonObject
+
+    def is_controlled_by(self, uid: str) -> bool:
+        return self.controller_uid is not None and self.controller_uid == uid
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCondition:
+    """A condition found in the parent's observed status."""
+
+    type: str
+    status: str
+    last_transition_time: str
+    reason: str
+    message: str
+    observed_generation: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """The DisaggregatedSet being synced.
+
+    `spec` is None when the stored spec does not fit the API's structure; `spec_violations` then
+    says why (the sync holds instead of acting).
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: api.DisaggregatedSetSpec | None
+    spec_violations: tuple[api.Violation, ...]
+    status: JsonObject
+    conditions: tuple[ObservedCondition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerParent:
+    """The DisaggregatedSetRoleScaler being synced by the RoleScaler controller."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    labels: Mapping[str, str]
+    owner_name: str | None
+    owner_uid: str | None
+    spec_replicas: int
+    conditions: tuple[ObservedCondition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """A DisaggregatedSet sync call; children and related are sorted by kind and name."""
+
+    parent: Parent
+    children: tuple[ObservedObject, ...]
+    related: tuple[ObservedObject, ...]
+    finalizing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CustomizeRequest:
+    """A DisaggregatedSet customize call."""
+
+    parent: Parent
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerSyncRequest:
+    """A RoleScaler sync call: the scaler, its role's LWS and the owning set (when it exists)."""
+
+    scaler: ScalerParent
+    lws: tuple[ObservedObject, ...]
+    owners: tuple[Parent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerCustomizeRequest:
+    """A RoleScaler customize call."""
+
+    scaler: ScalerParent
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """What a hook answers (`response`) and a summary of its decisions for the log line."""
+
+    response: JsonObject
+    summary: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedRule:
+    """One entry of a customize answer's `relatedResources`."""
+
+    api_version: str
+    resource: str
+    namespace: str
+    label_selector: Mapping[str, str] | None = None
+    names: tuple[str, ...] = ()
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+def parse_sync_request(body: object) -> SyncRequest:
+    """A DisaggregatedSet sync request; raises RequestError when it cannot be used."""
+    request = _require_object(body, "request body")
+    parent = parse_parent(_require_object(request.get("parent"), "parent"))
+    children = _parse_object_groups(request.get("children"), "children", allowed=DS_CHILD_KINDS)
+    related = _parse_object_groups(
+        request.get("related", {}), "related", allowed=frozenset(ChildKind)
+    )
+    finalizing = request.get("finalizing", False)
+    if not isinstance(finalizing, bool):
+        raise RequestError("finalizing must be a boolean")
+    return SyncRequest(parent=parent, children=children, related=related, finalizing=finalizing)
+
+
+def parse_customize_request(body: object) -> CustomizeRequest:
+    """A DisaggregatedSet customize request."""
+    request = _require_object(body, "request body")
+    return CustomizeRequest(parent=parse_parent(_require_object(request.get("parent"), "parent")))
+
+
+def parse_scaler_sync_request(body: object) -> ScalerSyncRequest:
+    """A RoleScaler sync request; related LWS and DisaggregatedSets are read from `related`."""
+    request = _require_object(body, "request body")
+    scaler = _parse_scaler(_require_object(request.get("parent"), "parent"))
+    related = _parse_object_groups(
+        request.get("related", {}), "related", allowed=frozenset(ChildKind), keep_parents=True
+    )
+    lws = tuple(obj for obj in related if isinstance(obj, ObservedObject))
+    owners = tuple(obj for obj in related if isinstance(obj, Parent))
+    return ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
+
+
+def parse_scaler_customize_request(body: object) -> ScalerCustomizeRequest:
+    """A RoleScaler customize request."""
+    request = _require_object(body, "request body")
+    return ScalerCustomizeRequest(scaler=_parse_scaler(_require_object(request.get("parent"), "parent")))
+
+
+def parse_parent(obj: JsonObject) -> Parent:
+    """A DisaggregatedSet object; its spec is validated against the API models."""
+    _require_kind(obj, api.DS_KIND)
+    metadata = _require_object(obj.get("metadata"), "parent metadata")
+    spec_raw = obj.get("spec")
+    spec: api.DisaggregatedSetSpec | None = None
+    violations: tuple[api.Violation, ...] = ()
+    try:
+        spec = api.DisaggregatedSetSpec.model_validate(spec_raw)
+    except pydantic.ValidationError as error:
+        violations = _violations_from(error)
+    status = obj.get("status")
+    status = status if isinstance(status, dict) else {}
+    return Parent(
+        name=_require_str(metadata.get("name"), "parent metadata.name"),
+        namespace=_optional_str(metadata.get("namespace")),
+        uid=_optional_str(metadata.get("uid")),
+        generation=_optional_int(metadata.get("generation"), "parent metadata.generation") or 0,
+        spec=spec,
+        spec_violations=violations,
+        status=status,
+        conditions=_parse_conditions(status.get("conditions")),
+    )
+
+
+def _parse_scaler(obj: JsonObject) -> ScalerParent:
+    _require_kind(obj, api.SCALER_KIND)
+    metadata = _require_object(obj.get("metadata"), "parent metadata")
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    status = obj.get("status")
+    status = status if isinstance(status, dict) else {}
+    owner = _controller_ref(metadata)
+    return ScalerParent(
+        name=_require_str(metadata.get("name"), "parent metadata.name"),
+        namespace=_optional_str(metadata.get("namespace")),
+        uid=_optional_str(metadata.get("uid")),
+        generation=_optional_int(metadata.get("generation"), "parent metadata.generation") or 0,
+        labels=_string_map(metadata.get("labels"), "parent metadata.labels"),
+        owner_name=_optional_str(owner.get("name")) or None if owner else None,
+        owner_uid=_optional_str(owner.get("uid")) or None if owner else None,
+        spec_replicas=_optional_int(spec.get("replicas"), "parent spec.replicas") or 0,
+        conditions=_parse_conditions(status.get("conditions")),
+    )
+
+
+def _parse_object_groups(
+    groups: object,
+    where: str,
+    *,
+    allowed: frozenset[ChildKind],
+    keep_parents: bool = False,
+) -> tuple[Any, ...]:
+    if not isinstance(groups, dict):
+        raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
+    parsed: list[Any] = []
+    for key, objects in groups.items():
+        try:
+            kind = ChildKind(key)
+        except ValueError:
+            raise RequestError(f"{where} has an unexpected object type {key!r}") from None
+        if kind not in allowed:
+            raise RequestError(f"{where} has an unexpected object type {key!r}")
+        if objects is None:
+            continue
+        if not isinstance(objects, dict):
+            raise RequestError(f"{where}[{key!r}] must be an object keyed by name")
+        for inner_key, obj in objects.items():
+            label = f"{where}[{key!r}][{inner_key!r}]"
+            if kind is ChildKind.DISAGGREGATED_SET and keep_parents:
+                parsed.append(parse_parent(_require_object(obj, label)))
+            else:
+                parsed.append(_parse_observed(kind, _require_object(obj, label), label))
+    return tuple(sorted(parsed, key=_sort_key))
+
+
+def _sort_key(obj: ObservedObject | Parent) -> tuple[str, str, str]:
+    if isinstance(obj, Parent):
+        return (ChildKind.DISAGGREGATED_SET.value, obj.namespace, obj.name)
+    return (obj.kind.value, obj.namespace, obj.name)
+
+
+def _parse_observed(kind: ChildKind, obj: JsonObject, where: str) -> ObservedObject:
+    metadata = _require_object(obj.get("metadata"), f"{where} metadata")
+    name = _require_str(metadata.get("name"), f"{where} metadata.name")
+    labels = _string_map(metadata.get("labels"), f"{where} metadata.labels")
+    annotations = _string_map(metadata.get("annotations"), f"{where} metadata.annotations")
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    status = obj.get("status")
+    status = status if isinstance(status, dict) else {}
+    owner = _controller_ref(metadata)
+    return ObservedObject(
+        kind=kind,
+        name=name,
+        namespace=_optional_str(metadata.get("namespace")),
+        labels=labels,
+        annotations=annotations,
+        creation_timestamp=_optional_str(metadata.get("creationTimestamp")),
+        controller_uid=_optional_str(owner.get("uid")) or None if owner else None,
+        spec_replicas=_optional_int(spec.get("replicas"), f"{where} spec.replicas"),
+        status=ReplicaStatus(
+            replicas=_count(status.get("replicas")),
+            ready_replicas=_count(status.get("readyReplicas")),
+            updated_replicas=_count(status.get("updatedReplicas")),
+        ),
+        applied=_applied_object(kind, obj, name, labels, annotations),
+    )
+
+
+def _applied_object(
+    kind: ChildKind,
+    obj: JsonObject,
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> JsonObject:
+    text = annotations.get(api.LAST_APPLIED_ANNOTATION)
+    if text is not None:
+        try:
+            applied = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            applied = None
+        if _is_applied_for(applied, kind, name):
+            return _without_metacontroller_fields(applied)
+    metadata: JsonObject = {"name": name}
+    own_labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
+    own_annotations = {k: v for k, v in annotations.items() if k != api.LAST_APPLIED_ANNOTATION}
+    if own_labels:
+        metadata["labels"] = own_labels
+    if own_annotations:
+        metadata["annotations"] = own_annotations
+    cleaned: JsonObject = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
+    if isinstance(obj.get("spec"), dict):
+        cleaned["spec"] = obj["spec"]
+    return cleaned
+
+
+def _is_applied_for(applied: object, kind: ChildKind, name: str) -> bool:
+    if not isinstance(applied, dict):
+        return False
+    metadata = applied.get("metadata")
+    return (
+        applied.get("kind") == kind.kind
+        and isinstance(metadata, dict)
+        and metadata.get("name") == name
+    )
+
+
+def _without_metacontroller_fields(applied: JsonObject) -> JsonObject:
+    metadata = dict(applied["metadata"])
+    metadata.pop("namespace", None)
+    labels = metadata.get("labels")
+    if isinstance(labels, dict) and api.CONTROLLER_UID_LABEL in labels:
+        labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
+        if labels:
+            metadata["labels"] = labels
+        else:
+            del metadata["labels"]
+    return {**applied, "metadata": metadata}
+
+
+def _parse_conditions(value: object) -> tuple[ObservedCondition, ...]:
+    if not isinstance(value, list):
+        return ()
+    conditions = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            continue
+        generation = item.get("observedGeneration")
+        conditions.append(
+            ObservedCondition(
+                type=item["type"],
+                status=_optional_str(item.get("status")),
+                last_transition_time=_optional_str(item.get("lastTransitionTime")),
+                reason=_optional_str(item.get("reason")),
+                message=_optional_str(item.get("message")),
+                observed_generation=generation if isinstance(generation, int) else None,
+            )
+        )
+    return tuple(conditions)
+
+
+def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:
+    violations = []
+    for detail in error.errors(include_url=False):
+        path = "spec"
+        for part in detail["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        violations.append(
+            api.Violation(rule="schema", field=path, message=f"{path}: {detail['msg']}")
+        )
+    return tuple(violations)
+
+
+def _controller_ref(metadata: JsonObject) -> JsonObject | None:
+    refs = metadata.get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def _require_kind(obj: JsonObject, kind: str) -> None:
+    if obj.get("kind") != kind or obj.get("apiVersion") != api.API_VERSION:
+        raise RequestError(
+            f"parent must be a {api.API_VERSION} {kind}, got "
+            f"{obj.get('apiVersion')!r} {obj.get('kind')!r}"
+        )
+
+
+def _require_object(value: object, where: str) -> JsonObject:
+    if not isinstance(value, dict):
+        raise RequestError(f"{where} must be a JSON object")
+    return value
+
+
+def _require_str(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"{where} must be a non-empty string")
+    return value
+
+
+def _optional_str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _optional_int(value: object, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{where} must be an integer")
+    return value
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _string_map(value: object, where: str) -> Mapping[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise RequestError(f"{where} must map strings to strings")
+    return value
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+
+def render_status(status: pydantic.BaseModel) -> JsonObject:
+    """JSON of a status model: camelCase keys, unset optional fields left out."""
+    rendered: JsonObject = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return rendered
+
+
+def render_sync_response(
+    *,
+    status: JsonObject,
+    children: Sequence[JsonObject],
+    resync_after_seconds: float | None = None,
+) -> JsonObject:
+    """The sync answer: the complete list of desired children and the status."""
+    response: JsonObject = {"status": status, "children": list(children)}
+    if resync_after_seconds is not None:
+        response["resyncAfterSeconds"] = resync_after_seconds
+    return response
+
+
+def render_customize_response(rules: Sequence[RelatedRule]) -> JsonObject:
+    """The customize answer: which related objects Metacontroller should send with each sync."""
+    related = []
+    for rule in rules:
+        entry: JsonObject = {"apiVersion": rule.api_version, "resource": rule.resource}
+        if rule.namespace:
+            entry["namespace"] = rule.namespace
+        if rule.label_selector is not None:
+            entry["labelSelector"] = {"matchLabels": dict(rule.label_selector)}
+        if rule.names:
+            entry["names"] = list(rule.names)
+        related.append(entry)
+    return {"relatedResources": related}

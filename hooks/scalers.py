@@ -1,0 +1,229 @@
+"""DisaggregatedSetRoleScalers: the children for External roles, and the RoleScaler controller.
+
+For the DisaggregatedSet sync (SPEC §5b):
+
+- An External role without an owned scaler gets one named `<set>-<role>`, seeded with 1 when the
+  role has no LWS at all, else with the sum of replicas over all its LWS (all slices and
+  revisions), so a Static to External switch never drains a serving role. The seed already drives
+  the LWS replicas of the pass that creates the scaler.
+- An owned scaler is returned with its observed `spec.replicas`: the autoscaler owns the value
+  after creation, and leaving the field out would make Metacontroller remove it.
+- Owned scalers that match no External role (the role went Static or away) are deleted.
+- A scaler name held by an object this set does not control is never adopted or overwritten: the
+  role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
+
+For the RoleScaler controller (SPEC §5c): customize asks for the role's LWS and the owning set;
+sync reports the observed groups, the leader-only selector and a Ready condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hooks import api, children, envelope, naming, status
+
+REASON_BOUND = "Bound"
+REASON_OWNER_NOT_FOUND = "OwnerNotFound"
+REASON_OWNER_INVALID = "OwnerSpecInvalid"
+REASON_ROLE_NOT_EXTERNAL = "RoleNotExternal"
+REASON_LABELS_MISSING = "LabelsMissing"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerPlan:
+    """The scaler children of one pass and what they say about External roles."""
+
+    children: tuple[api.JsonObject, ...]
+    created: tuple[str, ...]
+    dropped: tuple[str, ...]
+    targets: Mapping[str, int]
+    """External role -> replicas per slice from its scaler (observed, or this pass's seed)."""
+    conflicts: Mapping[str, str]
+    """External role -> name of the foreign object that holds its scaler name."""
+
+
+def plan(
+    *,
+    set_name: str,
+    spec: api.DisaggregatedSetSpec,
+    observed: Sequence[envelope.ObservedObject],
+    lws: Sequence[envelope.ObservedObject],
+    foreign_names: frozenset[str],
+) -> ScalerPlan:
+    """Scaler children for the set's External roles (`observed` are the owned scalers)."""
+    wanted = {
+        naming.scaler_name(set_name=set_name, role=role.name): role.name
+        for role in spec.roles
+        if role.is_external
+    }
+    kept: dict[str, envelope.ObservedObject] = {}
+    dropped = []
+    for scaler in observed:
+        if scaler.name in wanted:
+            kept[wanted[scaler.name]] = scaler
+        else:
+            dropped.append(scaler.name)
+    result = [children.reemit_scaler(scaler) for scaler in kept.values()]
+    targets = {role: _replicas(scaler) for role, scaler in kept.items()}
+    created = []
+    conflicts = {}
+    for name, role in wanted.items():
+        if role in kept:
+            continue
+        if name in foreign_names:
+            conflicts[role] = name
+            continue
+        seed = _seed(role, lws)
+        result.append(children.render_scaler(set_name=set_name, role=role, replicas=seed))
+        targets[role] = seed
+        created.append(name)
+    return ScalerPlan(
+        children=tuple(result),
+        created=tuple(sorted(created)),
+        dropped=tuple(sorted(dropped)),
+        targets=targets,
+        conflicts=conflicts,
+    )
+
+
+def _replicas(scaler: envelope.ObservedObject) -> int:
+    return scaler.spec_replicas if scaler.spec_replicas is not None else 0
+
+
+def _seed(role: str, lws: Sequence[envelope.ObservedObject]) -> int:
+    own = [item for item in lws if item.labels.get(api.LABEL_ROLE) == role]
+    if not own:
+        return 1
+    return sum(1 if item.spec_replicas is None else item.spec_replicas for item in own)
+
+
+# --- the RoleScaler controller -------------------------------------------------------------------
+
+
+def customize(request: envelope.ScalerCustomizeRequest) -> envelope.HookResult:
+    """Related objects for a scaler: its role's LWS and the owning DisaggregatedSet."""
+    scaler = request.scaler
+    set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name
+    role = scaler.labels.get(api.LABEL_ROLE)
+    rules = []
+    if set_name and role:
+        rules.append(
+            envelope.RelatedRule(
+                api_version=api.LWS_API_VERSION,
+                resource="leaderworkersets",
+                namespace=scaler.namespace,
+                label_selector=naming.scaler_labels(set_name=set_name, role=role),
+            )
+        )
+    if set_name:
+        rules.append(
+            envelope.RelatedRule(
+                api_version=api.API_VERSION,
+                resource=api.DS_PLURAL,
+                namespace=scaler.namespace,
+                names=(set_name,),
+            )
+        )
+    return envelope.HookResult(
+        response=envelope.render_customize_response(rules),
+        summary={"hook": "rolescaler-customize", "object": _key(scaler), "rules": len(rules)},
+    )
+
+
+def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResult:
+    """Status of a scaler: observed groups, the leader-only selector and Ready."""
+    scaler = request.scaler
+    set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
+    role = scaler.labels.get(api.LABEL_ROLE, "")
+    owner = _owner(scaler, request.owners)
+    if owner is None:
+        replicas = 0
+    else:
+        replicas = sum(
+            item.status.replicas
+            for item in request.lws
+            if item.is_controlled_by(owner.uid) and item.labels.get(api.LABEL_ROLE) == role
+        )
+    ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
+    condition = status.carry_over(
+        [
+            status.new_condition(
+                api.ConditionType.READY, true=ready, reason=reason, message=message
+            )
+        ],
+        observed=scaler.conditions,
+        generation=scaler.generation,
+        now=now,
+    )
+    scaler_status = api.DisaggregatedSetRoleScalerStatus(
+        observed_generation=scaler.generation,
+        replicas=replicas,
+        selector=naming.leader_selector(set_name=set_name, role=role) if set_name and role else None,
+        conditions=condition,
+    )
+    return envelope.HookResult(
+        response=envelope.render_sync_response(
+            status=envelope.render_status(scaler_status), children=()
+        ),
+        summary={
+            "hook": "rolescaler-sync",
+            "object": _key(scaler),
+            "generation": scaler.generation,
+            "replicas": replicas,
+            "ready": reason,
+        },
+    )
+
+
+def _owner(
+    scaler: envelope.ScalerParent, owners: Sequence[envelope.Parent]
+) -> envelope.Parent | None:
+    for owner in owners:
+        if scaler.owner_uid is not None and owner.uid == scaler.owner_uid:
+            return owner
+    return None
+
+
+def _readiness(
+    scaler: envelope.ScalerParent,
+    owner: envelope.Parent | None,
+    *,
+    set_name: str,
+    role: str,
+) -> tuple[bool, str, str]:
+    if not set_name or not role:
+        return (
+            False,
+            REASON_LABELS_MISSING,
+            f"The scaler needs the labels {api.LABEL_NAME} and {api.LABEL_ROLE}; "
+            "it is created by its DisaggregatedSet, do not create scalers by hand",
+        )
+    if owner is None:
+        return (
+            False,
+            REASON_OWNER_NOT_FOUND,
+            f"DisaggregatedSet {set_name!r} that owns this scaler was not found",
+        )
+    if owner.spec is None:
+        return (
+            False,
+            REASON_OWNER_INVALID,
+            f"DisaggregatedSet {set_name!r} has an invalid spec; see its Degraded condition",
+        )
+    spec_role = owner.spec.role(role)
+    if spec_role is None or not spec_role.is_external:
+        return (
+            False,
+            REASON_ROLE_NOT_EXTERNAL,
+            f"Role {role!r} of DisaggregatedSet {set_name!r} is not scaling.mode External",
+        )
+    return (
+        True,
+        REASON_BOUND,
+        f"Drives role {role!r} of DisaggregatedSet {set_name!r}",
+    )
+
+
+def _key(scaler: envelope.ScalerParent) -> str:
+    return f"{scaler.namespace}/{scaler.name}"

@@ -1,0 +1,222 @@
+"""Status of a DisaggregatedSet: role statuses and the Available / Progressing / Degraded conditions.
+
+Computed from observed LWS and the decisions of the pass; the clock is injected (`now`), never read.
+
+Rules (SPEC §7):
+
+- `roleStatuses` lists the spec roles in spec order. `replicas` and `readyReplicas` sum the LWS
+  `status` over all slices and revisions; `updatedReplicas` sums only target-revision LWS. A role
+  removed from the spec has no entry, even while its old LWS drain.
+- A role is available when replicas == readyReplicas == updatedReplicas == target x slices. An
+  External role without a usable scaler, or a role whose LWS name is held by a foreign object, is
+  never available (its target is unknown, and a coincidental match must not read as success).
+- Exactly one of Available and Progressing is True. The false one carries the true one's reason
+  and message, as upstream does.
+- Degraded is True with the first problem's reason and message, else False (reason AsExpected).
+- Every condition carries observedGeneration = metadata.generation. lastTransitionTime is carried
+  over from the observed condition unless the status flipped, so an idle sync returns the same
+  bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hooks import api, envelope
+
+REASON_ALL_ROLES_READY = "AllRolesReady"
+REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress"
+REASON_AS_EXPECTED = "AsExpected"
+REASON_INVALID_SPEC = "InvalidSpec"
+REASON_NAME_CONFLICT = "NameConflict"
+REASON_SCALER_CONFLICT = "ScalerConflict"
+MAX_MESSAGE = 32768
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why the set is Degraded: a condition reason and a message a person can act on."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RoleProgress:
+    """What one spec role should have, summed over all slices."""
+
+    name: str
+    desired: int | None
+    """target replicas x slices, or None when the target is unknown (the role cannot be available)."""
+
+
+def compute(
+    *,
+    roles: Sequence[RoleProgress],
+    lws: Iterable[envelope.ObservedObject],
+    revision: str,
+    generation: int,
+    problems: Sequence[Problem],
+    observed: Sequence[envelope.ObservedCondition],
+    now: str,
+) -> api.DisaggregatedSetStatus:
+    """The status of a set whose children are `lws` (the LWS that remain after this pass)."""
+    totals = {role.name: [0, 0, 0] for role in roles}
+    for item in lws:
+        sums = totals.get(item.labels.get(api.LABEL_ROLE, ""))
+        if sums is None:
+            continue
+        sums[0] += item.status.replicas
+        sums[1] += item.status.ready_replicas
+        if item.labels.get(api.LABEL_REVISION) == revision:
+            sums[2] += item.status.updated_replicas
+    role_statuses = [
+        api.RoleStatus(
+            name=role.name,
+            replicas=totals[role.name][0],
+            ready_replicas=totals[role.name][1],
+            updated_replicas=totals[role.name][2],
+        )
+        for role in roles
+    ]
+    lagging = [
+        status
+        for status, role in zip(role_statuses, roles, strict=True)
+        if role.desired is None
+        or not (
+            status.replicas == status.ready_replicas == status.updated_replicas == role.desired
+        )
+    ]
+    if lagging:
+        reason = REASON_ROLLOUT_IN_PROGRESS
+        message = "Waiting for " + "; ".join(
+            _describe_lag(status, role)
+            for status, role in zip(role_statuses, roles, strict=True)
+            if status in lagging
+        )
+    else:
+        reason = REASON_ALL_ROLES_READY
+        message = f"All roles run revision {revision} with every replica ready"
+    available = not lagging
+    conditions = [
+        new_condition(api.ConditionType.AVAILABLE, true=available, reason=reason, message=message),
+        new_condition(
+            api.ConditionType.PROGRESSING, true=not available, reason=reason, message=message
+        ),
+        _degraded(problems),
+    ]
+    return api.DisaggregatedSetStatus(
+        observed_generation=generation,
+        revision=revision,
+        role_statuses=role_statuses,
+        conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
+    )
+
+
+def compute_held(
+    *,
+    status: api.JsonObject,
+    problems: Sequence[Problem],
+    observed: Sequence[envelope.ObservedCondition],
+    generation: int,
+    now: str,
+) -> api.JsonObject:
+    """The observed status kept as it is, with Degraded set from `problems` (the hold path)."""
+    degraded = carry_over([_degraded(problems)], observed=observed, generation=generation, now=now)[0]
+    rendered = envelope.render_status(degraded)
+    kept = [
+        condition
+        for condition in status.get("conditions") or []
+        if isinstance(condition, dict) and condition.get("type") != api.ConditionType.DEGRADED
+    ]
+    return {**status, "conditions": [*kept, rendered]}
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionUpdate:
+    """A condition's new status, before `carry_over` decides its transition time."""
+
+    type: api.ConditionType
+    status: api.ConditionStatus
+    reason: str
+    message: str
+
+
+def carry_over(
+    conditions: Sequence[ConditionUpdate],
+    *,
+    observed: Sequence[envelope.ObservedCondition],
+    generation: int,
+    now: str,
+) -> list[api.Condition]:
+    """Conditions with lastTransitionTime kept from `observed` unless their status flipped."""
+    previous = {condition.type: condition for condition in observed}
+    result = []
+    for condition in conditions:
+        before = previous.get(condition.type)
+        unchanged = (
+            before is not None
+            and before.status == condition.status
+            and bool(before.last_transition_time)
+        )
+        result.append(
+            api.Condition(
+                type=condition.type,
+                status=condition.status,
+                observed_generation=generation,
+                last_transition_time=before.last_transition_time if before and unchanged else now,
+                reason=condition.reason,
+                message=condition.message,
+            )
+        )
+    return result
+
+
+def new_condition(
+    condition_type: api.ConditionType, *, true: bool, reason: str, message: str
+) -> ConditionUpdate:
+    """A True or False condition update."""
+    status = api.ConditionStatus.TRUE if true else api.ConditionStatus.FALSE
+    return ConditionUpdate(type=condition_type, status=status, reason=reason, message=message)
+
+
+def _degraded(problems: Sequence[Problem]) -> ConditionUpdate:
+    if not problems:
+        return new_condition(
+            api.ConditionType.DEGRADED,
+            true=False,
+            reason=REASON_AS_EXPECTED,
+            message="No problems detected",
+        )
+    first = problems[0]
+    message = first.message
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more: " + "; ".join(
+            problem.message for problem in problems[1:]
+        ) + ")"
+    return new_condition(
+        api.ConditionType.DEGRADED, true=True, reason=first.reason, message=message[:MAX_MESSAGE]
+    )
+
+
+def _describe_lag(status: api.RoleStatus, role: RoleProgress) -> str:
+    if role.desired is None:
+        return f"{role.name}: target unknown (see Degraded)"
+    return (
+        f"{role.name}: {status.updated_replicas} updated, {status.ready_replicas} ready, "
+        f"{status.replicas} total of {role.desired}"
+    )
+
+
+def role_targets(
+    roles: Sequence[api.Role], targets: Mapping[str, int | None], *, slices: int
+) -> list[RoleProgress]:
+    """Per spec role, its per-slice target times the slice count (None when unknown)."""
+    progress = []
+    for role in roles:
+        target = targets.get(role.name)
+        progress.append(
+            RoleProgress(name=role.name, desired=None if target is None else target * slices)
+        )
+    return progress

@@ -1,0 +1,458 @@
+"""DisaggregatedSet customize and sync hooks: orchestration only.
+
+`sync` validates the parent, computes the target revision, plans the scalers, plans every slice
+(`rollout`), renders the children (`children`), decides the Services and computes the status. It
+returns the complete list of desired children, because Metacontroller deletes every observed
+child that the answer leaves out. Before answering it checks that every observed child missing
+from the answer is one the spec allows to go (SPEC §8): a drained revision, a removed slice, a
+Service of a revision that stopped serving, or the scaler of a role that is no longer External.
+Anything else is a bug and raises `UnsafeDeletionError`, which the server turns into a non-200
+answer (nothing changes).
+
+An invalid spec is not an error: the hold path returns every observed child unchanged, keeps the
+status and sets Degraded=True with reason InvalidSpec and the broken rules.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+from hooks import (
+    api,
+    children,
+    envelope,
+    naming,
+    planner,
+    revision,
+    rollout,
+    scalers,
+    status,
+    validation,
+)
+
+RESYNC_SECONDS = 5.0
+
+JsonObject = api.JsonObject
+ChildKey = tuple[str, str]
+
+
+class UnsafeDeletionError(Exception):
+    """A pass would delete an observed child that the spec does not allow to go."""
+
+
+def customize(request: envelope.CustomizeRequest) -> envelope.HookResult:
+    """Related objects: LWS carrying the set's name label, and objects at its scaler names."""
+    parent = request.parent
+    rules = [
+        envelope.RelatedRule(
+            api_version=api.LWS_API_VERSION,
+            resource="leaderworkersets",
+            namespace=parent.namespace,
+            label_selector={api.LABEL_NAME: parent.name},
+        )
+    ]
+    scaler_names = tuple(
+        naming.scaler_name(set_name=parent.name, role=role.name)
+        for role in (parent.spec.roles if parent.spec is not None else ())
+        if role.is_external
+    )
+    if scaler_names:
+        rules.append(
+            envelope.RelatedRule(
+                api_version=api.API_VERSION,
+                resource=api.SCALER_PLURAL,
+                namespace=parent.namespace,
+                names=scaler_names,
+            )
+        )
+    return envelope.HookResult(
+        response=envelope.render_customize_response(rules),
+        summary={"hook": "customize", "object": _key(parent), "rules": len(rules)},
+    )
+
+
+def sync(request: envelope.SyncRequest, *, now: str) -> envelope.HookResult:
+    """The desired children and status of one DisaggregatedSet."""
+    parent = request.parent
+    spec = parent.spec
+    violations = parent.spec_violations
+    if spec is not None:
+        violations = validation.check(name=parent.name, spec=spec)
+    if spec is None or violations:
+        return _hold(request, [_invalid(v) for v in violations], now=now)
+    try:
+        target = revision.compute_revision(
+            [(role.name, role.leader_worker_template) for role in spec.roles]
+        )
+    except revision.EncodingError as error:
+        return _hold(
+            request,
+            [status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")],
+            now=now,
+        )
+    return _reconcile(request, spec, target, now=now)
+
+
+def _reconcile(
+    request: envelope.SyncRequest, spec: api.DisaggregatedSetSpec, target: str, *, now: str
+) -> envelope.HookResult:
+    parent = request.parent
+    observed = _by_kind(request.children)
+    foreign = _foreign_names(request.related, uid=parent.uid)
+
+    scaler_plan = scalers.plan(
+        set_name=parent.name,
+        spec=spec,
+        observed=observed[envelope.ChildKind.SCALER],
+        lws=observed[envelope.ChildKind.LWS],
+        foreign_names=foreign[envelope.ChildKind.SCALER],
+    )
+    targets = _role_targets(spec, scaler_plan)
+    roles = [
+        rollout.RoleInput(
+            name=role.name,
+            target=targets[role.name],
+            external=role.is_external,
+            config=_role_config(role, targets[role.name]),
+        )
+        for role in spec.roles
+    ]
+
+    lws_by_slice, lws_elsewhere, lws_removed = _split_by_slice(
+        observed[envelope.ChildKind.LWS], slices=spec.slices
+    )
+    svc_by_slice, svc_elsewhere, svc_removed = _split_by_slice(
+        observed[envelope.ChildKind.SERVICE], slices=spec.slices
+    )
+
+    desired: dict[ChildKey, JsonObject] = {}
+    allowed = {_child_key(item) for item in [*lws_removed, *svc_removed]}
+    allowed.update((api.SCALER_KIND, name) for name in scaler_plan.dropped)
+    for child in scaler_plan.children:
+        _add(desired, child)
+    kept_lws = list(lws_elsewhere)
+    for item in lws_elsewhere:
+        _add(desired, children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None))
+    for item in svc_elsewhere:
+        _add(desired, children.reemit(item))
+
+    conflicts: list[tuple[str, str]] = []
+    slice_summaries: dict[str, str] = {}
+    resync = False
+    for index in range(spec.slices):
+        plan = rollout.plan_slice(
+            set_name=parent.name,
+            slice_index=index,
+            revision=target,
+            roles=roles,
+            lws=lws_by_slice[index],
+        )
+        slice_summaries[str(index)] = _describe(plan)
+        resync = resync or plan.phase is not rollout.Phase.STEADY
+        dropped = set(plan.dropped)
+        allowed.update((api.LWS_KIND, name) for name in dropped)
+        slice_lws = [item for item in lws_by_slice[index] if item.name not in dropped]
+        for item in slice_lws:
+            _add(
+                desired,
+                children.reemit_lws(
+                    item,
+                    replicas=plan.replicas[item.name],
+                    initial_replicas=plan.initial_replicas.get(item.name),
+                ),
+            )
+        for role_name, replicas in plan.created.items():
+            name = naming.lws_name(
+                set_name=parent.name, slice_index=index, revision=target, role=role_name
+            )
+            if name in foreign[envelope.ChildKind.LWS]:
+                conflicts.append((role_name, name))
+                continue
+            if (api.LWS_KIND, name) in desired:
+                continue
+            role = spec.role(role_name)
+            if role is None:
+                raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
+            _add(
+                desired,
+                children.render_lws(
+                    set_name=parent.name,
+                    role=role,
+                    slice_index=index,
+                    revision=target,
+                    replicas=replicas,
+                    policy=spec.placement_policy,
+                ),
+            )
+        kept_lws.extend(slice_lws)
+        services, dropped_services = _plan_services(
+            set_name=parent.name,
+            slice_index=index,
+            revision=target,
+            role_names=[role.name for role in spec.roles],
+            lws=slice_lws,
+            services=svc_by_slice[index],
+        )
+        for service in services:
+            _add(desired, service)
+        allowed.update((api.SERVICE_KIND, name) for name in dropped_services)
+
+    _check_deletions(request.children, desired, allowed)
+
+    problems = [
+        status.Problem(
+            status.REASON_NAME_CONFLICT,
+            f"LeaderWorkerSet {name!r} exists and is not controlled by this DisaggregatedSet; "
+            "delete or rename it so the set can create its own",
+        )
+        for name in sorted({name for _, name in conflicts})
+    ]
+    problems.extend(
+        status.Problem(
+            status.REASON_SCALER_CONFLICT,
+            f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is not "
+            "controlled by this DisaggregatedSet; delete it so the set can create its own",
+        )
+        for role, name in sorted(scaler_plan.conflicts.items())
+    )
+    blocked_roles = {role for role, _ in conflicts}
+    progress = [
+        status.RoleProgress(
+            name=entry.name,
+            desired=None if entry.name in blocked_roles else entry.desired,
+        )
+        for entry in status.role_targets(spec.roles, targets, slices=spec.slices)
+    ]
+    new_status = status.compute(
+        roles=progress,
+        lws=kept_lws,
+        revision=target,
+        generation=parent.generation,
+        problems=problems,
+        observed=parent.conditions,
+        now=now,
+    )
+    ordered = children.sort_children(desired.values())
+    response = envelope.render_sync_response(
+        status=envelope.render_status(new_status),
+        children=ordered,
+        resync_after_seconds=RESYNC_SECONDS if resync else None,
+    )
+    return envelope.HookResult(
+        response=response,
+        summary={
+            "hook": "sync",
+            "object": _key(parent),
+            "generation": parent.generation,
+            "revision": target,
+            "outcome": "synced",
+            "slices": slice_summaries,
+            "children": _count_kinds(ordered),
+            "deleted": len({_child_key(c) for c in request.children} - set(desired)),
+            "scalers_created": len(scaler_plan.created),
+            "conflicts": len(problems),
+        },
+    )
+
+
+def _hold(
+    request: envelope.SyncRequest, problems: Sequence[status.Problem], *, now: str
+) -> envelope.HookResult:
+    parent = request.parent
+    kept = [_unchanged(child) for child in request.children]
+    held = status.compute_held(
+        status=parent.status,
+        problems=problems,
+        observed=parent.conditions,
+        generation=parent.generation,
+        now=now,
+    )
+    return envelope.HookResult(
+        response=envelope.render_sync_response(
+            status=held, children=children.sort_children(kept)
+        ),
+        summary={
+            "hook": "sync",
+            "object": _key(parent),
+            "generation": parent.generation,
+            "outcome": "held",
+            "reason": problems[0].reason if problems else status.REASON_INVALID_SPEC,
+            "children": _count_kinds(kept),
+            "deleted": 0,
+        },
+    )
+
+
+def _unchanged(child: envelope.ObservedObject) -> JsonObject:
+    if child.kind is envelope.ChildKind.LWS:
+        return children.reemit_lws(
+            child, replicas=rollout.replicas_of(child), initial_replicas=None
+        )
+    if child.kind is envelope.ChildKind.SCALER:
+        return children.reemit_scaler(child)
+    return children.reemit(child)
+
+
+def _invalid(violation: api.Violation) -> status.Problem:
+    return status.Problem(status.REASON_INVALID_SPEC, violation.message)
+
+
+def _role_targets(
+    spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
+) -> dict[str, int | None]:
+    targets: dict[str, int | None] = {}
+    for role in spec.roles:
+        if role.is_external:
+            targets[role.name] = scaler_plan.targets.get(role.name)
+        else:
+            targets[role.name] = 1 if role.replicas is None else role.replicas
+    return targets
+
+
+def _role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
+    config = role.rolling_update_configuration
+    if config is None:
+        return planner.DEFAULT_CONFIG
+    return planner.resolve_config(
+        replicas=target or 0,
+        max_surge=config.get("maxSurge"),
+        max_unavailable=config.get("maxUnavailable"),
+    )
+
+
+def _by_kind(
+    objects: Iterable[envelope.ObservedObject],
+) -> dict[envelope.ChildKind, list[envelope.ObservedObject]]:
+    grouped: dict[envelope.ChildKind, list[envelope.ObservedObject]] = {
+        kind: [] for kind in envelope.ChildKind
+    }
+    for item in objects:
+        grouped[item.kind].append(item)
+    return grouped
+
+
+def _foreign_names(
+    related: Iterable[envelope.ObservedObject], *, uid: str
+) -> dict[envelope.ChildKind, frozenset[str]]:
+    names: dict[envelope.ChildKind, set[str]] = {kind: set() for kind in envelope.ChildKind}
+    for item in related:
+        if not item.is_controlled_by(uid):
+            names[item.kind].add(item.name)
+    return {kind: frozenset(found) for kind, found in names.items()}
+
+
+def _split_by_slice(
+    objects: Iterable[envelope.ObservedObject], *, slices: int
+) -> tuple[
+    dict[int, list[envelope.ObservedObject]],
+    list[envelope.ObservedObject],
+    list[envelope.ObservedObject],
+]:
+    """Objects by slice index; those with an unparsable slice label; those in removed slices."""
+    by_slice: dict[int, list[envelope.ObservedObject]] = defaultdict(list)
+    elsewhere = []
+    removed = []
+    for item in objects:
+        index = naming.parse_slice(item.labels)
+        if index is None:
+            elsewhere.append(item)
+        elif index >= slices:
+            removed.append(item)
+        else:
+            by_slice[index].append(item)
+    return by_slice, elsewhere, removed
+
+
+def _plan_services(
+    *,
+    set_name: str,
+    slice_index: int,
+    revision: str,
+    role_names: Sequence[str],
+    lws: Sequence[envelope.ObservedObject],
+    services: Sequence[envelope.ObservedObject],
+) -> tuple[list[JsonObject], list[str]]:
+    """The slice's Services and the names of those that go (SPEC §5 step 3c)."""
+    groups: dict[str, dict[str, envelope.ObservedObject]] = defaultdict(dict)
+    for item in lws:
+        item_revision = item.labels.get(api.LABEL_REVISION, "")
+        item_role = item.labels.get(api.LABEL_ROLE, "")
+        if item_revision and item_role:
+            groups[item_revision].setdefault(item_role, item)
+
+    def ready(candidate: str) -> bool:
+        group = groups.get(candidate, {})
+        return all(
+            name in group and group[name].status.ready_replicas >= 1 for name in role_names
+        )
+
+    if not ready(revision):
+        return [children.reemit(service) for service in services], []
+    serving = {candidate for candidate in groups if ready(candidate)} | {revision}
+    existing = {service.name: service for service in services}
+    result = []
+    wanted = set()
+    for name in role_names:
+        service_name = naming.service_name(groups[revision][name].name)
+        wanted.add(service_name)
+        if service_name in existing:
+            result.append(children.reemit(existing[service_name]))
+        else:
+            result.append(
+                children.render_service(
+                    name=service_name,
+                    labels=naming.service_labels(
+                        set_name=set_name, slice_index=slice_index, revision=revision, role=name
+                    ),
+                )
+            )
+    dropped = []
+    for service in services:
+        if service.name in wanted:
+            continue
+        if service.labels.get(api.LABEL_REVISION, "") in serving:
+            result.append(children.reemit(service))
+        else:
+            dropped.append(service.name)
+    return result, dropped
+
+
+def _check_deletions(
+    observed: Iterable[envelope.ObservedObject],
+    desired: Mapping[ChildKey, JsonObject],
+    allowed: set[ChildKey],
+) -> None:
+    missing = {_child_key(item) for item in observed} - set(desired)
+    unexpected = sorted(missing - allowed)
+    if unexpected:
+        listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
+        raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
+
+
+def _add(desired: dict[ChildKey, JsonObject], child: JsonObject) -> None:
+    key = (child["kind"], child["metadata"]["name"])
+    if key in desired:
+        raise ValueError(f"two desired children share the name {key[1]!r} ({key[0]})")
+    desired[key] = child
+
+
+def _child_key(item: envelope.ObservedObject) -> ChildKey:
+    return (item.kind.kind, item.name)
+
+
+def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for child in objects:
+        counts[child["kind"]] += 1
+    return dict(sorted(counts.items()))
+
+
+def _describe(plan: rollout.SlicePlan) -> str:
+    if plan.step is None:
+        return plan.phase.value
+    return f"{plan.phase.value}:{plan.step.rule.value} old={list(plan.step.old)} new={list(plan.step.new)}"
+
+
+def _key(parent: envelope.Parent) -> str:
+    return f"{parent.namespace}/{parent.name}"

@@ -1,0 +1,282 @@
+"""Keyword-default factories for test objects: sets, roles, observed children and requests.
+
+Everything returns plain JSON-shaped dicts (what Metacontroller would send), so tests exercise the
+real parsing in `envelope`. Defaults follow what a kube-apiserver stores with the CRDs installed
+(restartPolicy, startupPolicy and port protocols filled in).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from hooks import api
+
+JsonObject = dict[str, Any]
+
+DS_UID = "11111111-2222-3333-4444-555555555555"
+NAMESPACE = "default"
+CREATED = "2026-11-29T10:00:00Z"
+NOW = "2026-11-29T12:00:00Z"
+
+
+def make_template(
+    *,
+    image: str = "vllm/vllm-openai:v0.11.0",
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> JsonObject:
+    """A pod template with one container."""
+    metadata: JsonObject = {}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    template: JsonObject = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "server",
+                    "image": image,
+                    "ports": [{"containerPort": 8000, "protocol": "TCP"}],
+                }
+            ]
+        }
+    }
+    if metadata:
+        template["metadata"] = metadata
+    return template
+
+
+def make_role(
+    name: str,
+    *,
+    replicas: int | None = 1,
+    image: str = "vllm/vllm-openai:v0.11.0",
+    size: int = 1,
+    external: bool = False,
+    max_surge: int | str | None = None,
+    max_unavailable: int | str | None = None,
+    leader: bool = False,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    template_annotations: Mapping[str, str] | None = None,
+) -> JsonObject:
+    """A role of a DisaggregatedSet as the API server stores it."""
+    template: JsonObject = {
+        "restartPolicy": "RecreateGroupOnPodRestart",
+        "size": size,
+        "workerTemplate": make_template(
+            image=image, labels={"role": name}, annotations=template_annotations
+        ),
+    }
+    if leader:
+        template["leaderTemplate"] = make_template(
+            image=image, labels={"role": name}, annotations=template_annotations
+        )
+    spec: JsonObject = {"leaderWorkerTemplate": template, "startupPolicy": "LeaderCreated"}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if max_surge is not None or max_unavailable is not None:
+        spec["rolloutStrategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdateConfiguration": {
+                "maxSurge": 0 if max_surge is None else max_surge,
+                "maxUnavailable": 0 if max_unavailable is None else max_unavailable,
+                "partition": 0,
+            },
+        }
+    role: JsonObject = {"name": name, "spec": spec}
+    if labels or annotations:
+        role["metadata"] = {}
+        if labels:
+            role["metadata"]["labels"] = dict(labels)
+        if annotations:
+            role["metadata"]["annotations"] = dict(annotations)
+    if external:
+        role["scaling"] = {"mode": "External"}
+    return role
+
+
+def make_ds(
+    *,
+    name: str = "llm",
+    roles: Sequence[JsonObject] | None = None,
+    slices: int = 1,
+    placement: JsonObject | None = None,
+    generation: int = 1,
+    uid: str = DS_UID,
+    status: JsonObject | None = None,
+) -> JsonObject:
+    """A stored DisaggregatedSet (prefill 2 + decode 1 by default)."""
+    spec: JsonObject = {
+        "roles": list(roles) if roles is not None else [
+            make_role("prefill", replicas=2),
+            make_role("decode", replicas=1),
+        ],
+        "slices": slices,
+    }
+    if placement is not None:
+        spec["placementPolicy"] = placement
+    ds: JsonObject = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.DS_KIND,
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": uid,
+            "generation": generation,
+            "creationTimestamp": CREATED,
+        },
+        "spec": spec,
+    }
+    if status is not None:
+        ds["status"] = status
+    return ds
+
+
+def observe(
+    desired: JsonObject,
+    *,
+    owner_uid: str = DS_UID,
+    owner_name: str = "llm",
+    created: str = CREATED,
+    status: JsonObject | None = None,
+    spec_overrides: Mapping[str, Any] | None = None,
+) -> JsonObject:
+    """What Metacontroller observes after applying a child the hook returned.
+
+    Adds the namespace, the controller-uid label, the controller ownerReference, the
+    last-applied annotation (compact JSON with sorted keys, as Metacontroller writes it), a uid
+    and a creationTimestamp; `spec_overrides` simulate later changes by someone else (an HPA, a
+    user) that are not in the annotation.
+    """
+    applied = copy.deepcopy(desired)
+    applied["metadata"]["namespace"] = NAMESPACE
+    applied["metadata"].setdefault("labels", {})[api.CONTROLLER_UID_LABEL] = owner_uid
+    observed = copy.deepcopy(applied)
+    observed["metadata"].setdefault("annotations", {})[api.LAST_APPLIED_ANNOTATION] = (
+        orjson.dumps(applied, option=orjson.OPT_SORT_KEYS).decode()
+    )
+    observed["metadata"]["uid"] = f"uid-{desired['metadata']['name']}"
+    observed["metadata"]["creationTimestamp"] = created
+    observed["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": api.DS_KIND,
+            "name": owner_name,
+            "uid": owner_uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    if spec_overrides:
+        observed["spec"] = {**observed.get("spec", {}), **spec_overrides}
+    if status is not None:
+        observed["status"] = status
+    return observed
+
+
+def lws_status(replicas: int, *, ready: int | None = None, updated: int | None = None) -> JsonObject:
+    """An LWS status block (ready and updated default to `replicas`)."""
+    return {
+        "replicas": replicas,
+        "readyReplicas": replicas if ready is None else ready,
+        "updatedReplicas": replicas if updated is None else updated,
+    }
+
+
+def child_key(obj: JsonObject) -> str:
+    """The outer key of `children` for an object (`<Kind>.<apiVersion>`)."""
+    return f"{obj['kind']}.{obj['apiVersion']}"
+
+
+def make_request(
+    parent: JsonObject,
+    *,
+    children: Iterable[JsonObject] = (),
+    related: Iterable[JsonObject] = (),
+    version: str = "v1",
+) -> JsonObject:
+    """A DisaggregatedSet sync request in hook format v1 (keys by name) or v2 (namespace/name)."""
+
+    def group(objects: Iterable[JsonObject], kinds: Sequence[str]) -> JsonObject:
+        grouped: JsonObject = {kind: {} for kind in kinds}
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            key = name if version == "v1" else f"{NAMESPACE}/{name}"
+            grouped.setdefault(child_key(obj), {})[key] = obj
+        return grouped
+
+    return {
+        "controller": {"kind": "CompositeController", "apiVersion": "metacontroller.k8s.io/v1alpha1"},
+        "parent": parent,
+        "children": group(
+            children,
+            [
+                f"{api.SCALER_KIND}.{api.API_VERSION}",
+                f"{api.LWS_KIND}.{api.LWS_API_VERSION}",
+                f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}",
+            ],
+        ),
+        "related": group(related, [f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]),
+        "finalizing": False,
+    }
+
+
+def children_by_name(response: JsonObject) -> dict[str, JsonObject]:
+    """The children of a sync response keyed by name."""
+    return {child["metadata"]["name"]: child for child in response["children"]}
+
+
+def make_lws(
+    role: str,
+    *,
+    revision: str,
+    replicas: int | None = 1,
+    ready: int | None = None,
+    set_name: str = "llm",
+    slice_index: int = 0,
+    initial: int | str | None = None,
+    created: str = CREATED,
+    labels: Mapping[str, str] | None = None,
+) -> JsonObject:
+    """An observed LWS child of the set (ready defaults to its replicas)."""
+    name = f"{set_name}-{slice_index}-{revision}-{role}"
+    own_labels = {
+        "app": f"{set_name}-{slice_index}-{role}",
+        api.LABEL_NAME: set_name,
+        api.LABEL_ROLE: role,
+        api.LABEL_SLICE: str(slice_index),
+        api.LABEL_REVISION: revision,
+    }
+    if labels is not None:
+        own_labels = dict(labels)
+    spec: JsonObject = {"leaderWorkerTemplate": {"size": 1, "workerTemplate": make_template()}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    desired: JsonObject = {
+        "apiVersion": api.LWS_API_VERSION,
+        "kind": api.LWS_KIND,
+        "metadata": {"name": name, "labels": own_labels},
+        "spec": spec,
+    }
+    if initial is not None:
+        desired["metadata"]["annotations"] = {api.ANNOTATION_INITIAL_REPLICAS: str(initial)}
+    count = 1 if replicas is None else replicas
+    return observe(
+        desired,
+        owner_name=set_name,
+        created=created,
+        status=lws_status(count, ready=count if ready is None else ready),
+    )
+
+
+def parse_children(*objects: JsonObject) -> list[Any]:
+    """Observed objects parsed by the real envelope (as `envelope.ObservedObject` records)."""
+    from hooks import envelope
+
+    return list(envelope.parse_sync_request(make_request(make_ds(), children=objects)).children)

@@ -1,0 +1,218 @@
+"""Request parsing: both hook versions, observed children, last-applied, bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import orjson
+import pytest
+
+from hooks import api, envelope
+from tests import builders
+
+
+def lws_child(name: str = "llm-0-aaaaaaaa-prefill", **kwargs: object) -> api.JsonObject:
+    desired = {
+        "apiVersion": api.LWS_API_VERSION,
+        "kind": api.LWS_KIND,
+        "metadata": {"name": name, "labels": {api.LABEL_ROLE: "prefill"}},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"workerTemplate": {}}},
+    }
+    return builders.observe(desired, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_both_hook_versions_give_the_same_records(version: str) -> None:
+    body = builders.make_request(builders.make_ds(), children=[lws_child()], version=version)
+    request = envelope.parse_sync_request(body)
+    (child,) = request.children
+    assert child.kind is envelope.ChildKind.LWS
+    assert child.name == "llm-0-aaaaaaaa-prefill"
+    assert child.namespace == builders.NAMESPACE
+
+
+def test_observed_child_fields() -> None:
+    child = lws_child(status=builders.lws_status(2, ready=1, updated=0))
+    (parsed,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child])
+    ).children
+    assert parsed.spec_replicas == 2
+    assert parsed.status == envelope.ReplicaStatus(replicas=2, ready_replicas=1, updated_replicas=0)
+    assert parsed.controller_uid == builders.DS_UID
+    assert parsed.is_controlled_by(builders.DS_UID)
+    assert parsed.creation_timestamp == builders.CREATED
+
+
+def test_applied_comes_from_last_applied_without_metacontroller_additions() -> None:
+    child = lws_child()
+    (parsed,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child])
+    ).children
+    assert "namespace" not in parsed.applied["metadata"]
+    assert api.CONTROLLER_UID_LABEL not in parsed.applied["metadata"]["labels"]
+    assert parsed.applied["spec"] == {"replicas": 2, "leaderWorkerTemplate": {"workerTemplate": {}}}
+
+
+def test_applied_falls_back_to_a_cleaned_copy_when_the_annotation_is_broken() -> None:
+    child = lws_child()
+    child["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION] = "{not json"
+    child["metadata"]["annotations"]["team"] = "serving"
+    child["status"] = builders.lws_status(2)
+    (parsed,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child])
+    ).children
+    assert parsed.applied == {
+        "apiVersion": api.LWS_API_VERSION,
+        "kind": api.LWS_KIND,
+        "metadata": {
+            "name": "llm-0-aaaaaaaa-prefill",
+            "labels": {api.LABEL_ROLE: "prefill"},
+            "annotations": {"team": "serving"},
+        },
+        "spec": child["spec"],
+    }
+
+
+def test_last_applied_of_another_object_is_not_trusted() -> None:
+    child = lws_child()
+    other = orjson.loads(child["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION])
+    other["metadata"]["name"] = "someone-else"
+    child["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION] = orjson.dumps(other).decode()
+    (parsed,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child])
+    ).children
+    assert parsed.applied["metadata"]["name"] == "llm-0-aaaaaaaa-prefill"
+
+
+def test_children_are_sorted_whatever_the_input_order() -> None:
+    first = lws_child("llm-0-aaaaaaaa-b")
+    second = lws_child("llm-0-aaaaaaaa-a")
+    body = builders.make_request(builders.make_ds(), children=[first, second])
+    names = [c.name for c in envelope.parse_sync_request(body).children]
+    assert names == ["llm-0-aaaaaaaa-a", "llm-0-aaaaaaaa-b"]
+
+
+def test_structurally_invalid_spec_is_data_not_an_error() -> None:
+    ds = builders.make_ds()
+    ds["spec"]["roles"] = ds["spec"]["roles"][:1]
+    parent = envelope.parse_sync_request(builders.make_request(ds)).parent
+    assert parent.spec is None
+    (violation,) = parent.spec_violations
+    assert violation.field == "spec.roles"
+
+
+def test_wrong_type_in_a_field_the_hook_reads_is_reported_with_its_path() -> None:
+    ds = builders.make_ds()
+    ds["spec"]["roles"][1]["spec"]["replicas"] = "3"
+    parent = envelope.parse_sync_request(builders.make_request(ds)).parent
+    assert [v.field for v in parent.spec_violations] == ["spec.roles[1].spec.replicas"]
+
+
+def test_observed_conditions_are_read_leniently() -> None:
+    ds = builders.make_ds(
+        status={
+            "conditions": [
+                {"type": "Available", "status": "True", "lastTransitionTime": "t", "reason": "R"},
+                "garbage",
+                {"status": "True"},
+            ]
+        }
+    )
+    parent = envelope.parse_sync_request(builders.make_request(ds)).parent
+    assert [c.type for c in parent.conditions] == ["Available"]
+    assert parent.conditions[0].last_transition_time == "t"
+
+
+def broken(path: str, value: object) -> api.JsonObject:
+    body = builders.make_request(builders.make_ds(), children=[lws_child()])
+    target = body
+    keys = path.split("/")
+    for key in keys[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[keys[-1]]
+    else:
+        target[keys[-1]] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param([], id="not-an-object"),
+        pytest.param(broken("parent", KeyError), id="no-parent"),
+        pytest.param(broken("parent/kind", "Deployment"), id="wrong-kind"),
+        pytest.param(broken("parent/apiVersion", "x/v9"), id="wrong-api-version"),
+        pytest.param(broken("parent/metadata/name", ""), id="parent-without-name"),
+        pytest.param(broken("children", KeyError), id="no-children"),
+        pytest.param(broken("children", []), id="children-not-a-map"),
+        pytest.param(broken("children/Pod.v1", {}), id="unexpected-child-type"),
+        pytest.param(broken("finalizing", "yes"), id="finalizing-not-bool"),
+        pytest.param(broken("parent/metadata/generation", "1"), id="generation-not-int"),
+    ],
+)
+def test_unusable_requests_raise_request_error(body: object) -> None:
+    with pytest.raises(envelope.RequestError):
+        envelope.parse_sync_request(body)
+
+
+def test_malformed_child_raises_request_error() -> None:
+    body = builders.make_request(builders.make_ds(), children=[lws_child()])
+    group = body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]
+    child = next(iter(group.values()))
+    child["metadata"]["labels"] = {"a": 1}
+    with pytest.raises(envelope.RequestError, match="labels"):
+        envelope.parse_sync_request(body)
+
+
+def test_empty_maps_and_null_children_groups_are_accepted() -> None:
+    body = builders.make_request(builders.make_ds())
+    body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"] = None
+    assert envelope.parse_sync_request(body).children == ()
+
+
+def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
+    scaler = builders.observe(
+        {
+            "apiVersion": api.API_VERSION,
+            "kind": api.SCALER_KIND,
+            "metadata": {"name": "llm-decode", "labels": {api.LABEL_NAME: "llm", api.LABEL_ROLE: "decode"}},
+            "spec": {"replicas": 3},
+        }
+    )
+    body = {
+        "parent": scaler,
+        "children": {},
+        "related": {
+            f"{api.DS_KIND}.{api.API_VERSION}": {"llm": builders.make_ds()},
+            f"{api.LWS_KIND}.{api.LWS_API_VERSION}": {"x": lws_child()},
+        },
+    }
+    request = envelope.parse_scaler_sync_request(body)
+    assert request.scaler.spec_replicas == 3
+    assert request.scaler.owner_uid == builders.DS_UID
+    assert [o.name for o in request.owners] == ["llm"]
+    assert [o.name for o in request.lws] == ["llm-0-aaaaaaaa-prefill"]
+
+
+def test_render_customize_response_shapes_rules() -> None:
+    rules = [
+        envelope.RelatedRule(
+            api_version="v1", resource="pods", namespace="ns", label_selector={"a": "b"}
+        ),
+        envelope.RelatedRule(api_version="v1", resource="services", namespace="", names=("x",)),
+    ]
+    assert envelope.render_customize_response(rules) == {
+        "relatedResources": [
+            {"apiVersion": "v1", "resource": "pods", "namespace": "ns",
+             "labelSelector": {"matchLabels": {"a": "b"}}},
+            {"apiVersion": "v1", "resource": "services", "names": ["x"]},
+        ]
+    }
+
+
+def test_parsing_does_not_mutate_the_body() -> None:
+    body = builders.make_request(builders.make_ds(), children=[lws_child()])
+    before = copy.deepcopy(body)
+    envelope.parse_sync_request(body)
+    assert body == before

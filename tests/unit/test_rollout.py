@@ -1,0 +1,235 @@
+"""One slice, one pass: steady state and the coordinated rollout (SPEC §5 step 3, §5a)."""
+
+from __future__ import annotations
+
+from hooks import planner, rollout
+from tests import builders
+
+OLD = "aaaaaaaa"
+OLDER = "bbbbbbbb"
+NEW = "cccccccc"
+LATER = "2026-11-29T11:00:00Z"
+
+
+def role(
+    name: str,
+    target: int | None,
+    *,
+    external: bool = False,
+    config: planner.RoleConfig = planner.DEFAULT_CONFIG,
+) -> rollout.RoleInput:
+    return rollout.RoleInput(name=name, target=target, external=external, config=config)
+
+
+def plan(roles: list[rollout.RoleInput], *lws: builders.JsonObject) -> rollout.SlicePlan:
+    return rollout.plan_slice(
+        set_name="llm",
+        slice_index=0,
+        revision=NEW,
+        roles=roles,
+        lws=builders.parse_children(*lws),
+    )
+
+
+def name(revision: str, role_name: str) -> str:
+    return f"llm-0-{revision}-{role_name}"
+
+
+def test_empty_slice_creates_every_role_at_its_target() -> None:
+    result = plan([role("prefill", 2), role("decode", 1)])
+    assert result.phase is rollout.Phase.STEADY
+    assert dict(result.created) == {"prefill": 2, "decode": 1}
+    assert result.replicas == {}
+
+
+def test_steady_state_scales_in_place() -> None:
+    result = plan(
+        [role("prefill", 4), role("decode", 1)],
+        builders.make_lws("prefill", revision=NEW, replicas=2),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+    assert result.phase is rollout.Phase.STEADY
+    assert result.replicas == {name(NEW, "prefill"): 4, name(NEW, "decode"): 1}
+    assert result.created == {}
+
+
+def test_unknown_target_keeps_current_replicas() -> None:
+    result = plan(
+        [role("prefill", 2), role("decode", None, external=True)],
+        builders.make_lws("prefill", revision=NEW, replicas=2),
+        builders.make_lws("decode", revision=NEW, replicas=3),
+    )
+    assert result.replicas[name(NEW, "decode")] == 3
+
+
+def test_unknown_target_without_lws_creates_it_at_zero() -> None:
+    result = plan([role("prefill", 2), role("decode", None, external=True)])
+    assert dict(result.created) == {"prefill": 2, "decode": 0}
+
+
+def test_drained_old_revision_is_dropped_whole() -> None:
+    result = plan(
+        [role("prefill", 1), role("decode", 1)],
+        builders.make_lws("prefill", revision=NEW),
+        builders.make_lws("decode", revision=NEW),
+        builders.make_lws("prefill", revision=OLD, replicas=0),
+        builders.make_lws("decode", revision=OLD, replicas=0),
+    )
+    assert result.dropped == (name(OLD, "decode"), name(OLD, "prefill"))
+    assert set(result.replicas) == {name(NEW, "prefill"), name(NEW, "decode")}
+
+
+def test_old_revision_with_one_role_left_is_not_dropped() -> None:
+    result = plan(
+        [role("prefill", 1), role("decode", 1)],
+        builders.make_lws("prefill", revision=NEW, replicas=0),
+        builders.make_lws("decode", revision=NEW, replicas=0),
+        builders.make_lws("prefill", revision=OLD, replicas=0),
+        builders.make_lws("decode", revision=OLD, replicas=1),
+    )
+    assert result.dropped == ()
+    assert result.phase is not rollout.Phase.STEADY
+
+
+def test_start_pass_snapshots_initial_replicas_and_creates_target_at_zero() -> None:
+    result = plan(
+        [role("prefill", 5), role("decode", 2)],
+        builders.make_lws("prefill", revision=OLD, replicas=5, initial=9),
+        builders.make_lws("decode", revision=OLD, replicas=2),
+    )
+    assert result.phase is rollout.Phase.STARTING
+    assert result.initial_replicas == {name(OLD, "prefill"): 5, name(OLD, "decode"): 2}
+    assert dict(result.created) == {"prefill": 0, "decode": 0}
+    assert result.replicas == {name(OLD, "prefill"): 5, name(OLD, "decode"): 2}
+
+
+def test_gate_waits_until_target_lws_are_ready() -> None:
+    result = plan(
+        [role("prefill", 5), role("decode", 2)],
+        builders.make_lws("prefill", revision=OLD, replicas=5, initial=5),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=2, ready=1),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+    assert result.phase is rollout.Phase.WAITING
+    assert result.step is None
+    assert result.replicas[name(NEW, "prefill")] == 2
+    assert result.replicas[name(OLD, "prefill")] == 5
+
+
+def test_missing_target_lws_mid_rollout_is_recreated_at_zero() -> None:
+    result = plan(
+        [role("prefill", 5), role("decode", 2)],
+        builders.make_lws("prefill", revision=OLD, replicas=5, initial=5),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=2),
+    )
+    assert result.phase is rollout.Phase.WAITING
+    assert dict(result.created) == {"decode": 0}
+
+
+def test_worked_example_first_step_scales_new_up() -> None:
+    config = planner.RoleConfig(max_surge=2, max_unavailable=1)
+    result = plan(
+        [role("prefill", 5, config=config), role("decode", 2, config=config)],
+        builders.make_lws("prefill", revision=OLD, replicas=5, initial=5),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=0),
+        builders.make_lws("decode", revision=NEW, replicas=0),
+    )
+    assert result.phase is rollout.Phase.STEPPING
+    assert result.replicas[name(NEW, "prefill")] == 2
+    assert result.replicas[name(NEW, "decode")] == 1
+    assert result.replicas[name(OLD, "prefill")] == 5
+
+
+def test_drain_visits_the_newest_old_revision_first() -> None:
+    # Two old revisions hold 2 groups per role; the planner drains 1 per role this pass, and
+    # that budget goes to the newer revision (OLD) while the older one (OLDER) is untouched.
+    config = planner.RoleConfig(max_surge=0, max_unavailable=1)
+    result = plan(
+        [role("prefill", 4, config=config), role("decode", 4, config=config)],
+        builders.make_lws("prefill", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=OLD, replicas=2, initial=2, created=LATER),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2, created=LATER),
+        builders.make_lws("prefill", revision=NEW, replicas=3),
+        builders.make_lws("decode", revision=NEW, replicas=3),
+    )
+    assert result.step is not None
+    assert result.step.old == (3, 3)
+    assert result.replicas[name(OLD, "prefill")] == 1
+    assert result.replicas[name(OLD, "decode")] == 1
+    assert result.replicas[name(OLDER, "prefill")] == 2
+    assert result.replicas[name(OLDER, "decode")] == 2
+
+
+def test_revisions_created_at_the_same_time_drain_in_name_order() -> None:
+    config = planner.RoleConfig(max_surge=0, max_unavailable=1)
+    result = plan(
+        [role("prefill", 4, config=config), role("decode", 4, config=config)],
+        builders.make_lws("prefill", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=3),
+        builders.make_lws("decode", revision=NEW, replicas=3),
+    )
+    assert result.replicas[name(OLD, "prefill")] == 1
+    assert result.replicas[name(OLDER, "prefill")] == 2
+
+
+def test_coordinated_drain_takes_the_whole_revision_to_zero_together() -> None:
+    # Budget 1 on prefill only: prefill's old LWS reaches 0 by itself, so decode goes with it.
+    result = plan(
+        [role("prefill", 1), role("decode", 3)],
+        builders.make_lws("prefill", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("decode", revision=OLD, replicas=1, initial=3),
+        builders.make_lws("prefill", revision=NEW, replicas=1),
+        builders.make_lws("decode", revision=NEW, replicas=3),
+    )
+    assert result.replicas[name(OLD, "prefill")] == 0
+    assert result.replicas[name(OLD, "decode")] == 0
+
+
+def test_removed_role_drains_with_its_revision() -> None:
+    result = plan(
+        [role("prefill", 2), role("decode", 1)],
+        builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("encode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("prefill", revision=NEW, replicas=2),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+    assert result.phase is rollout.Phase.STEPPING
+    assert result.replicas[name(OLD, "encode")] == 0
+    assert result.replicas[name(OLD, "prefill")] == 0
+
+
+def test_external_role_never_shrinks_below_current_new_mid_rollout() -> None:
+    result = plan(
+        [role("prefill", 2), role("decode", 1, external=True)],
+        builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLD, replicas=3, initial=3),
+        builders.make_lws("prefill", revision=NEW, replicas=1),
+        builders.make_lws("decode", revision=NEW, replicas=3),
+    )
+    assert result.step is not None
+    assert result.replicas[name(NEW, "decode")] >= 3
+
+
+def test_lws_without_role_or_revision_label_is_kept_unplanned() -> None:
+    stray = builders.make_lws("prefill", revision=NEW, labels={"app": "x"})
+    result = plan([role("prefill", 1), role("decode", 1)], stray)
+    assert result.unplanned == (name(NEW, "prefill"),)
+    assert result.replicas == {name(NEW, "prefill"): 1}
+    assert dict(result.created) == {"prefill": 1, "decode": 1}
+
+
+def test_replicas_of_defaults_to_one_and_initial_falls_back() -> None:
+    unset, bad = builders.parse_children(
+        builders.make_lws("decode", revision=OLD, replicas=None),
+        builders.make_lws("prefill", revision=OLD, replicas=3, initial="many"),
+    )
+    assert rollout.replicas_of(unset) == 1
+    assert rollout.initial_of(bad) == 3

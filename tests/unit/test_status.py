@@ -1,0 +1,156 @@
+"""Role statuses and conditions (SPEC §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hooks import api, envelope, status
+from tests import builders
+
+NEW = "cccccccc"
+OLD = "aaaaaaaa"
+EARLIER = "2026-11-29T09:00:00Z"
+
+
+def compute(
+    lws: list[envelope.ObservedObject],
+    *,
+    desired: dict[str, int | None] | None = None,
+    problems: tuple[status.Problem, ...] = (),
+    observed: tuple[envelope.ObservedCondition, ...] = (),
+) -> api.DisaggregatedSetStatus:
+    targets = desired if desired is not None else {"prefill": 2, "decode": 1}
+    return status.compute(
+        roles=[status.RoleProgress(name=n, desired=d) for n, d in targets.items()],
+        lws=lws,
+        revision=NEW,
+        generation=4,
+        problems=problems,
+        observed=observed,
+        now=builders.NOW,
+    )
+
+
+def conditions(result: api.DisaggregatedSetStatus) -> dict[str, api.Condition]:
+    return {c.type: c for c in result.conditions}
+
+
+def ready_set() -> list[envelope.ObservedObject]:
+    return builders.parse_children(
+        builders.make_lws("prefill", revision=NEW, replicas=2),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+
+
+def test_role_statuses_sum_all_revisions_and_count_updated_only_at_target() -> None:
+    lws = builders.parse_children(
+        builders.make_lws("prefill", revision=NEW, replicas=1),
+        builders.make_lws("prefill", revision=OLD, replicas=2, ready=1),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+        builders.make_lws("encode", revision=OLD, replicas=3),
+    )
+    result = compute(lws)
+    assert [r.model_dump() for r in result.role_statuses] == [
+        {"name": "prefill", "replicas": 3, "ready_replicas": 2, "updated_replicas": 1},
+        {"name": "decode", "replicas": 1, "ready_replicas": 1, "updated_replicas": 1},
+    ]
+
+
+def test_available_when_every_role_is_at_target() -> None:
+    found = conditions(compute(ready_set()))
+    assert found["Available"].status == "True"
+    assert found["Available"].reason == status.REASON_ALL_ROLES_READY
+    assert found["Progressing"].status == "False"
+    assert found["Progressing"].reason == found["Available"].reason
+    assert found["Progressing"].message == found["Available"].message
+    assert found["Degraded"].status == "False"
+    assert all(c.observed_generation == 4 for c in found.values())
+
+
+def test_progressing_while_a_role_lags() -> None:
+    lws = builders.parse_children(
+        builders.make_lws("prefill", revision=NEW, replicas=2, ready=1),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+    found = conditions(compute(lws))
+    assert found["Progressing"].status == "True"
+    assert found["Progressing"].reason == status.REASON_ROLLOUT_IN_PROGRESS
+    assert found["Available"].status == "False"
+    assert "prefill" in found["Progressing"].message
+
+
+def test_unknown_target_is_never_available_even_at_zero() -> None:
+    found = conditions(compute([], desired={"prefill": 0, "decode": None}))
+    assert found["Available"].status == "False"
+
+
+def test_degraded_lists_problems() -> None:
+    problems = (
+        status.Problem(status.REASON_NAME_CONFLICT, "first"),
+        status.Problem(status.REASON_SCALER_CONFLICT, "second"),
+    )
+    degraded = conditions(compute(ready_set(), problems=problems))["Degraded"]
+    assert degraded.status == "True"
+    assert degraded.reason == status.REASON_NAME_CONFLICT
+    assert degraded.message == "first (and 1 more: second)"
+
+
+def test_transition_time_is_carried_over_when_status_does_not_flip() -> None:
+    observed = (
+        envelope.ObservedCondition("Available", "True", EARLIER, "AllRolesReady", "m", 3),
+        envelope.ObservedCondition("Progressing", "True", EARLIER, "RolloutInProgress", "m", 3),
+    )
+    found = conditions(compute(ready_set(), observed=observed))
+    assert found["Available"].last_transition_time == EARLIER
+    assert found["Progressing"].last_transition_time == builders.NOW
+    assert found["Degraded"].last_transition_time == builders.NOW
+
+
+def test_idle_sync_returns_identical_status() -> None:
+    first = compute(ready_set())
+    observed = tuple(
+        envelope.ObservedCondition(
+            c.type, c.status, c.last_transition_time, c.reason, c.message, c.observed_generation
+        )
+        for c in first.conditions
+    )
+    again = status.compute(
+        roles=[status.RoleProgress("prefill", 2), status.RoleProgress("decode", 1)],
+        lws=ready_set(),
+        revision=NEW,
+        generation=4,
+        problems=(),
+        observed=observed,
+        now="2030-01-01T00:00:00Z",
+    )
+    assert again == first
+
+
+def test_held_status_keeps_everything_but_degraded() -> None:
+    kept = {
+        "roleStatuses": [{"name": "prefill", "replicas": 1}],
+        "conditions": [
+            {"type": "Available", "status": "True", "reason": "AllRolesReady"},
+            {"type": "Degraded", "status": "False", "reason": "AsExpected"},
+        ],
+    }
+    held = status.compute_held(
+        status=kept,
+        problems=[status.Problem(status.REASON_INVALID_SPEC, "spec.slices: too many")],
+        observed=(),
+        generation=2,
+        now=builders.NOW,
+    )
+    assert held["roleStatuses"] == kept["roleStatuses"]
+    assert [c["type"] for c in held["conditions"]] == ["Available", "Degraded"]
+    degraded = held["conditions"][1]
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "InvalidSpec"
+    assert degraded["observedGeneration"] == 2
+
+
+@pytest.mark.parametrize(("target", "slices", "desired"), [(2, 3, 6), (None, 3, None), (0, 2, 0)])
+def test_role_targets_multiply_by_slices(target: int | None, slices: int, desired: int | None) -> None:
+    role = api.Role.model_validate(builders.make_role("prefill"))
+    (progress,) = status.role_targets([role], {"prefill": target}, slices=slices)
+    assert progress.desired == desired

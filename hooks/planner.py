@@ -1,0 +1,343 @@
+"""Rolling-update planner: the next step of a coordinated rollout, over integer vectors per role.
+
+This module owns the arithmetic of SPEC §5a and nothing else: it reads no Kubernetes objects, keeps
+no state, and uses only the standard library (no logging, clock, environment or randomness). Every
+vector holds one entry per role, in the same role order; all vectors of a call must have the same
+length. It reproduces upstream's planner (kubernetes-sigs/lws, DisaggregatedSet) step for step;
+the golden vectors in `../shared/golden/planner_*.json` are the judge.
+
+The plan. Each role has a batch (`max_surge`, or `max(1, max_unavailable)` when the surge is 0).
+The rollout is cut into `steps` = the largest `ceil(max(initial_old, target) / batch)` over the
+roles; at step index `i` the ideal new count is `min(ceil(i * target / steps), target)` and the
+ideal old count `max(0, initial_old - floor(i * initial_old / steps))`. The planner is stateless:
+it derives the step index from what it observes and returns the next state. Rules, first match:
+
+1. Complete (every old is 0 and every new has reached its target, or `steps` is 0): no step.
+2. Abnormal: an old count above its initial count is clamped back to the initial count.
+3. New at target: every role's new count has reached its target, so all old go to 0 at once.
+4. Scale up: the new index is the slowest role's (minimum) index, plus one; new grows to the ideal
+   count there, provided old + new stays within `target + max_surge` for every role with a
+   non-zero target.
+5. Proportional drain: the old index is the most advanced role's (maximum) index, plus one; old
+   shrinks to the ideal count there, but a role whose initial old count is at least its target
+   keeps `target - max_unavailable - current_new`. Orphan prevention follows; the step is taken
+   when some role still drains after it.
+6. Force drain: with new at the scale-up candidate of rule 4, old shrinks to what the surge bound
+   leaves (`target + max_surge - next_new`), raised to the same unavailability floor (with
+   `next_new`); when some role drains, orphan prevention follows and the step is taken.
+
+Orphan prevention (roles with a non-zero initial old count only): when some but not all of them
+would reach 0 old, either all roles go to 0 (when every role whose initial old count is at least
+its target already has `new >= target - max_unavailable`), or each role that would reach 0 keeps 1.
+
+Upstream quirks reproduced on purpose:
+
+- Rule 6 returns the rule-4 candidate as the new counts, so it scales new up in the same pass as the
+  forced drain. Upstream's design document says every step moves only one side and shows 7 passes
+  for old [5, 2] -> target [5, 2] (surge 2, unavailable 1); the code takes 6. Its floor is computed
+  with the candidate new counts, so while those new replicas start, ready capacity can dip below
+  `target - max_unavailable` (the planned states themselves never do).
+- Rule 5 checks "some role drains" after orphan prevention and with `current_new`; rule 6 checks it
+  before orphan prevention and with the candidate new counts. Rule 6 can therefore return a step
+  whose old counts are unchanged and whose new counts grow past rule 4's surge check.
+- The unavailability floor is not capped at `current_old`, and orphan prevention's "keep 1" can lift
+  a role already at 0 old back to 1: from a state a rollout does not reach by itself (say, after a
+  mid-rollout target change) a step's old count can exceed `current_old`. The caller never scales
+  old up, so such a role simply does not drain in that pass.
+- Only roles whose initial old count is at least their target get a floor. A growing role's old
+  replicas drain with the others, even to 0 before any new replica exists (old [1, 2] -> target
+  [1, 3] with the first role at surge 0 / unavailable 1 drains both roles to 0, then scales up).
+- With surge 0, orphan prevention's "keep 1" in rule 6 can leave a role's old + new at
+  `target + 1`.
+- Step indices come from Go's float64-to-int conversion, which truncates toward zero; this module
+  computes the same values with exact integer arithmetic (they agree on every golden vector).
+- Negative inputs are not rejected: they follow upstream's arithmetic (the CRD keeps replica counts
+  non-negative; a hand-edited `initial-replicas` annotation is the likely way in).
+
+`resolve_config` turns a role's `rollingUpdateConfiguration` into a `RoleConfig` as upstream does:
+percentages of the role's target replicas (surge rounds up, unavailable rounds down); a string that
+does not parse as a percentage counts as 0, because upstream ignores that parse error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+_PERCENT_NUMBER = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RoleConfig:
+    """A role's resolved rolling-update budget: replicas allowed above and below its target."""
+
+    max_surge: int
+    max_unavailable: int
+
+
+DEFAULT_CONFIG = RoleConfig(max_surge=1, max_unavailable=0)
+
+
+class StepRule(StrEnum):
+    """Which rule of SPEC §5a produced a step (`START` marks the first state of a sequence)."""
+
+    START = "start"
+    ABNORMAL = "abnormal"
+    NEW_AT_TARGET = "new-at-target"
+    SCALE_UP = "scale-up"
+    DRAIN = "drain"
+    FORCE_DRAIN = "force-drain"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The next old and new replicas per role, and the rule that chose them."""
+
+    old: tuple[int, ...]
+    new: tuple[int, ...]
+    rule: StepRule
+
+
+@dataclass(frozen=True, slots=True)
+class _Role:
+    """One role's observed counts and budget, for the rules below."""
+
+    initial_old: int
+    current_old: int
+    current_new: int
+    target: int
+    config: RoleConfig
+
+    def min_old(self, new: int) -> int:
+        """Old replicas kept so that old + `new` does not fall below `target - max_unavailable`.
+
+        Only a role whose initial old count is at least its target is held; others get 0.
+        """
+        if self.initial_old < self.target:
+            return 0
+        return max(0, self.target - self.config.max_unavailable - new)
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def _trunc_div(numerator: int, denominator: int) -> int:
+    """Quotient rounded toward zero, as Go's float64-to-int conversion of a quotient rounds it."""
+    quotient = abs(numerator) // abs(denominator)
+    return -quotient if (numerator < 0) != (denominator < 0) else quotient
+
+
+def _batch(config: RoleConfig) -> int:
+    if config.max_surge > 0:
+        return config.max_surge
+    return max(1, config.max_unavailable)
+
+
+def _total_steps(roles: Sequence[_Role]) -> int:
+    return max(
+        (_ceil_div(max(r.initial_old, r.target, 0), _batch(r.config)) for r in roles), default=0
+    )
+
+
+def _next_new(roles: Sequence[_Role], steps: int) -> tuple[int, ...]:
+    """Rule 4's candidate: every role at the ideal new count one index past the slowest role."""
+    index = min(
+        [steps]
+        + [steps if r.target == 0 else _trunc_div(r.current_new * steps, r.target) for r in roles]
+    )
+    return tuple(
+        max(min(_ceil_div((index + 1) * r.target, steps), r.target), r.current_new) for r in roles
+    )
+
+
+def _next_old(roles: Sequence[_Role], steps: int) -> list[int]:
+    """Rule 5's candidate: every role at the ideal old count one index past the most drained."""
+    index = max(
+        [0]
+        + [
+            _trunc_div((r.initial_old - r.current_old) * steps, r.initial_old)
+            for r in roles
+            if r.initial_old != 0
+        ]
+    )
+    return [
+        min(max(0, r.initial_old - (index + 1) * r.initial_old // steps), r.current_old)
+        for r in roles
+    ]
+
+
+def _prevent_orphans(
+    old: Sequence[int], roles: Sequence[_Role], new: Sequence[int]
+) -> tuple[int, ...]:
+    """Keep roles that had old replicas from reaching 0 old one at a time (see module docstring)."""
+    tracked = [o for o, r in zip(old, roles, strict=True) if r.initial_old != 0]
+    if 0 not in tracked or all(o == 0 for o in tracked):
+        return tuple(old)
+    if all(
+        n >= r.target - r.config.max_unavailable
+        for n, r in zip(new, roles, strict=True)
+        if r.initial_old >= r.target
+    ):
+        return (0,) * len(old)
+    return tuple(1 if o == 0 and r.initial_old > 0 else o for o, r in zip(old, roles, strict=True))
+
+
+def _scale_up(roles: Sequence[_Role], next_new: tuple[int, ...]) -> Step | None:
+    if not any(n > r.current_new for n, r in zip(next_new, roles, strict=True)):
+        return None
+    if any(
+        r.target != 0 and r.current_old + n > r.target + r.config.max_surge
+        for n, r in zip(next_new, roles, strict=True)
+    ):
+        return None
+    return Step(tuple(r.current_old for r in roles), next_new, StepRule.SCALE_UP)
+
+
+def _proportional_drain(roles: Sequence[_Role], steps: int) -> Step | None:
+    current_new = tuple(r.current_new for r in roles)
+    floored = [
+        max(o, r.min_old(r.current_new))
+        for o, r in zip(_next_old(roles, steps), roles, strict=True)
+    ]
+    old = _prevent_orphans(floored, roles, current_new)
+    if not any(o < r.current_old for o, r in zip(old, roles, strict=True)):
+        return None
+    return Step(old, current_new, StepRule.DRAIN)
+
+
+def _force_drain(roles: Sequence[_Role], next_new: tuple[int, ...]) -> Step | None:
+    drained = [
+        max(0, min(r.current_old, r.target + r.config.max_surge - n), r.min_old(n))
+        for n, r in zip(next_new, roles, strict=True)
+    ]
+    if not any(o < r.current_old for o, r in zip(drained, roles, strict=True)):
+        return None
+    return Step(_prevent_orphans(drained, roles, next_new), next_new, StepRule.FORCE_DRAIN)
+
+
+def next_step(
+    *,
+    initial_old: Sequence[int],
+    current_old: Sequence[int],
+    current_new: Sequence[int],
+    target: Sequence[int],
+    config: Sequence[RoleConfig],
+) -> Step | None:
+    """The next state of the rollout, or None when there is nothing to do (SPEC §5a rules 1-7).
+
+    Raises ValueError when the vectors and the config do not all have the same length.
+    """
+    lengths = {len(initial_old), len(current_old), len(current_new), len(target), len(config)}
+    if len(lengths) != 1:
+        raise ValueError(
+            "planner vectors differ in length: "
+            f"initial_old={len(initial_old)} current_old={len(current_old)} "
+            f"current_new={len(current_new)} target={len(target)} config={len(config)}"
+        )
+    roles = tuple(
+        _Role(initial_old=i, current_old=o, current_new=n, target=t, config=c)
+        for i, o, n, t, c in zip(initial_old, current_old, current_new, target, config, strict=True)
+    )
+    unchanged_new = tuple(r.current_new for r in roles)
+    if all(r.current_old == 0 and r.current_new >= r.target for r in roles):
+        return None
+    steps = _total_steps(roles)
+    if steps == 0:
+        return None
+    if any(r.current_old > r.initial_old for r in roles):
+        return Step(
+            tuple(min(r.initial_old, r.current_old) for r in roles),
+            unchanged_new,
+            StepRule.ABNORMAL,
+        )
+    if all(r.current_new >= r.target for r in roles):
+        return Step((0,) * len(roles), unchanged_new, StepRule.NEW_AT_TARGET)
+    candidate = _next_new(roles, steps)
+    return (
+        _scale_up(roles, candidate)
+        or _proportional_drain(roles, steps)
+        or _force_drain(roles, candidate)
+    )
+
+
+def rollout_sequence(
+    *,
+    initial_old: Sequence[int],
+    target: Sequence[int],
+    config: Sequence[RoleConfig],
+    max_passes: int,
+) -> list[Step]:
+    """Every state of a rollout from `(initial_old, zeros)`, each step assumed ready at once.
+
+    The first element is the start state (rule START); the list ends when `next_step` returns None
+    or after `max_passes` further steps. `sum(initial_old) + sum(target)` passes suffice because
+    every step moves some count, old never grows and new never passes target (the property tests
+    check all three); upstream's test helper cuts at `2 * max(max(initial_old), max(target)) + 10`,
+    which can be too few. Raises ValueError on vectors of different lengths.
+    """
+    old = tuple(initial_old)
+    new = (0,) * len(old)
+    sequence = [Step(old, new, StepRule.START)]
+    for _ in range(max_passes):
+        step = next_step(
+            initial_old=initial_old, current_old=old, current_new=new, target=target, config=config
+        )
+        if step is None:
+            break
+        sequence.append(step)
+        old, new = step.old, step.new
+    return sequence
+
+
+def scaled_value(value: int | str, *, total: int, round_up: bool) -> int:
+    """An IntOrString resolved against `total`: an int as is, "NN%" as NN% of `total`, rounded.
+
+    Follows Kubernetes' `intstr.GetScaledValueFromIntOrPercent`: the text before the single
+    trailing "%" is a Go `strconv.Atoi` integer (optional sign, ASCII digits, 64-bit range).
+    Raises ValueError for a string that is not such a percentage, TypeError for other types.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"IntOrString must be an int or a string, not {type(value).__name__}")
+    if isinstance(value, int):
+        return value
+    if not value.endswith("%"):
+        raise ValueError(f"invalid IntOrString {value!r}: string is not a percentage")
+    digits = value[:-1]
+    if _PERCENT_NUMBER.fullmatch(digits) is None or not (_INT64_MIN <= int(digits) <= _INT64_MAX):
+        raise ValueError(f"invalid IntOrString {value!r}: not an integer percentage")
+    product = int(digits) * total
+    return _ceil_div(product, 100) if round_up else product // 100
+
+
+def resolve_config(
+    *, replicas: int, max_surge: int | str | None, max_unavailable: int | str | None
+) -> RoleConfig:
+    """A role's planner budget from its rollingUpdateConfiguration (SPEC §5a step 3).
+
+    Both values resolve against the role's target `replicas` (surge rounds up, unavailable rounds
+    down); None (absent) and strings that are not percentages count as 0, as upstream ignores the
+    parse error. A positive unavailable keeps both values; else a positive surge is used with
+    unavailable 0; else the role gets DEFAULT_CONFIG.
+    """
+    surge = _scaled_or_zero(max_surge, total=replicas, round_up=True)
+    unavailable = _scaled_or_zero(max_unavailable, total=replicas, round_up=False)
+    if unavailable > 0:
+        return RoleConfig(max_surge=surge, max_unavailable=unavailable)
+    if surge > 0:
+        return RoleConfig(max_surge=surge, max_unavailable=0)
+    return DEFAULT_CONFIG
+
+
+def _scaled_or_zero(value: int | str | None, *, total: int, round_up: bool) -> int:
+    if value is None:
+        return 0
+    try:
+        return scaled_value(value, total=total, round_up=round_up)
+    except ValueError:
+        # Upstream discards GetScaledValueFromIntOrPercent's error and uses the 0 it returns.
+        return 0

@@ -1,0 +1,383 @@
+"""The disaggregatedset.x-k8s.io/v1 API: pydantic models and well-known keys.
+
+This module is the single source of truth for the API. `crdgen` turns the models (field docstrings
+become descriptions) and the rule table of `rules` into the CRDs. It owns no behaviour: no I/O, no
+clock, no imports from `hooks`.
+
+Kubernetes-only schema facts (integer formats, list-map keys, `date-time`) live in each field's
+`json_schema_extra`; pydantic ignores them when validating and only `crdgen` assembles them. Two
+keys there are crdgen instructions rather than schema: `x-crdgen-embed` (replace this node with an
+embedded foreign schema) and `x-crdgen-required` (list the field as required although it has a
+default).
+
+A role's `spec` is a LeaderWorkerSet spec owned by another project. It stays a raw JSON object: the
+model only type-checks the few fields the controller reads (replicas, rollout strategy, the
+template's annotations) and never rebuilds it, because a round-trip would reorder or drop fields and
+change the revision hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final, Required
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
+from pydantic.alias_generators import to_camel
+from typing_extensions import TypedDict  # pydantic needs it for TypedDicts before 3.12
+
+JsonObject = dict[str, Any]
+JsonDict = dict[str, JsonValue]
+
+GROUP: Final = "disaggregatedset.x-k8s.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+DS_KIND: Final = "DisaggregatedSet"
+DS_PLURAL: Final = "disaggregatedsets"
+SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
+SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
+SCALER_SHORT_NAME: Final = "dsrs"
+
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+LWS_KIND: Final = "LeaderWorkerSet"
+SERVICE_API_VERSION: Final = "v1"
+SERVICE_KIND: Final = "Service"
+
+LABEL_NAME: Final = f"{GROUP}/name"
+LABEL_ROLE: Final = f"{GROUP}/role"
+LABEL_SLICE: Final = f"{GROUP}/slice"
+LABEL_REVISION: Final = f"{GROUP}/revision"
+LABEL_APP: Final = "app"
+ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
+
+LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
+CONTROLLER_UID_LABEL: Final = "controller-uid"
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+)
+
+MIN_ROLES: Final = 2
+MAX_ROLES: Final = 10
+MAX_SLICES: Final = 100
+ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ROLE_NAME_MAX_LENGTH: Final = 63
+INT32_MAX: Final = 2**31 - 1
+
+# json_schema_extra fragments (see the module docstring).
+_INT32: Final[JsonDict] = {"format": "int32"}
+_INT64: Final[JsonDict] = {"format": "int64"}
+_DATE_TIME: Final[JsonDict] = {"format": "date-time"}
+EMBED_KEY: Final = "x-crdgen-embed"
+REQUIRED_KEY: Final = "x-crdgen-required"
+EMBED_LWS_SPEC: Final = "leaderworkerset-spec"
+
+
+def _list_map(*keys: str) -> JsonDict:
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+class ScalingMode(StrEnum):
+    STATIC = "Static"
+    EXTERNAL = "External"
+
+
+class PlacementType(StrEnum):
+    NONE = "None"
+    EXCLUSIVE_SLICE = "ExclusiveSlice"
+    EXCLUSIVE_TOPOLOGY = "ExclusiveTopology"
+
+
+class ConditionType(StrEnum):
+    AVAILABLE = "Available"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    READY = "Ready"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True,
+        populate_by_name=True,
+        alias_generator=to_camel,
+        use_attribute_docstrings=True,
+        extra="ignore",
+    )
+
+
+# Typed views of the parts of a role's LeaderWorkerSet spec that the controller reads. They
+# validate without converting (strict), so the raw object is kept exactly as stored.
+
+
+class _TemplateMetadataFields(TypedDict, total=False):
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class _PodTemplateFields(TypedDict, total=False):
+    metadata: _TemplateMetadataFields
+    spec: JsonObject
+
+
+class _LeaderWorkerTemplateFields(TypedDict, total=False):
+    leaderTemplate: _PodTemplateFields
+    workerTemplate: Required[_PodTemplateFields]
+
+
+class _RollingUpdateFields(TypedDict, total=False):
+    maxSurge: int | str
+    maxUnavailable: int | str
+    partition: int
+
+
+class _RolloutStrategyFields(TypedDict, total=False):
+    type: str
+    rollingUpdateConfiguration: _RollingUpdateFields
+
+
+class _RoleSpecFields(TypedDict, total=False):
+    replicas: int
+    rolloutStrategy: _RolloutStrategyFields
+    leaderWorkerTemplate: Required[_LeaderWorkerTemplateFields]
+
+
+_ROLE_SPEC_FIELDS = TypeAdapter(_RoleSpecFields)
+
+
+class RoleMetadata(_Model):
+    """Metadata copied onto the role's LeaderWorkerSets."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Labels copied onto every LeaderWorkerSet of the role. The controller's own labels
+    (`app` and the disaggregatedset.x-k8s.io/* keys) override same-named entries."""
+
+    annotations: dict[str, str] = Field(default_factory=dict)
+    """Annotations copied onto every LeaderWorkerSet of the role."""
+
+    name: str | None = None
+    """Accepted for compatibility and ignored: the controller names LeaderWorkerSets itself."""
+
+    namespace: str | None = None
+    """Accepted for compatibility and ignored: LeaderWorkerSets live in the set's namespace."""
+
+    finalizers: list[str] | None = None
+    """Accepted for compatibility and ignored."""
+
+
+class RoleScaling(_Model):
+    """How the role's replica count is decided."""
+
+    mode: ScalingMode = ScalingMode.STATIC
+    """Static (default): the role runs spec.replicas groups per slice. External: the controller
+    creates a DisaggregatedSetRoleScaler named <set>-<role> whose spec.replicas (written by an
+    HPA, KEDA or `kubectl scale`) drives the role; spec.replicas of the role is then ignored.
+    External requires slices: 1."""
+
+
+class Role(_Model):
+    """One role (for example prefill or decode): a LeaderWorkerSet template."""
+
+    name: str = Field(min_length=1, max_length=ROLE_NAME_MAX_LENGTH, pattern=ROLE_NAME_PATTERN)
+    """Role name, a DNS label unique within the set. It appears in child names and in the
+    disaggregatedset.x-k8s.io/role label."""
+
+    metadata: RoleMetadata | None = None
+    """Labels and annotations for the role's LeaderWorkerSets."""
+
+    spec: JsonObject = Field(json_schema_extra={EMBED_KEY: EMBED_LWS_SPEC})
+    """Required. A full LeaderWorkerSet spec (the same schema and defaults as the LWS CRD). Only the
+    name and spec.leaderWorkerTemplate decide the revision: editing replicas, rolloutStrategy,
+    startupPolicy or networkConfig scales or reconfigures in place without a rollout."""
+
+    scaling: RoleScaling | None = None
+    """Optional scaling mode. Without it the role is Static."""
+
+    @field_validator("spec")
+    @classmethod
+    def _check_read_fields(cls, value: JsonObject) -> JsonObject:
+        _ROLE_SPEC_FIELDS.validate_python(value, strict=True)
+        return value
+
+    @property
+    def is_external(self) -> bool:
+        return self.scaling is not None and self.scaling.mode is ScalingMode.EXTERNAL
+
+    @property
+    def replicas(self) -> int | None:
+        """`spec.replicas` as stored (None when unset)."""
+        value: int | None = self.spec.get("replicas")
+        return value
+
+    @property
+    def leader_worker_template(self) -> JsonObject:
+        template: JsonObject = self.spec["leaderWorkerTemplate"]
+        return template
+
+    @property
+    def rollout_type(self) -> str | None:
+        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
+        value: str | None = strategy.get("type")
+        return value
+
+    @property
+    def rolling_update_configuration(self) -> JsonObject | None:
+        """`spec.rolloutStrategy.rollingUpdateConfiguration`, or None when absent."""
+        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
+        config: JsonObject | None = strategy.get("rollingUpdateConfiguration")
+        return config
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.metadata.labels if self.metadata is not None else {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.metadata.annotations if self.metadata is not None else {}
+
+    def pod_templates(self) -> list[JsonObject]:
+        """The leader template (when present) and the worker template, in that order."""
+        template = self.leader_worker_template
+        return [template[key] for key in ("leaderTemplate", "workerTemplate") if key in template]
+
+
+class PlacementPolicy(_Model):
+    """Co-locates a slice's roles in one topology domain and spreads slices across domains."""
+
+    type: PlacementType = PlacementType.NONE
+    """None (default), ExclusiveSlice (a slice's roles share one domain; this set's slices use
+    different domains) or ExclusiveTopology (ExclusiveSlice, and no other set's slice shares the
+    domain). Injected as pod affinity when a LeaderWorkerSet is created: a change reaches a slice
+    on its next rollout, never by itself."""
+
+    topology: str | None = None
+    """Node-label key that defines a domain (the affinity topologyKey), for example
+    cloud.google.com/gke-nodepool. Required when type is not None."""
+
+
+class DisaggregatedSetSpec(_Model):
+    """Desired state: the roles, how many copies (slices) of them, and where slices go."""
+
+    roles: list[Role] = Field(
+        min_length=MIN_ROLES, max_length=MAX_ROLES, json_schema_extra=_list_map("name")
+    )
+    """The roles (2 to 10, unique names). Adding, removing or renaming a role, or changing a
+    role's leaderWorkerTemplate, starts a coordinated rolling update of every role."""
+
+    slices: int = Field(default=1, ge=1, le=MAX_SLICES, json_schema_extra=_INT32)
+    """Number of copies of the whole role topology, each with its own LeaderWorkerSets
+    (<set>-<slice>-<revision>-<role>). Changing it adds or deletes whole slices without a
+    rollout. Must be 1 while any role is External."""
+
+    placement_policy: PlacementPolicy | None = None
+    """Optional topology placement for slices."""
+
+    def role(self, name: str) -> Role | None:
+        return next((role for role in self.roles if role.name == name), None)
+
+
+class RoleStatus(_Model):
+    """Observed replicas of one role, summed over all slices."""
+
+    name: str
+    """Role name."""
+
+    replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """LeaderWorkerSet groups that exist (all slices and revisions)."""
+
+    ready_replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """Ready groups (all slices and revisions)."""
+
+    updated_replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """Groups of the current revision that are up to date."""
+
+
+class Condition(_Model):
+    """A standard Kubernetes condition (metav1.Condition)."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+    )
+    """Condition type (Available, Progressing, Degraded; Ready on scalers)."""
+
+    status: ConditionStatus
+    """True, False or Unknown."""
+
+    observed_generation: int | None = Field(default=None, ge=0, json_schema_extra=_INT64)
+    """The metadata.generation this condition was computed from."""
+
+    last_transition_time: str = Field(json_schema_extra=_DATE_TIME)
+    """When the status last flipped (RFC 3339)."""
+
+    reason: str = Field(
+        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+    )
+    """A CamelCase reason, for example AllRolesReady, RolloutInProgress or InvalidSpec."""
+
+    message: str = Field(max_length=32768)
+    """What is happening, in words a person can act on."""
+
+
+class DisaggregatedSetStatus(_Model):
+    """Observed state, written by the controller."""
+
+    observed_generation: int | None = Field(default=None, json_schema_extra=_INT64)
+    """The metadata.generation the status reflects."""
+
+    revision: str | None = None
+    """The revision of the current spec: the 8-hex hash in its LeaderWorkerSet names."""
+
+    role_statuses: list[RoleStatus] = Field(
+        default_factory=list, json_schema_extra=_list_map("name")
+    )
+    """One entry per spec role, in spec order."""
+
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_list_map("type"))
+    """Available, Progressing and Degraded."""
+
+
+class DisaggregatedSetRoleScalerSpec(_Model):
+    """Desired replicas of one External role; written by an autoscaler, never by users."""
+
+    replicas: int = Field(
+        default=0, ge=0, le=INT32_MAX, json_schema_extra={**_INT32, REQUIRED_KEY: True}
+    )
+    """Desired LeaderWorkerSet groups for the role. Seeded when the scaler is created (1 for a
+    new role, the running total for a Static to External switch), then owned by whatever
+    scales it (HPA, KEDA, `kubectl scale`). Always present: the /scale subresource needs it."""
+
+
+class DisaggregatedSetRoleScalerStatus(_Model):
+    """Observed state of the role behind the scaler."""
+
+    observed_generation: int | None = Field(default=None, json_schema_extra=_INT64)
+    """The metadata.generation the status reflects."""
+
+    replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """LeaderWorkerSet groups (leader pods) of the role, all revisions: what an HPA reads as
+    the current count."""
+
+    selector: str | None = None
+    """Label selector matching one pod per group (the leader), across revisions:
+    disaggregatedset.x-k8s.io/name=<set>,disaggregatedset.x-k8s.io/role=<role>,
+    leaderworkerset.sigs.k8s.io/worker-index=0."""
+
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_list_map("type"))
+    """Ready: True (reason Bound) when the owning set exists and the role is External."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken validation rule: the rule id, the offending field path and a message."""
+
+    rule: str
+    field: str
+    message: str

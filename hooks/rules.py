@@ -1,0 +1,287 @@
+"""Validation rules of the DisaggregatedSet API (SPEC §2), one definition each.
+
+The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`crdgen` attaches it at its
+`path`); `validation` re-checks the same rule in Python under the same id and message, for clusters
+that run an older or hand-edited CRD. Nothing here evaluates anything: it is a table of facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from hooks import api
+
+# Validation rules (SPEC §2). The CRD carries each rule as a CEL `x-kubernetes-validations` entry
+# (crdgen attaches it at `path`); `validation` re-checks the same rule in Python under the same id
+# and message, for clusters that run an older or hand-edited CRD. The API server evaluates CEL only
+# on objects that already passed the OpenAPI schema and after defaulting, so a rule may rely on the
+# required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()` guards remain
+# wherever the field is optional, so that a rule also reads an object that was never defaulted
+# the way the Python check does. Cost: the API server bounds every rule's static cost estimate.
+# Strings in `x-kubernetes-int-or-string` fields are unbounded (estimated at 3 MiB), so the rules
+# on maxSurge/maxUnavailable use few, short regular expressions; roles (maxItems 10) multiply the
+# cost of the `spec.roles[]` rules by 10.
+
+
+class RuleNode(StrEnum):
+    """The schema node a CEL rule attaches to (`self` in the rule)."""
+
+    ROOT = "root"
+    SPEC = "spec"
+    PLACEMENT_POLICY = "spec.placementPolicy"
+    ROLE = "spec.roles[]"
+
+
+class RuleReason(StrEnum):
+    """The `reason` a CEL rule reports (the values Kubernetes accepts)."""
+
+    INVALID = "FieldValueInvalid"
+    FORBIDDEN = "FieldValueForbidden"
+    REQUIRED = "FieldValueRequired"
+
+
+@dataclass(frozen=True, slots=True)
+class CelRule:
+    """One CRD validation rule: where it attaches, its CEL expression, and what it reports.
+
+    `field_path` is relative to `path` (a JSON path without list indices, as Kubernetes wants).
+    """
+
+    id: str
+    path: RuleNode
+    rule: str
+    message: str
+    field_path: str | None = None
+    reason: RuleReason = RuleReason.INVALID
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRule:
+    """A rule the OpenAPI schema enforces by structure (no CEL), re-checked by the hook."""
+
+    id: str
+    message: str
+
+
+ROLE_NAMES_UNIQUE: Final = SchemaRule(
+    id="role-names-unique",
+    message="spec.roles[].name must be unique within the set: rename or remove the duplicate role",
+)
+
+
+def _is_external(role: str) -> str:
+    return f"(has({role}.scaling) && has({role}.scaling.mode) && {role}.scaling.mode == 'External')"
+
+
+def _has_any_key(annotations: str) -> str:
+    keys = (api.EXCLUSIVE_TOPOLOGY_ANNOTATION, api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION)
+    return "(" + " || ".join(f"'{key}' in {annotations}" for key in keys) + ")"
+
+
+def _carries_exclusive_annotation(role: str) -> str:
+    leader = f"{role}.spec.leaderWorkerTemplate.leaderTemplate"
+    worker = f"{role}.spec.leaderWorkerTemplate.workerTemplate"
+    return (
+        f"(has({role}.metadata) && has({role}.metadata.annotations)"
+        f" && {_has_any_key(f'{role}.metadata.annotations')})"
+        f" || (has({leader}) && has({leader}.metadata) && has({leader}.metadata.annotations)"
+        f" && {_has_any_key(f'{leader}.metadata.annotations')})"
+        f" || (has({worker}.metadata) && has({worker}.metadata.annotations)"
+        f" && {_has_any_key(f'{worker}.metadata.annotations')})"
+    )
+
+
+_STRATEGY = "self.spec.rolloutStrategy"
+_RUC = f"{_STRATEGY}.rollingUpdateConfiguration"
+_SURGE = f"{_RUC}.maxSurge"
+_UNAVAILABLE = f"{_RUC}.maxUnavailable"
+# A role whose maxSurge/maxUnavailable matter: replicas > 0 and a rollingUpdateConfiguration.
+_ROLLING = f"has(self.spec.replicas) && self.spec.replicas > 0 && has({_STRATEGY}) && has({_RUC})"
+# A non-negative int, or a percentage string ("[0-9]+%" as upstream parses it) of at most 100%.
+_PERCENT_AT_MOST_100 = "'^0*(100|[0-9]{1,2})%$'"
+
+
+def _int_or_percent(value: str) -> str:
+    return f"(type({value}) == int ? {value} >= 0 : {value}.matches({_PERCENT_AT_MOST_100}))"
+
+
+# maxSurge resolves (rounding up) to 0 exactly when it is 0 or "0%" (the role has replicas > 0).
+_SURGE_IS_ZERO = (
+    f"(!has({_SURGE}) || (type({_SURGE}) == int ? {_SURGE} == 0 : {_SURGE}.matches('^0+%$')))"
+)
+# maxUnavailable resolves (rounding down) to 0 when it is 0, or a percentage p with
+# p * replicas < 100; p <= 99 then, so the regular expression also keeps int() in range.
+_UNAVAILABLE_IS_ZERO = (
+    f"(has({_UNAVAILABLE}) && (type({_UNAVAILABLE}) == int ? {_UNAVAILABLE} == 0"
+    f" : ({_UNAVAILABLE}.matches('^0*[0-9]{{1,2}}%$')"
+    f" && int({_UNAVAILABLE}.substring(0, {_UNAVAILABLE}.size() - 1)) * self.spec.replicas"
+    " < 100)))"
+)
+
+REPLICAS_ALL_OR_NOTHING: Final = CelRule(
+    id="replicas-all-or-nothing",
+    path=RuleNode.SPEC,
+    field_path=".roles",
+    rule=(
+        f"self.roles.all(r, {_is_external('r')} || !has(r.spec.replicas) || r.spec.replicas == 0)"
+        f" || self.roles.all(r, {_is_external('r')}"
+        " || (has(r.spec.replicas) && r.spec.replicas > 0))"
+    ),
+    message=(
+        "spec.roles[].spec.replicas must be 0 on every role that is not External, or greater than"
+        " 0 on every such role (External roles are exempt): set them all to 0 to scale the set"
+        " to zero, or give each at least 1"
+    ),
+)
+
+ROLLOUT_TYPE_ROLLING_UPDATE: Final = CelRule(
+    id="rollout-type-rolling-update",
+    path=RuleNode.ROLE,
+    field_path=".spec.rolloutStrategy.type",
+    rule=(
+        f"!has({_STRATEGY}) || !has({_STRATEGY}.type)"
+        f" || {_STRATEGY}.type == 'RollingUpdate' || {_STRATEGY}.type == ''"
+    ),
+    message=(
+        "spec.roles[].spec.rolloutStrategy.type must be RollingUpdate or omitted: the"
+        " DisaggregatedSet controller runs one coordinated rolling update across roles"
+    ),
+)
+
+ROLLOUT_PARTITION_UNSET: Final = CelRule(
+    id="rollout-partition-unset",
+    path=RuleNode.ROLE,
+    field_path=".spec.rolloutStrategy.rollingUpdateConfiguration.partition",
+    reason=RuleReason.FORBIDDEN,
+    rule=(f"!has({_STRATEGY}) || !has({_RUC}) || !has({_RUC}.partition) || {_RUC}.partition == 0"),
+    message=(
+        "spec.roles[].spec.rolloutStrategy.rollingUpdateConfiguration.partition is not supported:"
+        " remove it or set it to 0 (the DisaggregatedSet controller manages rollouts across roles)"
+    ),
+)
+
+MAX_SURGE_INT_OR_PERCENT: Final = CelRule(
+    id="max-surge-int-or-percent",
+    path=RuleNode.ROLE,
+    field_path=".spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge",
+    rule=f"!({_ROLLING}) || !has({_SURGE}) || {_int_or_percent(_SURGE)}",
+    message=(
+        "spec.roles[].spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge must be a"
+        " non-negative integer or a percentage from 0% to 100% (for example 25%)"
+    ),
+)
+
+MAX_UNAVAILABLE_INT_OR_PERCENT: Final = CelRule(
+    id="max-unavailable-int-or-percent",
+    path=RuleNode.ROLE,
+    field_path=".spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
+    rule=f"!({_ROLLING}) || !has({_UNAVAILABLE}) || {_int_or_percent(_UNAVAILABLE)}",
+    message=(
+        "spec.roles[].spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable must be a"
+        " non-negative integer or a percentage from 0% to 100% (for example 25%)"
+    ),
+)
+
+SURGE_OR_UNAVAILABLE_NONZERO: Final = CelRule(
+    id="surge-or-unavailable-nonzero",
+    path=RuleNode.ROLE,
+    field_path=".spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
+    rule=f"!({_ROLLING}) || !({_SURGE_IS_ZERO} && {_UNAVAILABLE_IS_ZERO})",
+    message=(
+        "spec.roles[].spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable must not be"
+        " 0 when maxSurge is 0, or the rollout can never progress (percentages are of the role's"
+        " spec.replicas; maxSurge rounds up, maxUnavailable rounds down): set maxSurge or"
+        " maxUnavailable to at least 1"
+    ),
+)
+
+PLACEMENT_TOPOLOGY_REQUIRED: Final = CelRule(
+    id="placement-topology-required",
+    path=RuleNode.PLACEMENT_POLICY,
+    field_path=".topology",
+    reason=RuleReason.REQUIRED,
+    rule="!has(self.type) || self.type == 'None' || (has(self.topology) && self.topology != '')",
+    message=(
+        "spec.placementPolicy.topology is required when spec.placementPolicy.type is not None:"
+        " set it to a node-label key (for example cloud.google.com/gke-nodepool) or set the type"
+        " to None"
+    ),
+)
+
+PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT: Final = CelRule(
+    id="placement-exclusive-annotation-conflict",
+    path=RuleNode.SPEC,
+    field_path=".roles",
+    reason=RuleReason.FORBIDDEN,
+    rule=(
+        "!has(self.placementPolicy) || !has(self.placementPolicy.type)"
+        " || self.placementPolicy.type == 'None'"
+        f" || self.roles.all(r, !({_carries_exclusive_annotation('r')}))"
+    ),
+    message=(
+        f"spec.roles[] must not carry the {api.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
+        f" {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
+        " leader or worker pod template) while spec.placementPolicy.type is not None: remove"
+        " the annotation or set spec.placementPolicy.type to None"
+    ),
+)
+
+EXTERNAL_SINGLE_SLICE: Final = CelRule(
+    id="external-single-slice",
+    path=RuleNode.SPEC,
+    field_path=".slices",
+    reason=RuleReason.FORBIDDEN,
+    rule=f"!has(self.slices) || self.slices <= 1 || !self.roles.exists(r, {_is_external('r')})",
+    message=(
+        "spec.slices must be 1 while any role has scaling.mode External: set spec.slices to 1 or"
+        " change those roles to scaling.mode Static"
+    ),
+)
+
+GENERATED_NAMES_FIT: Final = CelRule(
+    id="generated-names-fit",
+    path=RuleNode.ROOT,
+    field_path=".spec.roles",
+    rule=(
+        "!has(self.metadata.name) || self.spec.roles.all(r, size(self.metadata.name) + 3"
+        " + size(string((has(self.spec.slices) ? self.spec.slices : 1) - 1)) + 8 + size(r.name)"
+        " + 4 <= 63)"
+    ),
+    message=(
+        "metadata.name and spec.roles[].name are too long together: the Service name"
+        " <metadata.name>-<slice>-<8-character revision>-<role>-prv must be a DNS-1035 label of"
+        " at most 63 characters; shorten the DisaggregatedSet name or the role name"
+    ),
+)
+
+SCALER_NAME_FITS: Final = CelRule(
+    id="scaler-name-fits",
+    path=RuleNode.ROOT,
+    field_path=".spec.roles",
+    rule=(
+        "!has(self.metadata.name) || self.spec.roles.all(r,"
+        f" !{_is_external('r')} || size(self.metadata.name) + 1 + size(r.name) <= 253)"
+    ),
+    message=(
+        "metadata.name and the name of an External role in spec.roles[] are too long together:"
+        " the DisaggregatedSetRoleScaler name <metadata.name>-<role> must be at most 253"
+        " characters; shorten the DisaggregatedSet name or the role name"
+    ),
+)
+
+CEL_RULES: Final[tuple[CelRule, ...]] = (
+    REPLICAS_ALL_OR_NOTHING,
+    ROLLOUT_TYPE_ROLLING_UPDATE,
+    ROLLOUT_PARTITION_UNSET,
+    MAX_SURGE_INT_OR_PERCENT,
+    MAX_UNAVAILABLE_INT_OR_PERCENT,
+    SURGE_OR_UNAVAILABLE_NONZERO,
+    PLACEMENT_TOPOLOGY_REQUIRED,
+    PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT,
+    EXTERNAL_SINGLE_SLICE,
+    GENERATED_NAMES_FIT,
+    SCALER_NAME_FITS,
+)
+"""Every CEL rule of the DisaggregatedSet CRD, in the order of SPEC §2."""

@@ -1,0 +1,199 @@
+"""The hook's re-check of the DisaggregatedSet CRD's validation rules (SPEC §2 rules 1-7).
+
+The CRD enforces every rule at admission (OpenAPI structure plus the CEL rules of
+`rules.CEL_RULES`). A cluster may still run an older or hand-edited CRD, so `sync` re-checks the
+rules here before it acts and holds the set when one is broken (SPEC §8). Each check reports
+under the id and message of its CEL rule (or of `rules.ROLE_NAMES_UNIQUE`, which the schema's
+list-map keys enforce), so the CRD and the hook cannot drift apart in wording. The property tests
+hold the two implementations to the same verdicts on defaulted objects.
+
+What pydantic already checks when the spec is parsed (2..10 roles, the role-name pattern and
+length, slices 1..100, enum values, the types of the LWS fields read) is not repeated here.
+
+Absent optional fields read as the CRD would have defaulted them: slices 1, placement type None,
+scaling mode Static, maxSurge 0, maxUnavailable 1. An absent `replicas` is "unset", which rule 2
+counts with the zero side and rule 4 exempts, as upstream's rules do (with the CRD installed the
+API server has defaulted it to 1 before any of this runs).
+
+Pure: no I/O, logging, clock or randomness; never raises for bad data. Violations come in the
+order of the rule table (unique names first), then by role index; the three checks of rule 4 go
+role by role (maxSurge, maxUnavailable, then the pair).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+from hooks import api, planner, rules
+
+_PERCENT: Final = re.compile(r"[0-9]+%")
+_ROLL_PATH: Final = "spec.rolloutStrategy"
+_RUC_PATH: Final = f"{_ROLL_PATH}.rollingUpdateConfiguration"
+_DNS1035_MAX: Final = 63
+_NAME_MAX: Final = 253
+_REVISION_LENGTH: Final = 8
+_SERVICE_SUFFIX: Final = "-prv"
+_LWS_SEPARATORS: Final = 3
+_DEFAULT_MAX_SURGE: Final = 0
+_DEFAULT_MAX_UNAVAILABLE: Final = 1
+
+
+def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, ...]:
+    """Every broken rule of a parsed spec; empty when the set is valid."""
+    return (
+        *_unique_role_names(spec),
+        *_replicas_all_or_nothing(spec),
+        *_rollout_type(spec),
+        *_rollout_partition(spec),
+        *_surge_and_unavailable(spec),
+        *_placement_topology(spec),
+        *_placement_annotation_conflict(spec),
+        *_external_single_slice(spec),
+        *_generated_names(name=name, spec=spec),
+        *_scaler_names(name=name, spec=spec),
+    )
+
+
+def _violation(rule: rules.CelRule | rules.SchemaRule, field: str) -> api.Violation:
+    return api.Violation(rule=rule.id, field=field, message=rule.message)
+
+
+def _role_path(index: int, suffix: str = "") -> str:
+    return f"spec.roles[{index}]" + (f".{suffix}" if suffix else "")
+
+
+def _unique_role_names(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    seen: set[str] = set()
+    for index, role in enumerate(spec.roles):
+        if role.name in seen:
+            yield _violation(rules.ROLE_NAMES_UNIQUE, _role_path(index, "name"))
+        seen.add(role.name)
+
+
+def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    counted = [role.replicas for role in spec.roles if not role.is_external]
+    all_zero = all(replicas is None or replicas == 0 for replicas in counted)
+    all_positive = all(replicas is not None and replicas > 0 for replicas in counted)
+    if not (all_zero or all_positive):
+        yield _violation(rules.REPLICAS_ALL_OR_NOTHING, "spec.roles")
+
+
+def _rollout_type(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    for index, role in enumerate(spec.roles):
+        if role.rollout_type not in (None, "", "RollingUpdate"):
+            yield _violation(
+                rules.ROLLOUT_TYPE_ROLLING_UPDATE, _role_path(index, f"{_ROLL_PATH}.type")
+            )
+
+
+def _rollout_partition(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    for index, role in enumerate(spec.roles):
+        config = role.rolling_update_configuration
+        if config is not None and config.get("partition", 0) != 0:
+            yield _violation(
+                rules.ROLLOUT_PARTITION_UNSET, _role_path(index, f"{_RUC_PATH}.partition")
+            )
+
+
+def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """Rule 4, per role with replicas > 0 and a rollingUpdateConfiguration.
+
+    Each value must be a non-negative int or a percentage of at most 100%; only when both are
+    valid is the pair checked for resolving to 0 together (as upstream's webhook does).
+    """
+    for index, role in enumerate(spec.roles):
+        replicas = role.replicas
+        config = role.rolling_update_configuration
+        if config is None or replicas is None or replicas <= 0:
+            continue
+        surge = _int_or_percent(config.get("maxSurge", _DEFAULT_MAX_SURGE))
+        unavailable = _int_or_percent(config.get("maxUnavailable", _DEFAULT_MAX_UNAVAILABLE))
+        if surge is None:
+            yield _violation(
+                rules.MAX_SURGE_INT_OR_PERCENT, _role_path(index, f"{_RUC_PATH}.maxSurge")
+            )
+        if unavailable is None:
+            yield _violation(
+                rules.MAX_UNAVAILABLE_INT_OR_PERCENT,
+                _role_path(index, f"{_RUC_PATH}.maxUnavailable"),
+            )
+        if (
+            surge is not None
+            and unavailable is not None
+            and planner.scaled_value(surge, total=replicas, round_up=True) == 0
+            and planner.scaled_value(unavailable, total=replicas, round_up=False) == 0
+        ):
+            yield _violation(
+                rules.SURGE_OR_UNAVAILABLE_NONZERO, _role_path(index, f"{_RUC_PATH}.maxUnavailable")
+            )
+
+
+def _int_or_percent(value: Any) -> int | str | None:
+    """A valid maxSurge/maxUnavailable in canonical form, or None when it is invalid.
+
+    Valid: a non-negative int, or "<digits>%" of at most 100% (upstream's IsValidPercent plus its
+    100% bound; leading zeros allowed). Percentages come back without leading zeros, so that
+    resolving them never parses an arbitrarily long digit string.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if not isinstance(value, str) or _PERCENT.fullmatch(value) is None:
+        return None
+    digits = value[:-1].lstrip("0") or "0"
+    if len(digits) > 3 or int(digits) > 100:
+        return None
+    return f"{digits}%"
+
+
+def _placement_active(spec: api.DisaggregatedSetSpec) -> bool:
+    policy = spec.placement_policy
+    return policy is not None and policy.type is not api.PlacementType.NONE
+
+
+def _placement_topology(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    policy = spec.placement_policy
+    if policy is not None and _placement_active(spec) and not policy.topology:
+        yield _violation(rules.PLACEMENT_TOPOLOGY_REQUIRED, "spec.placementPolicy.topology")
+
+
+_EXCLUSIVE_KEYS: Final = (
+    api.EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+)
+
+
+def _placement_annotation_conflict(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    if not _placement_active(spec):
+        return
+    for index, role in enumerate(spec.roles):
+        annotation_maps = [role.annotations]
+        for template in role.pod_templates():
+            metadata = template.get("metadata") or {}
+            annotation_maps.append(metadata.get("annotations") or {})
+        if any(key in annotations for annotations in annotation_maps for key in _EXCLUSIVE_KEYS):
+            yield _violation(rules.PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT, _role_path(index))
+
+
+def _external_single_slice(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    if spec.slices > 1 and any(role.is_external for role in spec.roles):
+        yield _violation(rules.EXTERNAL_SINGLE_SLICE, "spec.slices")
+
+
+def _generated_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """Rule 7: the longest Service name, <name>-<slice>-<revision>-<role>-prv, fits 63."""
+    slice_digits = len(str(spec.slices - 1))
+    fixed = len(name) + _LWS_SEPARATORS + slice_digits + _REVISION_LENGTH + len(_SERVICE_SUFFIX)
+    for index, role in enumerate(spec.roles):
+        if fixed + len(role.name) > _DNS1035_MAX:
+            yield _violation(rules.GENERATED_NAMES_FIT, _role_path(index, "name"))
+
+
+def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """Rule 7 for External roles: the scaler name <name>-<role> fits 253."""
+    for index, role in enumerate(spec.roles):
+        if role.is_external and len(name) + 1 + len(role.name) > _NAME_MAX:
+            yield _violation(rules.SCALER_NAME_FITS, _role_path(index, "name"))

@@ -1,0 +1,262 @@
+"""The hook's re-check of the CRD rules: ids, field paths, messages and order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hooks import api, rules, validation
+from tests.cel_eval import make_ds, make_role
+from tests.shared import load_golden_or_empty
+
+JsonObject = dict[str, Any]
+
+EXCLUSIVE = api.EXCLUSIVE_TOPOLOGY_ANNOTATION
+SUBGROUP_EXCLUSIVE = api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION
+PLACED = {"type": "ExclusiveSlice", "topology": "cloud.google.com/gke-nodepool"}
+RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
+
+
+def _check(manifest: JsonObject) -> list[tuple[str, str]]:
+    spec = api.DisaggregatedSetSpec.model_validate(manifest["spec"])
+    violations = validation.check(name=manifest["metadata"]["name"], spec=spec)
+    return [(v.rule, v.field) for v in violations]
+
+
+def _rolling(replicas: int | None, config: JsonObject) -> JsonObject:
+    rollout = {"rollingUpdateConfiguration": config}
+    return make_ds(
+        make_role("prefill", replicas=replicas, rollout=rollout),
+        make_role("decode", replicas=replicas),
+    )
+
+
+def _role(index: int, suffix: str) -> str:
+    return f"spec.roles[{index}].{suffix}"
+
+
+def _partition(value: int) -> JsonObject:
+    return {"rollingUpdateConfiguration": {"partition": value}}
+
+
+CASES: list[tuple[str, JsonObject, list[tuple[str, str]]]] = [
+    ("valid-two-roles", make_ds(), []),
+    # unique names (structural in the CRD)
+    (
+        "duplicate-role-name",
+        make_ds(make_role("a"), make_role("b"), make_role("a")),
+        [("role-names-unique", _role(2, "name"))],
+    ),
+    # rule 2
+    ("replicas-all-zero", make_ds(make_role("a", replicas=0), make_role("b", replicas=0)), []),
+    (
+        "replicas-mixed",
+        make_ds(make_role("a", replicas=0), make_role("b", replicas=3)),
+        [("replicas-all-or-nothing", "spec.roles")],
+    ),
+    (
+        "replicas-unset-counts-with-zero",
+        make_ds(make_role("a", replicas=None), make_role("b", replicas=0)),
+        [],
+    ),
+    (
+        "replicas-unset-beside-positive",
+        make_ds(make_role("a", replicas=None), make_role("b", replicas=2)),
+        [("replicas-all-or-nothing", "spec.roles")],
+    ),
+    (
+        "replicas-external-exempt",
+        make_ds(make_role("a", replicas=0, scaling="External"), make_role("b", replicas=2)),
+        [],
+    ),
+    (
+        "replicas-only-external-roles",
+        make_ds(
+            make_role("a", replicas=0, scaling="External"),
+            make_role("b", replicas=4, scaling="External"),
+        ),
+        [],
+    ),
+    # rule 3
+    (
+        "rollout-type-recreate",
+        make_ds(make_role("a", rollout={"type": "Recreate"}), make_role("b")),
+        [("rollout-type-rolling-update", _role(0, "spec.rolloutStrategy.type"))],
+    ),
+    ("rollout-type-empty", make_ds(make_role("a", rollout={"type": ""}), make_role("b")), []),
+    (
+        "partition-set",
+        make_ds(make_role("a"), make_role("b", replicas=1, rollout=_partition(2))),
+        [("rollout-partition-unset", _role(1, f"{RUC}.partition"))],
+    ),
+    ("partition-zero", make_ds(make_role("a"), make_role("b", rollout=_partition(0))), []),
+    # rule 4
+    ("surge-and-unavailable-absent", _rolling(2, {}), []),
+    ("surge-one", _rolling(2, {"maxSurge": 1, "maxUnavailable": 0}), []),
+    ("percent-leading-zeros", _rolling(2, {"maxSurge": "0050%", "maxUnavailable": "0%"}), []),
+    (
+        "surge-negative",
+        _rolling(2, {"maxSurge": -1}),
+        [("max-surge-int-or-percent", _role(0, f"{RUC}.maxSurge"))],
+    ),
+    (
+        "surge-over-100-percent",
+        _rolling(2, {"maxSurge": "150%", "maxUnavailable": 1}),
+        [("max-surge-int-or-percent", _role(0, f"{RUC}.maxSurge"))],
+    ),
+    (
+        "unavailable-without-percent-sign",
+        _rolling(2, {"maxSurge": 0, "maxUnavailable": "1"}),
+        [("max-unavailable-int-or-percent", _role(0, f"{RUC}.maxUnavailable"))],
+    ),
+    (
+        "unavailable-signed-percent",
+        _rolling(2, {"maxSurge": 1, "maxUnavailable": "+5%"}),
+        [("max-unavailable-int-or-percent", _role(0, f"{RUC}.maxUnavailable"))],
+    ),
+    (
+        "unavailable-zero-surge-default",
+        _rolling(2, {"maxUnavailable": 0}),
+        [("surge-or-unavailable-nonzero", _role(0, f"{RUC}.maxUnavailable"))],
+    ),
+    (
+        "percent-rounds-down-to-zero",
+        _rolling(9, {"maxSurge": "0%", "maxUnavailable": "11%"}),
+        [("surge-or-unavailable-nonzero", _role(0, f"{RUC}.maxUnavailable"))],
+    ),
+    ("percent-rounds-down-to-one", _rolling(10, {"maxSurge": 0, "maxUnavailable": "10%"}), []),
+    ("surge-percent-rounds-up", _rolling(1, {"maxSurge": "1%", "maxUnavailable": 0}), []),
+    ("zero-replicas-exempt", _rolling(0, {"maxSurge": -5, "maxUnavailable": "bad"}), []),
+    ("unset-replicas-exempt", _rolling(None, {"maxSurge": 0, "maxUnavailable": 0}), []),
+    (
+        "huge-percent-does-not-raise",
+        _rolling(2, {"maxSurge": "9" * 5000 + "%", "maxUnavailable": "0" * 5000 + "5%"}),
+        [("max-surge-int-or-percent", _role(0, f"{RUC}.maxSurge"))],
+    ),
+    # rule 5
+    ("placement-none", make_ds(placement={"type": "None"}), []),
+    ("placement-absent-type", make_ds(placement={}), []),
+    (
+        "placement-without-topology",
+        make_ds(placement={"type": "ExclusiveSlice"}),
+        [("placement-topology-required", "spec.placementPolicy.topology")],
+    ),
+    (
+        "annotation-on-role-and-worker-template",
+        make_ds(
+            make_role("a", annotations={EXCLUSIVE: "x"}),
+            make_role("b"),
+            make_role("c", worker_annotations={SUBGROUP_EXCLUSIVE: "x"}),
+            placement=PLACED,
+        ),
+        [
+            ("placement-exclusive-annotation-conflict", "spec.roles[0]"),
+            ("placement-exclusive-annotation-conflict", "spec.roles[2]"),
+        ],
+    ),
+    (
+        "annotation-on-leader-template",
+        make_ds(
+            make_role("a", leader_annotations={EXCLUSIVE: ""}), make_role("b"), placement=PLACED
+        ),
+        [("placement-exclusive-annotation-conflict", "spec.roles[0]")],
+    ),
+    (
+        "annotation-without-placement",
+        make_ds(make_role("a", annotations={EXCLUSIVE: "x"}), make_role("b")),
+        [],
+    ),
+    # rule 6
+    (
+        "external-with-two-slices",
+        make_ds(make_role("a", scaling="External"), make_role("b"), slices=2),
+        [("external-single-slice", "spec.slices")],
+    ),
+    ("static-with-two-slices", make_ds(slices=2), []),
+    # rule 7
+    ("names-fit", make_ds(make_role("prefill"), make_role("decode"), name="n" * 40), []),
+    (
+        "names-too-long-for-both-roles",
+        make_ds(make_role("prefill"), make_role("decode"), make_role("x"), name="n" * 42),
+        [
+            ("generated-names-fit", _role(0, "name")),
+            ("generated-names-fit", _role(1, "name")),
+        ],
+    ),
+    (
+        "slice-digits-count",
+        make_ds(make_role("prefill"), make_role("b"), name="n" * 40, slices=11),
+        [("generated-names-fit", _role(0, "name"))],
+    ),
+    (
+        "scaler-name-too-long",
+        make_ds(make_role("b"), make_role("a" * 60, scaling="External"), name="n" * 200),
+        [
+            ("generated-names-fit", _role(0, "name")),
+            ("generated-names-fit", _role(1, "name")),
+            ("scaler-name-fits", _role(1, "name")),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_check(manifest: JsonObject, expected: list[tuple[str, str]]) -> None:
+    assert _check(manifest) == expected
+
+
+def test_every_rule_is_checked() -> None:
+    seen = {rule for _, _, expected in CASES for rule, _ in expected}
+    assert seen == {rule.id for rule in rules.CEL_RULES} | {rules.ROLE_NAMES_UNIQUE.id}
+
+
+def test_violations_come_in_rule_table_order() -> None:
+    manifest = make_ds(
+        make_role("a", replicas=0, scaling="External", rollout=_partition(1)),
+        make_role("a", replicas=2),
+        slices=3,
+        placement={"type": "ExclusiveTopology"},
+        name="n" * 60,
+    )
+    assert [rule for rule, _ in _check(manifest)] == [
+        "role-names-unique",
+        "rollout-partition-unset",
+        "placement-topology-required",
+        "external-single-slice",
+        "generated-names-fit",
+        "generated-names-fit",
+    ]
+
+
+def test_messages_and_ids_come_from_the_rule_table() -> None:
+    messages = {rule.id: rule.message for rule in rules.CEL_RULES}
+    messages[rules.ROLE_NAMES_UNIQUE.id] = rules.ROLE_NAMES_UNIQUE.message
+    for _, manifest, _ in CASES:
+        spec = api.DisaggregatedSetSpec.model_validate(manifest["spec"])
+        for violation in validation.check(name=manifest["metadata"]["name"], spec=spec):
+            assert violation.message == messages[violation.rule]
+
+
+def test_check_is_deterministic() -> None:
+    manifest = CASES[-1][1]
+    spec = api.DisaggregatedSetSpec.model_validate(manifest["spec"])
+    assert validation.check(name="n" * 200, spec=spec) == validation.check(
+        name="n" * 200, spec=spec
+    )
+
+
+_STORED = load_golden_or_empty("revision_vectors.json")
+
+
+@pytest.mark.parametrize("vector", _STORED, ids=[v["name"] for v in _STORED])
+def test_stored_objects_match_upstream_webhook(vector: JsonObject) -> None:
+    stored = vector["stored"]
+    violations = _check(stored)
+    error = vector["webhook_error"]
+    if not error:
+        assert violations == []
+    else:
+        assert [field for _, field in violations] == [error.split(":", 1)[0]]

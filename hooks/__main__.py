@@ -1,0 +1,618 @@
+"""The command line: `python -m hooks serve | plan | crds`.
+
+It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
+subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
+`_run_<name>(args) -> exit code` function; `COMMANDS` lists them in `--help` order.
+
+- `serve` runs the Flask app (`hooks.app`) under gunicorn, configured here in code: no config file,
+  no control socket, worker heartbeat files in /dev/shm (else TMPDIR), a fresh Prometheus
+  multiprocess directory under TMPDIR (removed when the arbiter exits). Nothing is written
+  anywhere else, so the server runs as a non-root user on a read-only root filesystem where only
+  /tmp is writable.
+- `plan` prints the pass-by-pass table of a coordinated rollout (`planner.rollout_sequence`), from
+  replica vectors (`--old/--target`) or from two DisaggregatedSet manifests (`--from/--to`).
+- `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
+
+Exit codes: 0 success, 1 failure (stale CRDs, a plan that does not complete, unreadable input),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+import gunicorn.app.base  # type: ignore[import-untyped]
+import gunicorn.config  # type: ignore[import-untyped]
+import gunicorn.glogging  # type: ignore[import-untyped]
+import yaml
+
+from hooks import api, crdgen, envelope, planner, revision
+
+PROG: Final = "python -m hooks"
+DEFAULT_BIND: Final = "127.0.0.1:8080"
+DEFAULT_WORKERS: Final = 2
+DEFAULT_TIMEOUT_SECONDS: Final = 30
+DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_CRDS_DIR: Final = Path("crds")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+_ROLE_NAME: Final = re.compile(api.ROLE_NAME_PATTERN)
+_BUDGET_VALUE: Final = re.compile(r"[0-9]+%?")
+
+
+class CliError(Exception):
+    """A command cannot do what was asked; main prints the message and exits with `exit_code`."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- serve ---------------------------------------------------------------------------------------
+
+
+def _add_serve(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the hook server under gunicorn",
+        description="Serve the Metacontroller hooks (POST /sync, /customize, /rolescaler/sync, "
+        "/rolescaler/customize; GET /healthz, /metrics) with gunicorn.",
+    )
+    parser.add_argument(
+        "--bind", default=DEFAULT_BIND, metavar="HOST:PORT", help=f"default {DEFAULT_BIND}"
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help=f"gunicorn worker processes (default {DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="larger hook requests are answered 413 (default 64 MiB)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="S",
+        help=f"seconds before a silent worker is restarted (default {DEFAULT_TIMEOUT_SECONDS})",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    parser.set_defaults(run=_run_serve)
+
+
+class _GunicornServer(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
+    """gunicorn configured from a dict, serving the WSGI app that `load` builds."""
+
+    def __init__(self, options: Mapping[str, object], load: Callable[[], Any]) -> None:
+        self._options = options
+        self._load = load
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self._options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self._load()
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    if "prometheus_client" in sys.modules:
+        raise CliError("serve must start in a fresh process (prometheus_client already loaded)")
+    metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
+    os.environ[MULTIPROC_ENV] = metrics_dir
+    arbiter_pid = os.getpid()
+
+    def remove_metrics_dir() -> None:
+        # Workers are forks that also run exit handlers: only the arbiter owns the directory.
+        if os.getpid() == arbiter_pid:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    atexit.register(remove_metrics_dir)
+    # prometheus_client chooses between in-process and multiprocess metric storage when it is
+    # first imported, so the app (its only importer) may be imported only after the line above.
+    from hooks import app
+
+    def child_exit(server: object, worker: Any) -> None:
+        app.mark_process_dead(worker.pid)
+
+    class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
+        """gunicorn's own log lines in the same JSON format as the hook lines."""
+
+        def setup(self, cfg: Any) -> None:
+            super().setup(cfg)
+            for handler in self.error_log.handlers:
+                handler.setFormatter(app.JsonFormatter())
+
+    options: dict[str, object] = {
+        "bind": [args.bind],
+        "workers": args.workers,
+        "timeout": args.timeout,
+        "loglevel": args.log_level,
+        "logger_class": JsonLogger,
+        "worker_tmp_dir": _worker_tmp_dir(),
+        # Import and build the app once in the arbiter: a broken install fails at start-up.
+        "preload_app": True,
+        "proc_name": "disaggregatedset-hooks",
+        "child_exit": child_exit,
+    }
+    server = _GunicornServer(
+        _supported_options(options),
+        lambda: app.create_app(max_body_bytes=args.max_body_bytes, log_level=args.log_level),
+    )
+    server.run()
+    return 0
+
+
+def _supported_options(options: dict[str, object]) -> dict[str, object]:
+    """The options plus, on gunicorn versions that have one, a disabled control socket.
+
+    The control socket would be created under $HOME or $XDG_RUNTIME_DIR, which may be read-only.
+    """
+    known = gunicorn.config.Config().settings
+    if "control_socket_disable" in known:
+        return {**options, "control_socket_disable": True}
+    return options
+
+
+def _worker_tmp_dir() -> str:
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """A --max-surge or --max-unavailable value: for every role, and per-role overrides."""
+
+    default: int | str | None
+    per_role: Mapping[str, int | str]
+
+    def for_role(self, role: str) -> int | str | None:
+        return self.per_role.get(role, self.default)
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanRole:
+    name: str
+    initial_old: int
+    target: int
+    config: planner.RoleConfig
+
+
+def _add_plan(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="print the pass-by-pass table of a coordinated rolling update",
+        description="Print every pass of a coordinated rolling update of one slice, assuming\n"
+        "each pass becomes ready before the next. Give the replicas either as vectors\n"
+        "(--old and --target) or as two DisaggregatedSet manifests (--from and --to).",
+        epilog="examples:\n"
+        f"  {PROG} plan --old prefill=5,decode=2 --target prefill=5,decode=2 "
+        "--max-surge 2 --max-unavailable 1\n"
+        f"  {PROG} plan --old prefill=4,decode=4 --target prefill=4,decode=4 "
+        "--max-surge 1 --max-surge decode=50%\n"
+        f"  {PROG} plan --from old.yaml --to new.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vectors = parser.add_argument_group("replica vectors")
+    vectors.add_argument(
+        "--old",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="replicas of the old revision per role, in role order",
+    )
+    vectors.add_argument(
+        "--target",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="target replicas per role; a role only in --old is removed (target 0)",
+    )
+    vectors.add_argument(
+        "--max-surge",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="an integer or a percentage of the role's target (rounded up); repeat or "
+        "comma-separate ROLE=VALUE for per-role values",
+    )
+    vectors.add_argument(
+        "--max-unavailable",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="like --max-surge (percentages rounded down); with neither option a role gets "
+        "maxSurge 1, maxUnavailable 0",
+    )
+    manifests = parser.add_argument_group("manifests")
+    manifests.add_argument(
+        "--from",
+        dest="from_file",
+        type=Path,
+        metavar="OLD.yaml",
+        help="the DisaggregatedSet before the change (its replicas are the old replicas)",
+    )
+    manifests.add_argument(
+        "--to",
+        dest="to_file",
+        type=Path,
+        metavar="NEW.yaml",
+        help="the DisaggregatedSet after the change (targets and rollingUpdateConfiguration)",
+    )
+    parser.add_argument(
+        "--max-passes",
+        type=_positive_int,
+        metavar="N",
+        help="stop after N passes (default 2 * the largest replica count + 10)",
+    )
+    parser.set_defaults(run=_run_plan)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    vectors = args.old is not None or args.target is not None
+    manifests = args.from_file is not None or args.to_file is not None
+    if vectors == manifests:
+        raise CliError("give either --old and --target, or --from and --to", exit_code=2)
+    if vectors:
+        if args.old is None or args.target is None:
+            raise CliError("--old and --target go together", exit_code=2)
+        roles = _roles_from_vectors(
+            old=args.old,
+            target=args.target,
+            max_surge=_fold_budget(args.max_surge),
+            max_unavailable=_fold_budget(args.max_unavailable),
+        )
+        notes: list[str] = []
+    else:
+        if args.from_file is None or args.to_file is None:
+            raise CliError("--from and --to go together", exit_code=2)
+        if args.max_surge or args.max_unavailable:
+            raise CliError(
+                "with --from/--to the budgets come from the --to manifest's "
+                "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
+                exit_code=2,
+            )
+        old_parent = _load_manifest(args.from_file)
+        new_parent = _load_manifest(args.to_file)
+        old_revision = _revision_of(old_parent, args.from_file)
+        new_revision = _revision_of(new_parent, args.to_file)
+        if old_revision == new_revision:
+            print(
+                f"no rollout: both manifests have revision {new_revision} (only role names and "
+                "leaderWorkerTemplates decide it); replica changes are applied in place"
+            )
+            return 0
+        roles, notes = _roles_from_manifests(old=old_parent, new=new_parent)
+        notes.insert(0, f"revision {old_revision} -> {new_revision}")
+    max_passes = args.max_passes or _default_max_passes(roles)
+    sequence = planner.rollout_sequence(
+        initial_old=[role.initial_old for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config for role in roles],
+        max_passes=max_passes,
+    )
+    for line in notes:
+        print(line)
+    for role in roles:
+        print(
+            f"role {role.name}: old {role.initial_old} -> target {role.target} "
+            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
+        )
+    print()
+    print(_render_table(roles, sequence))
+    print()
+    return _print_outcome(roles, sequence, max_passes=max_passes)
+
+
+def _roles_from_vectors(
+    *,
+    old: Sequence[tuple[str, int]],
+    target: Sequence[tuple[str, int]],
+    max_surge: _Budget,
+    max_unavailable: _Budget,
+) -> list[_PlanRole]:
+    old_by_role = dict(old)
+    target_by_role = dict(target)
+    # The controller's order: spec (target) roles as given, then removed roles by name.
+    names = [name for name, _ in target]
+    names += sorted(set(old_by_role) - set(target_by_role))
+    for budget, option in ((max_surge, "--max-surge"), (max_unavailable, "--max-unavailable")):
+        unknown = sorted(set(budget.per_role) - set(names))
+        if unknown:
+            raise CliError(f"{option} names unknown roles: {', '.join(unknown)}", exit_code=2)
+    roles = []
+    for name in names:
+        replicas = target_by_role.get(name, 0)
+        config = planner.resolve_config(
+            replicas=replicas,
+            max_surge=max_surge.for_role(name),
+            max_unavailable=max_unavailable.for_role(name),
+        )
+        roles.append(
+            _PlanRole(
+                name=name, initial_old=old_by_role.get(name, 0), target=replicas, config=config
+            )
+        )
+    return roles
+
+
+def _roles_from_manifests(
+    *, old: envelope.Parent, new: envelope.Parent
+) -> tuple[list[_PlanRole], list[str]]:
+    """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
+    old_spec = _spec_of(old)
+    new_spec = _spec_of(new)
+    old_by_role = {role.name: _spec_replicas(role) for role in old_spec.roles}
+    roles = []
+    notes = []
+    for role in new_spec.roles:
+        target = _spec_replicas(role)
+        roles.append(
+            _PlanRole(
+                name=role.name,
+                initial_old=old_by_role.get(role.name, 0),
+                target=target,
+                config=_role_config(role, target),
+            )
+        )
+        if role.is_external:
+            notes.append(
+                f"role {role.name} is External: its target is its scaler's spec.replicas; "
+                f"spec.replicas ({target}) stands in for it here"
+            )
+    new_names = {role.name for role in new_spec.roles}
+    for name in sorted(set(old_by_role) - new_names):
+        roles.append(
+            _PlanRole(
+                name=name, initial_old=old_by_role[name], target=0, config=planner.DEFAULT_CONFIG
+            )
+        )
+    if new_spec.slices > 1:
+        notes.append(f"each of the {new_spec.slices} slices follows this table on its own")
+    return roles, notes
+
+
+def _role_config(role: api.Role, target: int) -> planner.RoleConfig:
+    config = role.rolling_update_configuration
+    if config is None:
+        return planner.DEFAULT_CONFIG
+    return planner.resolve_config(
+        replicas=target,
+        max_surge=config.get("maxSurge"),
+        max_unavailable=config.get("maxUnavailable"),
+    )
+
+
+def _spec_replicas(role: api.Role) -> int:
+    return 1 if role.replicas is None else role.replicas
+
+
+def _spec_of(parent: envelope.Parent) -> api.DisaggregatedSetSpec:
+    if parent.spec is None:
+        raise CliError(f"DisaggregatedSet {parent.name!r} has no usable spec")
+    return parent.spec
+
+
+def _load_manifest(path: Path) -> envelope.Parent:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise CliError(f"{path} is not one YAML document: {error}") from None
+    if not isinstance(document, dict):
+        raise CliError(f"{path} must hold one DisaggregatedSet manifest")
+    try:
+        parent = envelope.parse_parent(document)
+    except envelope.RequestError as error:
+        raise CliError(f"{path}: {error}") from None
+    if parent.spec is None:
+        problems = "; ".join(violation.message for violation in parent.spec_violations)
+        raise CliError(f"{path}: the spec does not fit the API: {problems}")
+    return parent
+
+
+def _revision_of(parent: envelope.Parent, path: Path) -> str:
+    spec = _spec_of(parent)
+    try:
+        return revision.compute_revision(
+            [(role.name, role.leader_worker_template) for role in spec.roles]
+        )
+    except revision.EncodingError as error:
+        raise CliError(f"{path}: cannot compute the revision: {error}") from None
+
+
+def _default_max_passes(roles: Sequence[_PlanRole]) -> int:
+    largest = max((max(role.initial_old, role.target) for role in roles), default=0)
+    return 2 * largest + 10
+
+
+def _render_table(roles: Sequence[_PlanRole], sequence: Sequence[planner.Step]) -> str:
+    header = [
+        "pass",
+        *(f"old {role.name}" for role in roles),
+        *(f"new {role.name}" for role in roles),
+        "rule",
+    ]
+    rows = [
+        [str(index), *map(str, step.old), *map(str, step.new), step.rule.value]
+        for index, step in enumerate(sequence)
+    ]
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.rjust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]))
+    return "\n".join(lines)
+
+
+def _print_outcome(
+    roles: Sequence[_PlanRole], sequence: Sequence[planner.Step], *, max_passes: int
+) -> int:
+    last = sequence[-1]
+    passes = len(sequence) - 1
+    done = all(old == 0 for old in last.old) and all(
+        new >= role.target for new, role in zip(last.new, roles, strict=True)
+    )
+    if done:
+        print(f"complete after {passes} passes")
+        return 0
+    if passes >= max_passes:
+        print(f"not complete after {max_passes} passes (raise --max-passes to see more)")
+    else:
+        print(f"stuck after {passes} passes: no rule yields a step from the last state")
+    return 1
+
+
+def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
+    pairs = []
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or not _ROLE_NAME.fullmatch(name) or not value.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not ROLE=N (a role name and a non-negative integer)"
+            )
+        pairs.append((name, int(value)))
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a role appears twice in {text!r}")
+    return tuple(pairs)
+
+
+def _budget_items(text: str) -> tuple[tuple[str | None, int | str], ...]:
+    items: list[tuple[str | None, int | str]] = []
+    for item in text.split(","):
+        name, sep, value = item.strip().rpartition("=")
+        if sep and not _ROLE_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a role name")
+        if not _BUDGET_VALUE.fullmatch(value):
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a non-negative integer or a percentage such as 25%"
+            )
+        items.append((name if sep else None, value if value.endswith("%") else int(value)))
+    return tuple(items)
+
+
+def _fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None) -> _Budget:
+    """Repeated options combine; a later value for the same role (or for all) wins."""
+    default: int | str | None = None
+    per_role: dict[str, int | str] = {}
+    for items in values or ():
+        for name, value in items:
+            if name is None:
+                default = value
+            else:
+                per_role[name] = value
+    return _Budget(default, per_role)
+
+
+# --- crds ----------------------------------------------------------------------------------------
+
+
+def _add_crds(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "crds",
+        help="regenerate the CRDs, or --check the committed ones",
+        description="Write the CustomResourceDefinitions generated from the API models, or "
+        "check that the committed files match them.",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 when a file differs from what would be generated",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_CRDS_DIR,
+        metavar="DIR",
+        help="directory of the CRD files (default: crds/ in the current directory)",
+    )
+    parser.set_defaults(run=_run_crds)
+
+
+def _run_crds(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if args.check:
+        stale = crdgen.check_crds(directory)
+        if stale:
+            command = f"{PROG} crds"
+            if directory != DEFAULT_CRDS_DIR:
+                command += f" --dir {directory}"
+            print(
+                f"CRDs in {directory} are out of date: {', '.join(stale)}\n"
+                f"regenerate them with `{command}` and commit the result",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"CRDs in {directory} are up to date")
+        return 0
+    for name in crdgen.write_crds(directory):
+        print(f"wrote {directory / name}")
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+# Subcommands in --help order; each registers its parser and sets `run`.
+COMMANDS: Final[tuple[Callable[[_Subcommands], None], ...]] = (_add_serve, _add_plan, _add_crds)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand of COMMANDS."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, title="commands"
+    )
+    for add in COMMANDS:
+        add(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code."""
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except CliError as error:
+        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,405 @@
+"""The HTTP edge: Flask factory, routes, the one exception→HTTP map, the per-call log line, metrics.
+
+A view only translates HTTP to a pure hook function and back. For each call it checks the body size
+(the Content-Length header before reading, then the bytes actually read), decodes the body once
+with orjson (whatever the Content-Type says: Metacontroller always sends JSON, curl users often
+forget the header), reads the clock once, runs the hook (`envelope.parse_*`, then the hook
+function), serialises the answer once and returns 200 application/json. Nothing here decides
+anything about DisaggregatedSets.
+
+Failures never produce a partial 200. The map (`_failure_for`) is the only place that turns an
+exception into an HTTP status:
+
+- body larger than `max_body_bytes` → 413;
+- body that is not JSON, or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad
+  shape) → 400 (the request itself is at fault; Metacontroller retries with backoff either way);
+- `sync.UnsafeDeletionError` and every other exception → 500.
+
+Error answers carry a small JSON body `{"error": ..., "hook": ...}`; an unexpected exception's text
+stays in the log (with its traceback), not in the answer.
+
+Logging: one JSON line per hook call, written through the `hooks` logger to stderr by the formatter
+that `create_app` installs: INFO for a 200, WARNING for a 4xx, ERROR with the traceback for a 5xx.
+The line holds the hook's summary (object, generation, revision, per-slice step, child counts,
+outcome), the status and the duration in ms; request bodies and pod templates are never logged.
+`/healthz` and `/metrics` are not logged.
+
+Metrics (Prometheus): calls by hook, status code and outcome; errors by hook and error kind; a
+latency histogram by hook. When PROMETHEUS_MULTIPROC_DIR is set (several gunicorn workers), every
+worker writes its values there and `/metrics` aggregates all of them. prometheus_client chooses its
+value storage when it is first imported, so that variable must be set before this module is
+imported; `python -m hooks serve` does so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Final
+
+import flask
+import orjson
+import prometheus_client
+from prometheus_client import multiprocess
+from werkzeug.exceptions import HTTPException
+
+from hooks import envelope, scalers, sync
+
+DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+LOGGER_NAME: Final = "hooks"
+LATENCY_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+_READ_CHUNK: Final = 1024 * 1024
+_JSON: Final = "application/json"
+
+_log = logging.getLogger(f"{LOGGER_NAME}.app")
+
+
+# --- the hook table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """One hook endpoint: its name (log and metric label) and the pure call behind it.
+
+    `run(body, now)` gets the decoded JSON body and the call's timestamp; it parses the body with
+    `envelope` and calls the hook function.
+    """
+
+    name: str
+    run: Callable[[object, str], envelope.HookResult]
+
+
+def _run_sync(body: object, now: str) -> envelope.HookResult:
+    return sync.sync(envelope.parse_sync_request(body), now=now)
+
+
+def _run_customize(body: object, now: str) -> envelope.HookResult:
+    return sync.customize(envelope.parse_customize_request(body))
+
+
+def _run_scaler_sync(body: object, now: str) -> envelope.HookResult:
+    return scalers.sync(envelope.parse_scaler_sync_request(body), now=now)
+
+
+def _run_scaler_customize(body: object, now: str) -> envelope.HookResult:
+    return scalers.customize(envelope.parse_scaler_customize_request(body))
+
+
+DEFAULT_HOOKS: Final[Mapping[str, Hook]] = MappingProxyType(
+    {
+        "/sync": Hook("sync", _run_sync),
+        "/customize": Hook("customize", _run_customize),
+        "/rolescaler/sync": Hook("rolescaler-sync", _run_scaler_sync),
+        "/rolescaler/customize": Hook("rolescaler-customize", _run_scaler_customize),
+    }
+)
+
+
+def utc_now() -> str:
+    """The current time as RFC 3339 UTC with second precision, e.g. 2026-11-29T10:25:47Z."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- the exception→HTTP map ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """How a failed call is answered, counted and logged."""
+
+    status: int
+    kind: str
+    message: str
+
+
+class _BodyError(Exception):
+    """The body is too large or is not JSON; carries its answer."""
+
+    def __init__(self, failure: _Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _failure_for(error: Exception) -> _Failure:
+    """The one exception→HTTP map of the hook server."""
+    if isinstance(error, _BodyError):
+        return error.failure
+    if isinstance(error, envelope.RequestError):
+        return _Failure(400, "invalid_request", str(error))
+    if isinstance(error, HTTPException):
+        # Werkzeug's own (for example a client that disconnects while sending the body).
+        return _Failure(error.code or 500, "http", error.description or error.name)
+    if isinstance(error, sync.UnsafeDeletionError):
+        return _Failure(500, "unsafe_deletion", str(error))
+    return _Failure(
+        500, "internal", f"internal error ({type(error).__name__}); see the hook server log"
+    )
+
+
+# --- logging -------------------------------------------------------------------------------------
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the call's fields, the traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "hook_fields", None)
+        if isinstance(fields, Mapping):
+            for key, value in fields.items():
+                line.setdefault(str(key), value)
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        # default=str: a log line must never fail because of an odd value in a summary.
+        return orjson.dumps(line, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class _StderrJsonHandler(logging.Handler):
+    """Writes to whatever `sys.stderr` is at the time (gunicorn and pytest both swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def configure_logging(level: str | int = "INFO") -> None:
+    """Send the `hooks` loggers to stderr as JSON lines; calling it again replaces the handler."""
+    logger = logging.getLogger(LOGGER_NAME)
+    for handler in list(logger.handlers):
+        if isinstance(handler, _StderrJsonHandler):
+            logger.removeHandler(handler)
+    handler = _StderrJsonHandler()
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(level.upper() if isinstance(level, str) else level)
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Metrics:
+    """The app's metric objects and how to expose them."""
+
+    registry: prometheus_client.CollectorRegistry
+    calls: prometheus_client.Counter
+    errors: prometheus_client.Counter
+    duration: prometheus_client.Histogram
+    multiprocess_dir: str | None
+
+    @classmethod
+    def create(cls, multiprocess_dir: str | None) -> _Metrics:
+        # A private registry per app: several apps in one process (tests) never clash.
+        registry = prometheus_client.CollectorRegistry()
+        if multiprocess_dir is None:
+            prometheus_client.ProcessCollector(registry=registry)
+            prometheus_client.PlatformCollector(registry=registry)
+        return cls(
+            registry=registry,
+            calls=prometheus_client.Counter(
+                "disaggregatedset_hook_calls",
+                "Hook calls answered, by hook, HTTP status code and outcome.",
+                ["hook", "code", "outcome"],
+                registry=registry,
+            ),
+            errors=prometheus_client.Counter(
+                "disaggregatedset_hook_errors",
+                "Hook calls answered with a non-200 status, by hook and kind of error.",
+                ["hook", "error"],
+                registry=registry,
+            ),
+            duration=prometheus_client.Histogram(
+                "disaggregatedset_hook_duration_seconds",
+                "Time to answer a hook call, from the first byte read to the serialised answer.",
+                ["hook"],
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            multiprocess_dir=multiprocess_dir,
+        )
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every worker's metrics (or this process's)."""
+        if self.multiprocess_dir is None:
+            return prometheus_client.generate_latest(self.registry)
+        registry = prometheus_client.CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return prometheus_client.generate_latest(registry)
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop the metric files of a worker that exited (gunicorn's child_exit hook calls this)."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if directory:
+        multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+
+
+# --- the app -------------------------------------------------------------------------------------
+
+
+def create_app(
+    *,
+    hooks: Mapping[str, Hook] = DEFAULT_HOOKS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    clock: Callable[[], str] = utc_now,
+    log_level: str | int = "INFO",
+) -> flask.Flask:
+    """The hook server: one POST route per entry of `hooks` (path → Hook), /healthz, /metrics.
+
+    Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
+    set in the environment at this point, a registry of this app otherwise.
+    """
+    if max_body_bytes < 1:
+        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    configure_logging(log_level)
+    metrics = _Metrics.create(os.environ.get(MULTIPROC_ENV) or None)
+    app = flask.Flask(__name__)
+
+    for path, hook in hooks.items():
+        app.add_url_rule(
+            path,
+            endpoint=f"hook:{hook.name}",
+            view_func=_hook_view(hook, metrics=metrics, max_body_bytes=max_body_bytes, clock=clock),
+            methods=["POST"],
+        )
+
+    @app.get("/healthz")
+    def healthz() -> flask.Response:
+        return flask.Response("ok", status=200, mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics_view() -> flask.Response:
+        return flask.Response(
+            metrics.exposition(), status=200, content_type=prometheus_client.CONTENT_TYPE_LATEST
+        )
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> flask.Response:
+        # Unknown paths and wrong methods answer JSON too.
+        return _json_response({"error": error.description or error.name}, status=error.code or 500)
+
+    return app
+
+
+def _hook_view(
+    hook: Hook, *, metrics: _Metrics, max_body_bytes: int, clock: Callable[[], str]
+) -> Callable[[], flask.Response]:
+    def view() -> flask.Response:
+        started = time.perf_counter()
+        try:
+            body = _decode(_read_body(flask.request, limit=max_body_bytes))
+            result = hook.run(body, clock())
+            payload = orjson.dumps(result.response)
+        except Exception as error:
+            return _answer_failure(hook, metrics, error, seconds=time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        outcome = str(result.summary.get("outcome", "ok"))
+        _record(hook, metrics, status=200, outcome=outcome, seconds=seconds)
+        fields = {
+            **result.summary,
+            "hook": hook.name,
+            "status": 200,
+            "outcome": outcome,
+            "duration_ms": _ms(seconds),
+        }
+        _log.info("%s %d", hook.name, 200, extra={"hook_fields": fields})
+        return flask.Response(payload, status=200, mimetype=_JSON)
+
+    return view
+
+
+def _answer_failure(
+    hook: Hook, metrics: _Metrics, error: Exception, *, seconds: float
+) -> flask.Response:
+    """Count, log (once; with the traceback for a 5xx) and answer a failed call."""
+    failure = _failure_for(error)
+    _record(hook, metrics, status=failure.status, outcome=failure.kind, seconds=seconds)
+    metrics.errors.labels(hook=hook.name, error=failure.kind).inc()
+    fields = {
+        "hook": hook.name,
+        "status": failure.status,
+        "outcome": failure.kind,
+        "duration_ms": _ms(seconds),
+        "error": failure.message,
+    }
+    if failure.status >= 500:
+        _log.error(
+            "%s %d", hook.name, failure.status, extra={"hook_fields": fields}, exc_info=error
+        )
+    else:
+        _log.warning("%s %d", hook.name, failure.status, extra={"hook_fields": fields})
+    return _json_response({"error": failure.message, "hook": hook.name}, status=failure.status)
+
+
+def _read_body(request: flask.Request, *, limit: int) -> bytes:
+    """The raw body, refusing more than `limit` bytes before and while reading."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _BodyError(_too_large(limit))
+    chunks: list[bytes] = []
+    size = 0
+    # Without a Content-Length (chunked upload) only the bytes read can be checked.
+    while chunk := request.stream.read(_READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise _BodyError(_too_large(limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(body: bytes) -> object:
+    try:
+        decoded: object = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise _BodyError(
+            _Failure(400, "invalid_json", f"request body is not valid JSON: {error}")
+        ) from None
+    return decoded
+
+
+def _too_large(limit: int) -> _Failure:
+    return _Failure(413, "body_too_large", f"request body is larger than {limit} bytes")
+
+
+def _record(hook: Hook, metrics: _Metrics, *, status: int, outcome: str, seconds: float) -> None:
+    metrics.calls.labels(hook=hook.name, code=str(status), outcome=outcome).inc()
+    metrics.duration.labels(hook=hook.name).observe(seconds)
+
+
+def _json_response(document: Mapping[str, object], *, status: int) -> flask.Response:
+    return flask.Response(orjson.dumps(document), status=status, mimetype=_JSON)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)

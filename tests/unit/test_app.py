@@ -1,0 +1,564 @@
+"""The HTTP edge (`hooks.app`): routes, the exception→HTTP map, the log line and the metrics.
+
+Most cases inject fake hooks, so they pin the transport without depending on what the hooks
+decide; the last group replays the captured Metacontroller requests through the real hooks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import flask
+import pytest
+from flask.testing import FlaskClient
+
+from hooks import app as hook_app
+from hooks import envelope, sync
+from tests import shared
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "requests"
+REQUEST_FILES = sorted(path.name for path in FIXTURES.glob("*.json"))
+NOW = "2026-11-29T10:25:47Z"
+HOOK_PATHS = {
+    "/sync": "sync",
+    "/customize": "customize",
+    "/rolescaler/sync": "rolescaler-sync",
+    "/rolescaler/customize": "rolescaler-customize",
+}
+
+
+def load_request(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+class FakeHook:
+    """Records what it was called with and answers (or raises) what it was told to."""
+
+    def __init__(self, name: str, answer: Callable[[object, str], envelope.HookResult]) -> None:
+        self.name = name
+        self.answer = answer
+        self.calls: list[tuple[object, str]] = []
+
+    def __call__(self, body: object, now: str) -> envelope.HookResult:
+        self.calls.append((body, now))
+        return self.answer(body, now)
+
+
+def answer_with(
+    response: dict[str, Any], summary: Mapping[str, object] | None = None
+) -> Callable[[object, str], envelope.HookResult]:
+    def answer(body: object, now: str) -> envelope.HookResult:
+        return envelope.HookResult(response=response, summary=summary or {})
+
+    return answer
+
+
+def raising(error: Exception) -> Callable[[object, str], envelope.HookResult]:
+    def answer(body: object, now: str) -> envelope.HookResult:
+        raise error
+
+    return answer
+
+
+def make_client(
+    answers: Mapping[str, Callable[[object, str], envelope.HookResult]] | None = None,
+    *,
+    max_body_bytes: int = hook_app.DEFAULT_MAX_BODY_BYTES,
+) -> tuple[FlaskClient, dict[str, FakeHook]]:
+    fakes = {
+        path: FakeHook(
+            name,
+            (answers or {}).get(path, answer_with({"status": {}, "children": []})),
+        )
+        for path, name in HOOK_PATHS.items()
+    }
+    table = {path: hook_app.Hook(fake.name, fake) for path, fake in fakes.items()}
+    application = hook_app.create_app(hooks=table, max_body_bytes=max_body_bytes, clock=lambda: NOW)
+    return application.test_client(), fakes
+
+
+@pytest.fixture(autouse=True)
+def single_process_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(hook_app.MULTIPROC_ENV, raising=False)
+
+
+def hook_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.name == "hooks.app"]
+
+
+def fields_of(record: logging.LogRecord) -> dict[str, Any]:
+    fields: dict[str, Any] = record.hook_fields  # type: ignore[attr-defined]
+    return fields
+
+
+# --- 200 paths -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(HOOK_PATHS), ids=lambda path: path.strip("/"))
+def test_each_hook_route_answers_200_with_the_hook_response(path: str) -> None:
+    client, fakes = make_client({path: answer_with({"status": {"replicas": 3}, "children": []})})
+
+    answer = client.post(path, data=b'{"parent": {"kind": "X"}}', content_type="application/json")
+
+    assert answer.status_code == 200
+    assert answer.mimetype == "application/json"
+    assert answer.get_json() == {"status": {"replicas": 3}, "children": []}
+    assert fakes[path].calls == [({"parent": {"kind": "X"}}, NOW)]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "application/x-www-form-urlencoded"],
+    ids=["missing", "text-plain", "form"],
+)
+def test_body_is_decoded_whatever_the_content_type(content_type: str | None) -> None:
+    client, fakes = make_client()
+    headers = {} if content_type is None else {"Content-Type": content_type}
+
+    answer = client.post("/sync", data=b'{"a": [1, 2]}', headers=headers)
+
+    assert answer.status_code == 200
+    assert fakes["/sync"].calls == [({"a": [1, 2]}, NOW)]
+
+
+def test_clock_is_read_once_per_call() -> None:
+    ticks: list[str] = []
+
+    def clock() -> str:
+        ticks.append(NOW)
+        return NOW
+
+    table = {"/sync": hook_app.Hook("sync", answer_with({"children": []}))}
+    client = hook_app.create_app(hooks=table, clock=clock).test_client()
+
+    client.post("/sync", data=b"{}")
+
+    assert ticks == [NOW]
+
+
+def test_default_clock_is_rfc3339_utc_with_seconds() -> None:
+    now = hook_app.utc_now()
+
+    assert len(now) == len("2026-11-29T10:25:47Z")
+    assert now[10] == "T"
+    assert now.endswith("Z")
+
+
+# --- failures ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"", b'{"a": 1', b"\xff\xfe"],
+    ids=["garbage", "empty", "truncated", "not-utf8"],
+)
+def test_malformed_json_is_400_with_a_json_error_and_the_hook_is_not_called(body: bytes) -> None:
+    client, fakes = make_client()
+
+    answer = client.post("/sync", data=body, content_type="application/json")
+
+    assert answer.status_code == 400
+    assert answer.mimetype == "application/json"
+    document = answer.get_json()
+    assert document["hook"] == "sync"
+    assert "not valid JSON" in document["error"]
+    assert fakes["/sync"].calls == []
+
+
+def test_request_error_from_parsing_is_400() -> None:
+    client, _ = make_client({"/sync": raising(envelope.RequestError("parent must be a Thing"))})
+
+    answer = client.post("/sync", data=b"{}")
+
+    assert answer.status_code == 400
+    assert answer.get_json() == {"error": "parent must be a Thing", "hook": "sync"}
+
+
+def test_wrong_kind_is_rejected_by_the_real_parser_with_400() -> None:
+    client = hook_app.create_app(clock=lambda: NOW).test_client()
+
+    answer = client.post("/sync", data=load_request("rolescaler-sync.json"))
+
+    assert answer.status_code == 400
+    document = answer.get_json()
+    assert document["hook"] == "sync"
+    assert "DisaggregatedSet" in document["error"]
+    assert "children" not in document
+
+
+@pytest.mark.parametrize("body", [b"[]", b"null", b"42"], ids=["list", "null", "number"])
+def test_json_that_is_not_a_request_object_is_400(body: bytes) -> None:
+    client = hook_app.create_app(clock=lambda: NOW).test_client()
+
+    answer = client.post("/customize", data=body)
+
+    assert answer.status_code == 400
+    assert answer.get_json()["hook"] == "customize"
+
+
+def test_body_over_the_declared_limit_is_413_without_calling_the_hook() -> None:
+    client, fakes = make_client(max_body_bytes=16)
+
+    answer = client.post("/sync", data=b'{"padding": "' + b"x" * 64 + b'"}')
+
+    assert answer.status_code == 413
+    assert answer.mimetype == "application/json"
+    assert answer.get_json() == {"error": "request body is larger than 16 bytes", "hook": "sync"}
+    assert fakes["/sync"].calls == []
+
+
+def test_body_at_the_limit_is_accepted() -> None:
+    body = b'{"k": "' + b"x" * 8 + b'"}'
+    client, fakes = make_client(max_body_bytes=len(body))
+
+    answer = client.post("/sync", data=body)
+
+    assert answer.status_code == 200
+    assert len(fakes["/sync"].calls) == 1
+
+
+def test_streamed_body_without_content_length_is_limited_by_the_bytes_read() -> None:
+    client, fakes = make_client(max_body_bytes=16)
+    body = b'{"padding": "' + b"x" * 64 + b'"}'
+
+    # A chunked upload: no Content-Length, the server marks the stream as terminated.
+    answer = client.post(
+        "/sync",
+        input_stream=io.BytesIO(body),
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+
+    assert answer.status_code == 413
+    assert fakes["/sync"].calls == []
+
+
+def test_streamed_body_within_the_limit_is_read_whole() -> None:
+    client, fakes = make_client(max_body_bytes=64)
+
+    answer = client.post(
+        "/sync",
+        input_stream=io.BytesIO(b'{"a": "b"}'),
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+
+    assert answer.status_code == 200
+    assert fakes["/sync"].calls == [({"a": "b"}, NOW)]
+
+
+def test_unexpected_exception_is_500_with_a_small_json_body_and_no_children() -> None:
+    client, _ = make_client({"/sync": raising(KeyError("leaderWorkerTemplate"))})
+
+    answer = client.post("/sync", data=b"{}")
+
+    assert answer.status_code == 500
+    assert answer.mimetype == "application/json"
+    document = answer.get_json()
+    assert set(document) == {"error", "hook"}
+    assert document["hook"] == "sync"
+    assert "KeyError" in document["error"]
+
+
+def test_unsafe_deletion_is_500_naming_the_problem() -> None:
+    error = sync.UnsafeDeletionError("would delete LeaderWorkerSet llm-0-6ad7c921-prefill")
+    client, _ = make_client({"/sync": raising(error)})
+
+    answer = client.post("/sync", data=b"{}")
+
+    assert answer.status_code == 500
+    assert answer.get_json() == {"error": str(error), "hook": "sync"}
+
+
+def test_response_that_cannot_be_serialised_is_500_not_a_partial_200() -> None:
+    client, _ = make_client({"/sync": answer_with({"children": [{"odd": {1, 2}}]})})
+
+    answer = client.post("/sync", data=b"{}")
+
+    assert answer.status_code == 500
+    assert "children" not in answer.get_json()
+
+
+def test_unknown_path_and_wrong_method_answer_json() -> None:
+    client, _ = make_client()
+
+    missing = client.post("/nope", data=b"{}")
+    wrong_method = client.get("/sync")
+
+    assert missing.status_code == 404
+    assert missing.mimetype == "application/json"
+    assert wrong_method.status_code == 405
+    assert "error" in wrong_method.get_json()
+
+
+def test_max_body_bytes_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        hook_app.create_app(max_body_bytes=0)
+
+
+# --- healthz and metrics -------------------------------------------------------------------------
+
+
+def test_healthz_is_ok_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client()
+
+    answer = client.get("/healthz")
+
+    assert answer.status_code == 200
+    assert answer.data == b"ok"
+    assert hook_lines(caplog) == []
+
+
+def test_metrics_count_calls_errors_and_latency_by_hook() -> None:
+    client, _ = make_client(
+        {
+            "/sync": answer_with({"children": []}, {"outcome": "synced"}),
+            "/customize": raising(RuntimeError("boom")),
+        }
+    )
+    client.post("/sync", data=b"{}")
+    client.post("/sync", data=b"{}")
+    client.post("/customize", data=b"{}")
+    client.post("/rolescaler/sync", data=b"{broken")
+
+    answer = client.get("/metrics")
+
+    assert answer.status_code == 200
+    assert answer.content_type.startswith("text/plain")
+    text = answer.get_data(as_text=True)
+    assert 'disaggregatedset_hook_calls_total{code="200",hook="sync",outcome="synced"} 2.0' in text
+    assert (
+        'disaggregatedset_hook_calls_total{code="500",hook="customize",outcome="internal"} 1.0'
+        in text
+    )
+    assert 'disaggregatedset_hook_errors_total{error="internal",hook="customize"} 1.0' in text
+    assert (
+        'disaggregatedset_hook_errors_total{error="invalid_json",hook="rolescaler-sync"} 1.0'
+        in text
+    )
+    assert 'disaggregatedset_hook_duration_seconds_count{hook="sync"} 2.0' in text
+    assert 'disaggregatedset_hook_duration_seconds_bucket{hook="sync",le="0.0005"}' in text
+    assert 'disaggregatedset_hook_duration_seconds_bucket{hook="sync",le="5.0"} 2.0' in text
+
+
+def test_each_app_has_its_own_metrics() -> None:
+    first, _ = make_client()
+    second, _ = make_client()
+    first.post("/sync", data=b"{}")
+
+    text = second.get("/metrics").get_data(as_text=True)
+
+    assert 'disaggregatedset_hook_calls_total{code="200"' not in text
+
+
+# --- logging -------------------------------------------------------------------------------------
+
+
+def test_one_info_line_per_call_with_the_summary_status_and_duration(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    summary = {
+        "hook": "sync",
+        "object": "default/llm",
+        "generation": 4,
+        "revision": "6ad7c921",
+        "outcome": "synced",
+        "slices": {"0": "scale-up"},
+        "children": {"LeaderWorkerSet": 4, "Service": 2},
+    }
+    client, _ = make_client({"/sync": answer_with({"children": []}, summary)})
+
+    client.post("/sync", data=b'{"parent": {"spec": {"secret": "hunter2"}}}')
+
+    [record] = hook_lines(caplog)
+    assert record.levelno == logging.INFO
+    fields = fields_of(record)
+    assert {key: fields[key] for key in summary} == summary
+    assert fields["status"] == 200
+    assert isinstance(fields["duration_ms"], float)
+    assert fields["duration_ms"] >= 0
+    assert "hunter2" not in hook_app.JsonFormatter().format(record)
+
+
+def test_a_call_without_outcome_logs_ok(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client({"/customize": answer_with({"relatedResources": []}, {"rules": 1})})
+
+    client.post("/customize", data=b"{}")
+
+    [record] = hook_lines(caplog)
+    assert fields_of(record)["outcome"] == "ok"
+    assert fields_of(record)["hook"] == "customize"
+
+
+def test_client_error_logs_one_warning_without_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client()
+
+    client.post("/sync", data=b"{broken")
+
+    [record] = hook_lines(caplog)
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    fields = fields_of(record)
+    assert fields["status"] == 400
+    assert fields["outcome"] == "invalid_json"
+
+
+def test_server_error_logs_one_error_line_with_the_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client({"/sync": raising(ZeroDivisionError("division by zero"))})
+
+    client.post("/sync", data=b"{}")
+
+    [record] = hook_lines(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
+    line = json.loads(hook_app.JsonFormatter().format(record))
+    assert line["status"] == 500
+    assert line["hook"] == "sync"
+    assert "ZeroDivisionError: division by zero" in line["traceback"]
+
+
+def test_json_formatter_writes_one_line_and_keeps_its_own_keys() -> None:
+    record = logging.LogRecord("hooks.app", logging.INFO, __file__, 1, "sync %d", (200,), None)
+    record.hook_fields = {"message": "shadow", "hook": "sync", "slices": {0: "drain"}}
+
+    text = hook_app.JsonFormatter().format(record)
+
+    assert "\n" not in text
+    line = json.loads(text)
+    assert line["message"] == "sync 200"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "hooks.app"
+    assert line["time"].endswith("Z")
+    assert line["hook"] == "sync"
+    assert line["slices"] == {"0": "drain"}
+
+
+def test_log_lines_go_to_stderr_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    client, _ = make_client({"/sync": answer_with({"children": []}, {"object": "ns/a"})})
+
+    client.post("/sync", data=b"{}")
+
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [(line["hook"], line["object"], line["status"]) for line in lines] == [
+        ("sync", "ns/a", 200)
+    ]
+
+
+def test_creating_the_app_twice_keeps_one_log_handler() -> None:
+    make_client()
+    make_client()
+
+    handlers = logging.getLogger("hooks").handlers
+    assert len([h for h in handlers if isinstance(h.formatter, hook_app.JsonFormatter)]) == 1
+
+
+# --- the real hooks on captured Metacontroller requests ------------------------------------------
+
+
+@pytest.fixture
+def real_client() -> FlaskClient:
+    application: flask.Flask = hook_app.create_app(clock=lambda: NOW)
+    return application.test_client()
+
+
+@pytest.mark.parametrize("name", REQUEST_FILES)
+def test_committed_fixture_is_the_captured_request_unchanged(name: str) -> None:
+    captured = shared.shared_path(f"reference/metacontroller-requests/{name}")
+
+    assert (FIXTURES / name).read_bytes() == captured.read_bytes()
+
+
+def test_every_captured_request_has_a_committed_fixture() -> None:
+    captured = shared.shared_path("reference/metacontroller-requests")
+
+    assert sorted(path.name for path in captured.glob("*.json")) == REQUEST_FILES
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/customize", "ds-customize.json"),
+        ("/sync", "ds-sync-first.json"),
+        ("/sync", "ds-sync-with-children.json"),
+        ("/sync", "ds-sync-v2.json"),
+        ("/rolescaler/customize", "rolescaler-customize.json"),
+        ("/rolescaler/sync", "rolescaler-sync.json"),
+    ],
+    ids=lambda value: value.removesuffix(".json").strip("/"),
+)
+def test_real_hook_answers_200_to_a_captured_request(
+    real_client: FlaskClient, path: str, name: str
+) -> None:
+    answer = real_client.post(path, data=load_request(name), content_type="application/json")
+
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    document = answer.get_json()
+    if path.endswith("customize"):
+        assert set(document) == {"relatedResources"}
+    else:
+        assert isinstance(document["status"], dict)
+        assert isinstance(document["children"], list)
+
+
+@pytest.mark.parametrize(
+    ("name", "set_name"),
+    [
+        ("ds-sync-with-children.json", "disaggregatedset-sample"),
+        ("ds-sync-v2.json", "disaggregatedset-v2"),
+    ],
+    ids=["v1-keys", "v2-keys"],
+)
+def test_both_hook_versions_keep_the_observed_children(
+    real_client: FlaskClient, name: str, set_name: str
+) -> None:
+    answer = real_client.post("/sync", data=load_request(name))
+
+    assert answer.status_code == 200
+    returned = {
+        (child["kind"], child["metadata"]["name"]) for child in answer.get_json()["children"]
+    }
+    # The observed LWS (of a revision that is not the target) must not vanish from the answer.
+    assert ("LeaderWorkerSet", f"{set_name}-0-abcdef12-prefill") in returned
+    assert ("LeaderWorkerSet", f"{set_name}-0-abcdef12-decode") in returned
+    assert ("DisaggregatedSetRoleScaler", f"{set_name}-decode") in returned
+
+
+def test_real_sync_logs_its_decision_summary(
+    real_client: FlaskClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+
+    real_client.post("/sync", data=load_request("ds-sync-first.json"))
+
+    [record] = hook_lines(caplog)
+    fields = fields_of(record)
+    assert fields["hook"] == "sync"
+    assert fields["status"] == 200
+    assert fields["object"] == "default/disaggregatedset-sample"
+    assert fields["generation"] == 1
+    assert len(fields["revision"]) == 8
+    assert fields["outcome"] in {"synced", "held"}
+    assert "children" in fields
+    text = hook_app.JsonFormatter().format(record)
+    assert "leaderWorkerTemplate" not in text
+    assert "nginx" not in text
+
+
+def test_real_sync_is_byte_identical_for_the_same_request(real_client: FlaskClient) -> None:
+    body = load_request("ds-sync-with-children.json")
+
+    first = real_client.post("/sync", data=body)
+    second = real_client.post("/sync", data=body)
+
+    assert first.status_code == 200
+    assert first.data == second.data

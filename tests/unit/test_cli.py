@@ -1,0 +1,522 @@
+"""The command line (`python -m hooks`): plan tables, manifests, crds exit codes, help."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hooks import __main__ as cli
+from hooks import crdgen
+
+State = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def table_states(out: str, roles: int) -> list[State]:
+    """(old, new) per row of the printed table, old and new each in role order."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["pass"])
+    states = []
+    for line in lines[start + 1 :]:
+        cells = line.split()
+        if not cells or not cells[0].isdigit():
+            break
+        numbers = [int(cell) for cell in cells[1 : 1 + 2 * roles]]
+        states.append((tuple(numbers[:roles]), tuple(numbers[roles:])))
+    return states
+
+
+def table_rules(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["pass"])
+    rules = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        rules.append(line.split()[-1])
+    return rules
+
+
+# --- plan from vectors ---------------------------------------------------------------------------
+
+
+def test_plan_prints_the_spec_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "prefill=5,decode=2",
+        "--target",
+        "prefill=5,decode=2",
+        "--max-surge",
+        "2",
+        "--max-unavailable",
+        "1",
+    )
+
+    assert code == 0
+    # SPEC §5a as (new P, new D, old P, old D).
+    expected = [(0, 0, 5, 2), (2, 1, 5, 2), (2, 1, 4, 2), (4, 2, 3, 2), (4, 2, 2, 1), (5, 2, 2, 1)]
+    expected.append((5, 2, 0, 0))
+    assert [(*new, *old) for old, new in table_states(out, 2)] == expected
+    assert table_rules(out) == [
+        "start",
+        "scale-up",
+        "drain",
+        "force-drain",
+        "drain",
+        "scale-up",
+        "new-at-target",
+    ]
+    assert "role prefill: old 5 -> target 5 (maxSurge 2, maxUnavailable 1)" in out
+    assert "complete after 6 passes" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        pytest.param(
+            ["--old", "a=10,b=2", "--target", "a=6,b=8", "--max-surge", "2"],
+            "(10,2/0,0) (8,2/0,0) (6,2/0,0) (6,2/2,2) (4,1/2,2) (4,1/3,4) (4,1/4,5) (2,1/4,5) "
+            "(2,1/5,7) (2,1/6,8) (0,0/6,8)",
+            id="reshape-10-2-to-6-8",
+        ),
+        pytest.param(
+            [
+                *("--old", "a=4,b=4", "--target", "a=4,b=4"),
+                *("--max-surge", "0", "--max-unavailable", "2"),
+            ],
+            "(4,4/0,0) (2,2/0,0) (2,2/2,2) (0,0/2,2) (0,0/4,4)",
+            id="unavailable-only",
+        ),
+    ],
+)
+def test_plan_matches_the_other_spec_examples(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    code, out, _ = run(capsys, "plan", *argv)
+
+    assert code == 0
+    rendered = " ".join(
+        f"({','.join(map(str, old))}/{','.join(map(str, new))})"
+        for old, new in table_states(out, 2)
+    )
+    assert rendered == expected
+
+
+def test_plan_resolves_percentages_against_the_target(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "prefill=5,decode=3",
+        "--target",
+        "prefill=5,decode=3",
+        "--max-surge",
+        "30%",
+        "--max-unavailable",
+        "decode=50%",
+    )
+
+    assert code == 0
+    # Surge rounds up (30% of 5 -> 2, of 3 -> 1); unavailable rounds down (50% of 3 -> 1).
+    assert "role prefill: old 5 -> target 5 (maxSurge 2, maxUnavailable 0)" in out
+    assert "role decode: old 3 -> target 3 (maxSurge 1, maxUnavailable 1)" in out
+
+
+def test_plan_per_role_values_override_the_common_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "prefill=4,decode=4",
+        "--target",
+        "prefill=4,decode=4",
+        "--max-surge",
+        "1",
+        "--max-surge",
+        "decode=50%,prefill=3",
+    )
+
+    assert code == 0
+    assert "role prefill: old 4 -> target 4 (maxSurge 3, maxUnavailable 0)" in out
+    assert "role decode: old 4 -> target 4 (maxSurge 2, maxUnavailable 0)" in out
+
+
+def test_plan_without_budgets_uses_the_default_surge_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", "--old", "a=2,b=1", "--target", "a=2,b=1")
+
+    assert code == 0
+    assert "role a: old 2 -> target 2 (maxSurge 1, maxUnavailable 0)" in out
+
+
+def test_plan_role_only_in_old_is_removed_and_drains_to_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys, "plan", "--old", "prefill=2,encode=1,decode=2", "--target", "prefill=2,decode=2"
+    )
+
+    assert code == 0
+    assert "role encode: old 1 -> target 0" in out
+    header = next(line for line in out.splitlines() if line.startswith("pass"))
+    assert header.split() == [
+        "pass",
+        *("old", "prefill", "old", "decode", "old", "encode"),
+        *("new", "prefill", "new", "decode", "new", "encode"),
+        "rule",
+    ]
+    old, new = table_states(out, 3)[-1]
+    assert old == (0, 0, 0)
+    assert new == (2, 2, 0)
+
+
+def test_plan_stops_at_max_passes_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "plan", "--old", "a=5,b=2", "--target", "a=5,b=2", "--max-passes", "2"
+    )
+
+    assert code == 1
+    assert len(table_states(out, 2)) == 3
+    assert "not complete after 2 passes" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--old", "prefill=x", "--target", "prefill=1"],
+        ["--old", "Prefill=1", "--target", "prefill=1"],
+        ["--old", "a=1,a=2", "--target", "a=1"],
+        ["--old", "a=1", "--target", "a=1", "--max-surge", "-1"],
+        ["--old", "a=1", "--target", "a=1", "--max-surge", "1.5%"],
+    ],
+    ids=["not-a-number", "bad-role-name", "duplicate-role", "negative", "fractional"],
+)
+def test_plan_rejects_malformed_values_as_usage_errors(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["plan", *argv])
+
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--old", "a=1"],
+        ["--old", "a=1", "--target", "a=1", "--from", "x.yaml", "--to", "y.yaml"],
+        ["--old", "a=1", "--target", "a=1", "--max-surge", "b=1"],
+        ["--from", "x.yaml"],
+    ],
+    ids=["nothing", "old-alone", "both-forms", "unknown-role", "from-alone"],
+)
+def test_plan_incomplete_or_mixed_arguments_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    code, _, err = run(capsys, "plan", *argv)
+
+    assert code == 2
+    assert err.startswith("python -m hooks plan: error:")
+
+
+# --- plan from manifests -------------------------------------------------------------------------
+
+
+def manifest(
+    *,
+    image: str,
+    replicas: dict[str, int],
+    rolling: dict[str, Any] | None = None,
+    slices: int = 1,
+) -> dict[str, Any]:
+    roles = []
+    for name, count in replicas.items():
+        spec: dict[str, Any] = {
+            "replicas": count,
+            "leaderWorkerTemplate": {
+                "size": 1,
+                "workerTemplate": {
+                    "spec": {"containers": [{"name": "server", "image": f"{image}-{name}"}]}
+                },
+            },
+        }
+        if rolling is not None:
+            spec["rolloutStrategy"] = {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": rolling,
+            }
+        roles.append({"name": name, "spec": spec})
+    return {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"slices": slices, "roles": roles},
+    }
+
+
+def write(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_plan_from_two_manifests_gives_the_worked_example(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = write(
+        tmp_path / "old.yaml", manifest(image="vllm:1", replicas={"prefill": 5, "decode": 2})
+    )
+    new = write(
+        tmp_path / "new.yaml",
+        manifest(
+            image="vllm:2",
+            replicas={"prefill": 5, "decode": 2},
+            rolling={"maxSurge": 2, "maxUnavailable": 1},
+        ),
+    )
+
+    code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert out.startswith("revision ")
+    states = [(*new_, *old_) for old_, new_ in table_states(out, 2)]
+    assert states == [
+        (0, 0, 5, 2),
+        (2, 1, 5, 2),
+        (2, 1, 4, 2),
+        (4, 2, 3, 2),
+        (4, 2, 2, 1),
+        (5, 2, 2, 1),
+        (5, 2, 0, 0),
+    ]
+
+
+def test_plan_from_manifests_treats_a_role_only_in_the_old_one_as_removed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = write(
+        tmp_path / "old.yaml",
+        manifest(image="vllm:1", replicas={"prefill": 2, "decode": 2, "encode": 1}),
+    )
+    new = write(
+        tmp_path / "new.yaml",
+        manifest(image="vllm:1", replicas={"prefill": 3, "decode": 2}, rolling={"maxSurge": "50%"}),
+    )
+
+    code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert "role prefill: old 2 -> target 3 (maxSurge 2, maxUnavailable 0)" in out
+    assert "role encode: old 1 -> target 0 (maxSurge 1, maxUnavailable 0)" in out
+    old_final, new_final = table_states(out, 3)[-1]
+    assert old_final == (0, 0, 0)
+    assert new_final == (3, 2, 0)
+
+
+def test_plan_from_manifests_with_the_same_revision_has_no_rollout(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = write(
+        tmp_path / "old.yaml", manifest(image="vllm:1", replicas={"prefill": 5, "decode": 2})
+    )
+    new = write(
+        tmp_path / "new.yaml",
+        manifest(image="vllm:1", replicas={"prefill": 7, "decode": 3}, slices=2),
+    )
+
+    code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert out.startswith("no rollout: both manifests have revision ")
+    assert "pass" not in out
+
+
+def test_plan_from_manifests_notes_that_slices_roll_independently(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = write(tmp_path / "old.yaml", manifest(image="a", replicas={"prefill": 1, "decode": 1}))
+    document = manifest(image="b", replicas={"prefill": 1, "decode": 1}, slices=3)
+    new = write(tmp_path / "new.yaml", document)
+
+    code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert "each of the 3 slices follows this table on its own" in out
+
+
+def test_plan_from_manifests_notes_that_an_external_role_target_is_a_stand_in(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = write(tmp_path / "old.yaml", manifest(image="a", replicas={"prefill": 2, "decode": 4}))
+    document = manifest(image="b", replicas={"prefill": 2, "decode": 4})
+    document["spec"]["roles"][1]["scaling"] = {"mode": "External"}
+    new = write(tmp_path / "new.yaml", document)
+
+    code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert "role decode is External" in out
+    assert table_states(out, 2)[-1] == ((0, 0), (2, 4))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("kind: [unclosed", "is not one YAML document"),
+        ("- just\n- a list\n", "must hold one DisaggregatedSet manifest"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "DisaggregatedSet"),
+        ("a: 1\n---\nb: 2\n", "is not one YAML document"),
+    ],
+    ids=["bad-yaml", "not-a-mapping", "wrong-kind", "two-documents"],
+)
+def test_plan_from_unusable_manifest_exits_1_with_a_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str
+) -> None:
+    good = write(tmp_path / "good.yaml", manifest(image="a", replicas={"p": 1, "d": 1}))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+
+    code, _, err = run(capsys, "plan", "--from", str(bad), "--to", str(good))
+
+    assert code == 1
+    assert message in err
+
+
+def test_plan_from_a_missing_file_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good = write(tmp_path / "good.yaml", manifest(image="a", replicas={"p": 1, "d": 1}))
+
+    code, _, err = run(capsys, "plan", "--from", str(tmp_path / "nope.yaml"), "--to", str(good))
+
+    assert code == 1
+    assert "cannot read" in err
+
+
+def test_plan_from_manifests_refuses_budget_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good = write(tmp_path / "good.yaml", manifest(image="a", replicas={"p": 1, "d": 1}))
+
+    code, _, err = run(capsys, "plan", "--from", str(good), "--to", str(good), "--max-surge", "2")
+
+    assert code == 2
+    assert "rollingUpdateConfiguration" in err
+
+
+# --- crds ----------------------------------------------------------------------------------------
+
+
+def test_crds_check_passes_when_nothing_is_stale(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Path] = []
+
+    def check(directory: Path) -> list[str]:
+        seen.append(directory)
+        return []
+
+    monkeypatch.setattr(crdgen, "check_crds", check)
+
+    code, out, _ = run(capsys, "crds", "--check")
+
+    assert code == 0
+    assert seen == [Path("crds")]
+    assert "up to date" in out
+
+
+def test_crds_check_fails_and_names_the_fix_when_stale(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(crdgen, "check_crds", lambda directory: ["disaggregatedsets.yaml"])
+
+    code, _, err = run(capsys, "crds", "--check", "--dir", str(tmp_path))
+
+    assert code == 1
+    assert "disaggregatedsets.yaml" in err
+    assert f"python -m hooks crds --dir {tmp_path}" in err
+
+
+def test_crds_check_default_dir_suggests_the_plain_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(crdgen, "check_crds", lambda directory: ["a.yaml", "b.yaml"])
+
+    code, _, err = run(capsys, "crds", "--check")
+
+    assert code == 1
+    assert "`python -m hooks crds`" in err
+
+
+def test_crds_writes_into_the_given_directory(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[Path] = []
+
+    def write_crds(directory: Path) -> list[str]:
+        seen.append(directory)
+        return ["disaggregatedsets.yaml"]
+
+    monkeypatch.setattr(crdgen, "write_crds", write_crds)
+
+    code, out, _ = run(capsys, "crds", "--dir", str(tmp_path))
+
+    assert code == 0
+    assert seen == [tmp_path]
+    assert str(tmp_path / "disaggregatedsets.yaml") in out
+
+
+# --- help and serve ------------------------------------------------------------------------------
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("serve", "plan", "crds"):
+        assert f"    {command} " in out
+
+
+def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([])
+
+    assert exit_info.value.code == 2
+
+
+def test_serve_refuses_to_start_after_prometheus_client_was_imported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Metric storage is chosen at import: serving from this process would lose worker metrics.
+    __import__("prometheus_client")
+    assert "prometheus_client" in sys.modules
+
+    code, _, err = run(capsys, "serve")
+
+    assert code == 1
+    assert "fresh process" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--workers", "0"], ["--max-body-bytes", "-5"], ["--log-level", "loud"]],
+    ids=["no-workers", "negative-limit", "unknown-level"],
+)
+def test_serve_rejects_bad_options(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["serve", *argv])
+
+    assert exit_info.value.code == 2

@@ -54,7 +54,7 @@ DS_CHILD_KINDS: Final = frozenset({ChildKind.LWS, ChildKind.SERVICE, ChildKind.S
 
 @dataclass(frozen=True, slots=True)
 class ReplicaStatus:
-    """`status.replicas`, `readyReplicas` and `updatedReplicas` of an observed object (0 when absent)."""
+    """`status.replicas`, `readyReplicas` and `updatedReplicas` (0 when absent)."""
 
     replicas: int = 0
     ready_replicas: int = 0
@@ -215,7 +215,9 @@ def parse_scaler_sync_request(body: object) -> ScalerSyncRequest:
 def parse_scaler_customize_request(body: object) -> ScalerCustomizeRequest:
     """A RoleScaler customize request."""
     request = _require_object(body, "request body")
-    return ScalerCustomizeRequest(scaler=_parse_scaler(_require_object(request.get("parent"), "parent")))
+    return ScalerCustomizeRequest(
+        scaler=_parse_scaler(_require_object(request.get("parent"), "parent"))
+    )
 
 
 def parse_parent(obj: JsonObject) -> Parent:
@@ -408,7 +410,7 @@ def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ..
         for part in detail["loc"]:
             path += f"[{part}]" if isinstance(part, int) else f".{part}"
         violations.append(
-            api.Violation(rule="schema", field=path, message=f"{path}: {detail['msg']}")
+            api.Violation(rule="schema", field=path, message=detail["msg"])
         )
     return tuple(violations)
 

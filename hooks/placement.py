@@ -23,7 +23,9 @@ JsonObject = api.JsonObject
 
 def has_placement(policy: api.PlacementPolicy | None) -> bool:
     """Whether the policy injects anything (a non-None type with a topology key)."""
-    return policy is not None and policy.type is not api.PlacementType.NONE and bool(policy.topology)
+    return (
+        policy is not None and policy.type is not api.PlacementType.NONE and bool(policy.topology)
+    )
 
 
 def build_placed_template(

@@ -71,7 +71,7 @@ class SlicePlan:
     dropped: tuple[str, ...] = ()
     """LWS deleted because their revision finished draining."""
     unplanned: tuple[str, ...] = ()
-    """LWS kept unchanged because their role or revision label is missing, or they duplicate another."""
+    """LWS kept unchanged: their role or revision label is missing, or they duplicate another."""
     step: planner.Step | None = None
 
 
@@ -116,7 +116,10 @@ def plan_slice(
     common = {"slice_index": slice_index, "dropped": tuple(sorted(dropped)), "unplanned": unplanned}
 
     serving_old = sum(
-        replicas_of(by_role[name]) for by_role in old.values() for name in spec_names if name in by_role
+        replicas_of(by_role[name])
+        for by_role in old.values()
+        for name in spec_names
+        if name in by_role
     )
     if serving_old == 0:
         created = {}
@@ -132,7 +135,9 @@ def plan_slice(
         return SlicePlan(phase=Phase.STEADY, replicas=replicas, created=created, **common)
 
     if not current:
-        initial = {item.name: replicas_of(item) for by_role in old.values() for item in by_role.values()}
+        initial = {
+            item.name: replicas_of(item) for by_role in old.values() for item in by_role.values()
+        }
         return SlicePlan(
             phase=Phase.STARTING,
             replicas=replicas,
@@ -143,7 +148,8 @@ def plan_slice(
 
     missing = {role.name: 0 for role in roles if role.name not in current}
     stable = not missing and all(
-        replicas_of(current[role.name]) == current[role.name].status.ready_replicas for role in roles
+        replicas_of(current[role.name]) == current[role.name].status.ready_replicas
+        for role in roles
     )
     if not stable:
         return SlicePlan(phase=Phase.WAITING, replicas=replicas, created=missing, **common)
@@ -152,10 +158,12 @@ def plan_slice(
     order = [*spec_names, *removed]
     roles_by_name = {role.name: role for role in roles}
     initial_old = tuple(
-        sum(initial_of(by_role[name]) for by_role in old.values() if name in by_role) for name in order
+        sum(initial_of(by_role[name]) for by_role in old.values() if name in by_role)
+        for name in order
     )
     current_old = tuple(
-        sum(replicas_of(by_role[name]) for by_role in old.values() if name in by_role) for name in order
+        sum(replicas_of(by_role[name]) for by_role in old.values() if name in by_role)
+        for name in order
     )
     current_new = tuple(
         replicas_of(current[name]) if name in roles_by_name else 0 for name in order
@@ -242,4 +250,3 @@ def _group(
             continue
         by_role[role] = item
     return groups, tuple(sorted(unplanned))
-

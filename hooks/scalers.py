@@ -147,11 +147,7 @@ def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResul
         )
     ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
     condition = status.carry_over(
-        [
-            status.new_condition(
-                api.ConditionType.READY, true=ready, reason=reason, message=message
-            )
-        ],
+        [status.new_condition(api.ConditionType.READY, true=ready, reason=reason, message=message)],
         observed=scaler.conditions,
         generation=scaler.generation,
         now=now,
@@ -159,7 +155,9 @@ def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResul
     scaler_status = api.DisaggregatedSetRoleScalerStatus(
         observed_generation=scaler.generation,
         replicas=replicas,
-        selector=naming.leader_selector(set_name=set_name, role=role) if set_name and role else None,
+        selector=naming.leader_selector(set_name=set_name, role=role)
+        if set_name and role
+        else None,
         conditions=condition,
     )
     return envelope.HookResult(

@@ -1,4 +1,4 @@
-"""Status of a DisaggregatedSet: role statuses and the Available / Progressing / Degraded conditions.
+"""Status of a DisaggregatedSet: role statuses and the Available, Progressing, Degraded conditions.
 
 Computed from observed LWS and the decisions of the pass; the clock is injected (`now`), never read.
 
@@ -48,7 +48,7 @@ class RoleProgress:
 
     name: str
     desired: int | None
-    """target replicas x slices, or None when the target is unknown (the role cannot be available)."""
+    """Target replicas x slices, or None when the target is unknown (never available then)."""
 
 
 def compute(
@@ -84,9 +84,7 @@ def compute(
         status
         for status, role in zip(role_statuses, roles, strict=True)
         if role.desired is None
-        or not (
-            status.replicas == status.ready_replicas == status.updated_replicas == role.desired
-        )
+        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
     ]
     if lagging:
         reason = REASON_ROLLOUT_IN_PROGRESS
@@ -123,7 +121,9 @@ def compute_held(
     now: str,
 ) -> api.JsonObject:
     """The observed status kept as it is, with Degraded set from `problems` (the hold path)."""
-    degraded = carry_over([_degraded(problems)], observed=observed, generation=generation, now=now)[0]
+    degraded = carry_over([_degraded(problems)], observed=observed, generation=generation, now=now)[
+        0
+    ]
     rendered = envelope.render_status(degraded)
     kept = [
         condition
@@ -192,9 +192,11 @@ def _degraded(problems: Sequence[Problem]) -> ConditionUpdate:
     first = problems[0]
     message = first.message
     if len(problems) > 1:
-        message += f" (and {len(problems) - 1} more: " + "; ".join(
-            problem.message for problem in problems[1:]
-        ) + ")"
+        message += (
+            f" (and {len(problems) - 1} more: "
+            + "; ".join(problem.message for problem in problems[1:])
+            + ")"
+        )
     return new_condition(
         api.ConditionType.DEGRADED, true=True, reason=first.reason, message=message[:MAX_MESSAGE]
     )

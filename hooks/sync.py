@@ -133,7 +133,10 @@ def _reconcile(
         _add(desired, child)
     kept_lws = list(lws_elsewhere)
     for item in lws_elsewhere:
-        _add(desired, children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None))
+        _add(
+            desired,
+            children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None),
+        )
     for item in svc_elsewhere:
         _add(desired, children.reemit(item))
 
@@ -269,9 +272,7 @@ def _hold(
         now=now,
     )
     return envelope.HookResult(
-        response=envelope.render_sync_response(
-            status=held, children=children.sort_children(kept)
-        ),
+        response=envelope.render_sync_response(status=held, children=children.sort_children(kept)),
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -295,7 +296,7 @@ def _unchanged(child: envelope.ObservedObject) -> JsonObject:
 
 
 def _invalid(violation: api.Violation) -> status.Problem:
-    return status.Problem(status.REASON_INVALID_SPEC, violation.message)
+    return status.Problem(status.REASON_INVALID_SPEC, f"{violation.field}: {violation.message}")
 
 
 def _role_targets(
@@ -383,9 +384,7 @@ def _plan_services(
 
     def ready(candidate: str) -> bool:
         group = groups.get(candidate, {})
-        return all(
-            name in group and group[name].status.ready_replicas >= 1 for name in role_names
-        )
+        return all(name in group and group[name].status.ready_replicas >= 1 for name in role_names)
 
     if not ready(revision):
         return [children.reemit(service) for service in services], []
@@ -451,7 +450,8 @@ def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:
 def _describe(plan: rollout.SlicePlan) -> str:
     if plan.step is None:
         return plan.phase.value
-    return f"{plan.phase.value}:{plan.step.rule.value} old={list(plan.step.old)} new={list(plan.step.new)}"
+    step = plan.step
+    return f"{plan.phase.value}:{step.rule.value} old={list(step.old)} new={list(step.new)}"
 
 
 def _key(parent: envelope.Parent) -> str:

@@ -113,7 +113,9 @@ def make_ds(
 ) -> JsonObject:
     """A stored DisaggregatedSet (prefill 2 + decode 1 by default)."""
     spec: JsonObject = {
-        "roles": list(roles) if roles is not None else [
+        "roles": list(roles)
+        if roles is not None
+        else [
             make_role("prefill", replicas=2),
             make_role("decode", replicas=1),
         ],
@@ -158,9 +160,9 @@ def observe(
     applied["metadata"]["namespace"] = NAMESPACE
     applied["metadata"].setdefault("labels", {})[api.CONTROLLER_UID_LABEL] = owner_uid
     observed = copy.deepcopy(applied)
-    observed["metadata"].setdefault("annotations", {})[api.LAST_APPLIED_ANNOTATION] = (
-        orjson.dumps(applied, option=orjson.OPT_SORT_KEYS).decode()
-    )
+    observed["metadata"].setdefault("annotations", {})[api.LAST_APPLIED_ANNOTATION] = orjson.dumps(
+        applied, option=orjson.OPT_SORT_KEYS
+    ).decode()
     observed["metadata"]["uid"] = f"uid-{desired['metadata']['name']}"
     observed["metadata"]["creationTimestamp"] = created
     observed["metadata"]["ownerReferences"] = [
@@ -180,7 +182,9 @@ def observe(
     return observed
 
 
-def lws_status(replicas: int, *, ready: int | None = None, updated: int | None = None) -> JsonObject:
+def lws_status(
+    replicas: int, *, ready: int | None = None, updated: int | None = None
+) -> JsonObject:
     """An LWS status block (ready and updated default to `replicas`)."""
     return {
         "replicas": replicas,
@@ -212,7 +216,10 @@ def make_request(
         return grouped
 
     return {
-        "controller": {"kind": "CompositeController", "apiVersion": "metacontroller.k8s.io/v1alpha1"},
+        "controller": {
+            "kind": "CompositeController",
+            "apiVersion": "metacontroller.k8s.io/v1alpha1",
+        },
         "parent": parent,
         "children": group(
             children,

@@ -176,7 +176,10 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
         {
             "apiVersion": api.API_VERSION,
             "kind": api.SCALER_KIND,
-            "metadata": {"name": "llm-decode", "labels": {api.LABEL_NAME: "llm", api.LABEL_ROLE: "decode"}},
+            "metadata": {
+                "name": "llm-decode",
+                "labels": {api.LABEL_NAME: "llm", api.LABEL_ROLE: "decode"},
+            },
             "spec": {"replicas": 3},
         }
     )
@@ -204,8 +207,12 @@ def test_render_customize_response_shapes_rules() -> None:
     ]
     assert envelope.render_customize_response(rules) == {
         "relatedResources": [
-            {"apiVersion": "v1", "resource": "pods", "namespace": "ns",
-             "labelSelector": {"matchLabels": {"a": "b"}}},
+            {
+                "apiVersion": "v1",
+                "resource": "pods",
+                "namespace": "ns",
+                "labelSelector": {"matchLabels": {"a": "b"}},
+            },
             {"apiVersion": "v1", "resource": "services", "names": ["x"]},
         ]
     }

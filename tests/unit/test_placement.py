@@ -89,8 +89,13 @@ def test_existing_affinity_is_kept_and_input_not_mutated() -> None:
     original = template()
     own_term = {"labelSelector": {"matchLabels": {"x": "y"}}, "topologyKey": "zone"}
     original["spec"]["affinity"] = {
-        "podAntiAffinity": {REQUIRED: [own_term], "preferredDuringSchedulingIgnoredDuringExecution": []},
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}},
+        "podAntiAffinity": {
+            REQUIRED: [own_term],
+            "preferredDuringSchedulingIgnoredDuringExecution": [],
+        },
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+        },
     }
     before = copy.deepcopy(original)
     placed = placement.build_placed_template(

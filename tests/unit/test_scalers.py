@@ -126,7 +126,9 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
     ]
     foreign = builders.make_lws("decode", revision="ffffffff", replicas=5)
     foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-    result = scalers.sync(rolescaler_request(owners=[external_set()], lws=[*lws, foreign]), now=builders.NOW)
+    result = scalers.sync(
+        rolescaler_request(owners=[external_set()], lws=[*lws, foreign]), now=builders.NOW
+    )
     state = result.response["status"]
     assert result.response["children"] == []
     assert state["replicas"] == 3

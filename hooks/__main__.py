@@ -1,4 +1,4 @@
-"""The command line: `python -m hooks serve | plan | crds`.
+"""The command line: `python -m hooks serve | render | plan | crds`.
 
 It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
 subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
@@ -20,23 +20,16 @@ Exit codes: 0 success, 1 failure (stale CRDs, a plan that does not complete, unr
 from __future__ import annotations
 
 import argparse
-import atexit
-import os
 import re
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
-import gunicorn.app.base  # type: ignore[import-untyped]
-import gunicorn.config  # type: ignore[import-untyped]
-import gunicorn.glogging  # type: ignore[import-untyped]
 import yaml
 
-from hooks import api, crdgen, envelope, planner, revision
+from hooks import api, crdgen, envelope, manifests, planner, revision, server, sync, validation
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
@@ -45,11 +38,11 @@ DEFAULT_TIMEOUT_SECONDS: Final = 30
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 _ROLE_NAME: Final = re.compile(api.ROLE_NAME_PATTERN)
 _BUDGET_VALUE: Final = re.compile(r"[0-9]+%?")
+_RENDER_NOW: Final = "2026-01-01T00:00:00Z"
 
 
 class CliError(Exception):
@@ -98,86 +91,65 @@ def _add_serve(commands: _Subcommands) -> None:
     parser.set_defaults(run=_run_serve)
 
 
-class _GunicornServer(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
-    """gunicorn configured from a dict, serving the WSGI app that `load` builds."""
-
-    def __init__(self, options: Mapping[str, object], load: Callable[[], Any]) -> None:
-        self._options = options
-        self._load = load
-        super().__init__()
-
-    def load_config(self) -> None:
-        for key, value in self._options.items():
-            self.cfg.set(key, value)
-
-    def load(self) -> Any:
-        return self._load()
-
-
 def _run_serve(args: argparse.Namespace) -> int:
-    if "prometheus_client" in sys.modules:
-        raise CliError("serve must start in a fresh process (prometheus_client already loaded)")
-    metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
-    os.environ[MULTIPROC_ENV] = metrics_dir
-    arbiter_pid = os.getpid()
-
-    def remove_metrics_dir() -> None:
-        # Workers are forks that also run exit handlers: only the arbiter owns the directory.
-        if os.getpid() == arbiter_pid:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
-
-    atexit.register(remove_metrics_dir)
-    # prometheus_client chooses between in-process and multiprocess metric storage when it is
-    # first imported, so the app (its only importer) may be imported only after the line above.
-    from hooks import app
-
-    def child_exit(server: object, worker: Any) -> None:
-        app.mark_process_dead(worker.pid)
-
-    class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
-        """gunicorn's own log lines in the same JSON format as the hook lines."""
-
-        def setup(self, cfg: Any) -> None:
-            super().setup(cfg)
-            for handler in self.error_log.handlers:
-                handler.setFormatter(app.JsonFormatter())
-
-    options: dict[str, object] = {
-        "bind": [args.bind],
-        "workers": args.workers,
-        "timeout": args.timeout,
-        "loglevel": args.log_level,
-        "logger_class": JsonLogger,
-        "worker_tmp_dir": _worker_tmp_dir(),
-        # Import and build the app once in the arbiter: a broken install fails at start-up.
-        "preload_app": True,
-        "proc_name": "disaggregatedset-hooks",
-        "child_exit": child_exit,
-    }
-    server = _GunicornServer(
-        _supported_options(options),
-        lambda: app.create_app(max_body_bytes=args.max_body_bytes, log_level=args.log_level),
-    )
-    server.run()
+    try:
+        server.serve(
+            bind=args.bind,
+            workers=args.workers,
+            timeout=args.timeout,
+            log_level=args.log_level,
+            max_body_bytes=args.max_body_bytes,
+        )
+    except server.ServerError as error:
+        raise CliError(str(error)) from None
     return 0
 
 
-def _supported_options(options: dict[str, object]) -> dict[str, object]:
-    """The options plus, on gunicorn versions that have one, a disabled control socket.
-
-    The control socket would be created under $HOME or $XDG_RUNTIME_DIR, which may be read-only.
-    """
-    known = gunicorn.config.Config().settings
-    if "control_socket_disable" in known:
-        return {**options, "control_socket_disable": True}
-    return options
+# --- render --------------------------------------------------------------------------------------
 
 
-def _worker_tmp_dir() -> str:
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()
+def _add_render(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "render",
+        help="print the children and status a manifest gets on an empty cluster",
+        description="Apply the CRD defaults to each DisaggregatedSet in FILE, validate it and "
+        "print, as YAML, the children and status the sync hook returns on its first sync. "
+        "Invalid manifests print the broken rules and exit 1.",
+    )
+    parser.add_argument("file", type=Path, metavar="FILE", help="YAML with DisaggregatedSets")
+    parser.add_argument(
+        "--now",
+        default=_RENDER_NOW,
+        metavar="TIME",
+        help="RFC 3339 time stamped on new conditions (default: a fixed time, for stable output)",
+    )
+    parser.set_defaults(run=_run_render)
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    try:
+        documents = manifests.load_sets(args.file)
+    except manifests.ManifestError as error:
+        raise CliError(str(error)) from None
+    invalid = False
+    outputs = []
+    for document in documents:
+        parent = envelope.parse_parent(document)
+        violations = parent.spec_violations
+        if parent.spec is not None:
+            violations = validation.check(name=parent.name, spec=parent.spec)
+        if violations:
+            invalid = True
+            print(f"{api.DS_KIND} {parent.name} is invalid:", file=sys.stderr)
+            for violation in violations:
+                print(f"  {violation.field}: {violation.message}", file=sys.stderr)
+            continue
+        request = envelope.parse_sync_request(manifests.empty_cluster_request(document))
+        response = sync.sync(request, now=args.now).response
+        outputs.append({"children": response["children"], "status": response["status"]})
+    if outputs:
+        print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
+    return 1 if invalid else 0
 
 
 # --- plan ----------------------------------------------------------------------------------------
@@ -374,7 +346,7 @@ def _roles_from_manifests(
                 name=role.name,
                 initial_old=old_by_role.get(role.name, 0),
                 target=target,
-                config=_role_config(role, target),
+                config=sync.role_config(role, target),
             )
         )
         if role.is_external:
@@ -394,17 +366,6 @@ def _roles_from_manifests(
     return roles, notes
 
 
-def _role_config(role: api.Role, target: int) -> planner.RoleConfig:
-    config = role.rolling_update_configuration
-    if config is None:
-        return planner.DEFAULT_CONFIG
-    return planner.resolve_config(
-        replicas=target,
-        max_surge=config.get("maxSurge"),
-        max_unavailable=config.get("maxUnavailable"),
-    )
-
-
 def _spec_replicas(role: api.Role) -> int:
     return 1 if role.replicas is None else role.replicas
 
@@ -417,21 +378,11 @@ def _spec_of(parent: envelope.Parent) -> api.DisaggregatedSetSpec:
 
 def _load_manifest(path: Path) -> envelope.Parent:
     try:
-        text = path.read_text()
-    except OSError as error:
-        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise CliError(f"{path} is not one YAML document: {error}") from None
-    if not isinstance(document, dict):
-        raise CliError(f"{path} must hold one DisaggregatedSet manifest")
-    try:
-        parent = envelope.parse_parent(document)
-    except envelope.RequestError as error:
-        raise CliError(f"{path}: {error}") from None
+        parent = manifests.load_set(path)
+    except manifests.ManifestError as error:
+        raise CliError(str(error)) from None
     if parent.spec is None:
-        problems = "; ".join(violation.message for violation in parent.spec_violations)
+        problems = "; ".join(f"{v.field}: {v.message}" for v in parent.spec_violations)
         raise CliError(f"{path}: the spec does not fit the API: {problems}")
     return parent
 
@@ -586,7 +537,12 @@ def _positive_int(text: str) -> int:
 
 
 # Subcommands in --help order; each registers its parser and sets `run`.
-COMMANDS: Final[tuple[Callable[[_Subcommands], None], ...]] = (_add_serve, _add_plan, _add_crds)
+COMMANDS: Final[tuple[Callable[[_Subcommands], None], ...]] = (
+    _add_serve,
+    _add_render,
+    _add_plan,
+    _add_crds,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,9 +5,9 @@ field constraints and `json_schema_extra` become OpenAPI keywords), the CEL rule
 `rules.CEL_RULES` and the embedded LeaderWorkerSet `spec` schema into `apiextensions.k8s.io/v1`
 YAML, plus the `--check` that keeps the committed files in step. It must not need anything outside
 the package at run time: the LWS schema comes from the committed `lws_spec_schema.json`, which
-`python -m hooks.crdgen --import-lws PATH` regenerates from an LWS CRD (descriptions dropped, every
+`python -m hooks crds --import-lws PATH` regenerates from an LWS CRD (descriptions dropped, every
 other keyword, default included, kept as is). It performs no I/O except in `write_crds`,
-`check_crds`, the import and `main`.
+`check_crds` and the import.
 
 Output is deterministic: keys sorted (as controller-gen writes CRDs, so a regenerated file diffs
 only where the schema changed), lists in their defined order, no YAML anchors, multi-line text as
@@ -16,10 +16,8 @@ literal blocks.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
@@ -453,29 +451,37 @@ def check_crds(directory: Path) -> list[str]:
     return stale
 
 
-def main(argv: Sequence[str] | None = None, *, out: Callable[[str], None] = print) -> int:
-    """`python -m hooks.crdgen [--check] [--dir DIR] [--import-lws LWS_CRD]`."""
-    parser = argparse.ArgumentParser(prog="python -m hooks.crdgen", description=__doc__)
-    parser.add_argument("--dir", type=Path, default=DEFAULT_CRD_DIR, help="default: crds")
-    parser.add_argument("--check", action="store_true", help="fail when a file is stale")
-    parser.add_argument(
-        "--import-lws",
-        type=Path,
-        metavar="LWS_CRD",
-        help=f"regenerate hooks/{LWS_SPEC_SCHEMA_FILE} from a LeaderWorkerSet CRD first",
-    )
-    args = parser.parse_args(argv)
-    if args.import_lws is not None:
-        out(f"wrote {import_lws(args.import_lws)}")
-    if args.check:
-        stale = check_crds(args.dir)
-        for name in stale:
-            out(f"stale: {args.dir / name} (regenerate with `{REGENERATE_COMMAND}`)")
-        return 1 if stale else 0
-    for name in write_crds(args.dir):
-        out(f"wrote {args.dir / name}")
-    return 0
+def apply_defaults(obj: JsonObject) -> JsonObject:
+    """A copy of a DisaggregatedSet or scaler manifest with the CRD's defaults applied.
+
+    The API server fills in every schema `default` of an absent field before it stores an object
+    (structural defaulting, outermost first); the stored object decides the revision hash, so
+    anything that predicts names from a manifest must default it the same way.
+    """
+    kind = obj.get("kind")
+    files = {api.DS_KIND: DS_FILE, api.SCALER_KIND: SCALER_FILE}
+    if kind not in files:
+        raise CrdGenError(f"no CRD for kind {kind!r}")
+    crd = build_crds()[files[kind]]
+    schema: JsonObject = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    result: JsonObject = json.loads(json.dumps(obj))
+    apply_schema_defaults(result, schema)
+    return result
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def apply_schema_defaults(value: Any, schema: JsonObject) -> None:
+    """Fill absent (or null) fields of `value` in place with the schema's defaults, recursively."""
+    if isinstance(value, dict):
+        properties: JsonObject = schema.get("properties", {})
+        for key, prop in properties.items():
+            if "default" in prop and value.get(key) is None:
+                value[key] = json.loads(json.dumps(prop["default"]))
+        additional = schema.get("additionalProperties")
+        for key, child in value.items():
+            if key in properties:
+                apply_schema_defaults(child, properties[key])
+            elif isinstance(additional, dict):
+                apply_schema_defaults(child, additional)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for child in value:
+            apply_schema_defaults(child, schema["items"])

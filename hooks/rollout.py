@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypedDict
 
 from hooks import api, envelope, planner
 
@@ -89,6 +90,10 @@ def initial_of(lws: envelope.ObservedObject) -> int:
         return replicas_of(lws)
 
 
+Group = Mapping[str, envelope.ObservedObject]
+"""The LWS of one revision in one slice, by role."""
+
+
 def plan_slice(
     *,
     set_name: str,
@@ -99,29 +104,31 @@ def plan_slice(
 ) -> SlicePlan:
     """Decide this pass for one slice (see the module docstring for the rules)."""
     groups, unplanned = _group(lws)
-    replicas = {item.name: replicas_of(item) for item in lws}
-    dropped = []
-    for group_revision, by_role in groups.items():
-        if group_revision != revision and all(replicas_of(x) == 0 for x in by_role.values()):
-            dropped.extend(item.name for item in by_role.values())
-    for name in dropped:
-        del replicas[name]
-    old = {
-        rev: by_role
-        for rev, by_role in groups.items()
-        if rev != revision and not all(replicas_of(x) == 0 for x in by_role.values())
-    }
+    drained = {rev for rev, group in groups.items() if rev != revision and _all_zero(group)}
+    dropped = tuple(sorted(item.name for rev in drained for item in groups[rev].values()))
+    replicas = {item.name: replicas_of(item) for item in lws if item.name not in dropped}
+    old = {rev: group for rev, group in groups.items() if rev != revision and rev not in drained}
     current = groups.get(revision, {})
-    spec_names = [role.name for role in roles]
-    common = {"slice_index": slice_index, "dropped": tuple(sorted(dropped)), "unplanned": unplanned}
 
-    serving_old = sum(
-        replicas_of(by_role[name])
-        for by_role in old.values()
-        for name in spec_names
-        if name in by_role
-    )
-    if serving_old == 0:
+    def result(
+        phase: Phase,
+        *,
+        created: Mapping[str, int] | None = None,
+        initial: Mapping[str, int] | None = None,
+        step: planner.Step | None = None,
+    ) -> SlicePlan:
+        return SlicePlan(
+            slice_index=slice_index,
+            phase=phase,
+            replicas=replicas,
+            initial_replicas=initial or {},
+            created=created or {},
+            dropped=dropped,
+            unplanned=unplanned,
+            step=step,
+        )
+
+    if not _serves_spec_roles(old, roles):
         created = {}
         for role in roles:
             existing = current.get(role.name)
@@ -132,80 +139,108 @@ def plan_slice(
                 created[role.name] = target
             else:
                 replicas[existing.name] = target
-        return SlicePlan(phase=Phase.STEADY, replicas=replicas, created=created, **common)
+        return result(Phase.STEADY, created=created)
 
     if not current:
         initial = {
-            item.name: replicas_of(item) for by_role in old.values() for item in by_role.values()
+            item.name: replicas_of(item) for group in old.values() for item in group.values()
         }
-        return SlicePlan(
-            phase=Phase.STARTING,
-            replicas=replicas,
-            initial_replicas=initial,
-            created={role.name: 0 for role in roles},
-            **common,
-        )
+        return result(Phase.STARTING, created={role.name: 0 for role in roles}, initial=initial)
 
     missing = {role.name: 0 for role in roles if role.name not in current}
-    stable = not missing and all(
-        replicas_of(current[role.name]) == current[role.name].status.ready_replicas
+    if missing or any(
+        replicas_of(current[role.name]) != current[role.name].status.ready_replicas
         for role in roles
-    )
-    if not stable:
-        return SlicePlan(phase=Phase.WAITING, replicas=replicas, created=missing, **common)
+    ):
+        return result(Phase.WAITING, created=missing)
 
-    removed = sorted({name for by_role in old.values() for name in by_role} - set(spec_names))
-    order = [*spec_names, *removed]
-    roles_by_name = {role.name: role for role in roles}
-    initial_old = tuple(
-        sum(initial_of(by_role[name]) for by_role in old.values() if name in by_role)
-        for name in order
-    )
-    current_old = tuple(
-        sum(replicas_of(by_role[name]) for by_role in old.values() if name in by_role)
-        for name in order
-    )
-    current_new = tuple(
-        replicas_of(current[name]) if name in roles_by_name else 0 for name in order
-    )
-    targets = []
-    for name, new in zip(order, current_new, strict=True):
-        role = roles_by_name.get(name)
-        if role is None:
-            targets.append(0)
-            continue
-        target = new if role.target is None else role.target
-        targets.append(max(target, new) if role.external else target)
-    config = tuple(
-        roles_by_name[name].config if name in roles_by_name else planner.DEFAULT_CONFIG
-        for name in order
-    )
-    step = planner.next_step(
-        initial_old=initial_old,
-        current_old=current_old,
-        current_new=current_new,
-        target=tuple(targets),
-        config=config,
-    )
+    order = _role_order(roles, old)
+    vectors = _vectors(order, roles=roles, old=old, current=current)
+    step = planner.next_step(**vectors)
     if step is None:
-        return SlicePlan(phase=Phase.STALLED, replicas=replicas, **common)
-
-    for name, now_new, next_new in zip(order, current_new, step.new, strict=True):
-        if name in roles_by_name and next_new > now_new:
+        return result(Phase.STALLED)
+    for name, now_new, next_new in zip(order, vectors["current_new"], step.new, strict=True):
+        if name in current and next_new > now_new:
             replicas[current[name].name] = next_new
     budget = {
         name: now_old - next_old
-        for name, now_old, next_old in zip(order, current_old, step.old, strict=True)
+        for name, now_old, next_old in zip(order, vectors["current_old"], step.old, strict=True)
     }
-    for by_role in _newest_first(old):
+    for group in _newest_first(old):
         if all(value <= 0 for value in budget.values()):
             break
-        _drain_revision(by_role, budget=budget, replicas=replicas, order=order)
-    return SlicePlan(phase=Phase.STEPPING, replicas=replicas, step=step, **common)
+        _drain_revision(group, budget=budget, replicas=replicas, order=order)
+    return result(Phase.STEPPING, step=step)
+
+
+def _all_zero(group: Group) -> bool:
+    return all(replicas_of(item) == 0 for item in group.values())
+
+
+def _serves_spec_roles(old: Mapping[str, Group], roles: Sequence[RoleInput]) -> bool:
+    """Whether an old revision still has replicas on a spec role (removed roles do not count)."""
+    return any(
+        replicas_of(group[role.name]) > 0
+        for group in old.values()
+        for role in roles
+        if role.name in group
+    )
+
+
+def _role_order(roles: Sequence[RoleInput], old: Mapping[str, Group]) -> list[str]:
+    """Spec roles in spec order, then roles found only in old revisions, by name."""
+    spec_names = [role.name for role in roles]
+    removed = {name for group in old.values() for name in group} - set(spec_names)
+    return [*spec_names, *sorted(removed)]
+
+
+class _Vectors(TypedDict):
+    initial_old: tuple[int, ...]
+    current_old: tuple[int, ...]
+    current_new: tuple[int, ...]
+    target: tuple[int, ...]
+    config: tuple[planner.RoleConfig, ...]
+
+
+def _vectors(
+    order: Sequence[str],
+    *,
+    roles: Sequence[RoleInput],
+    old: Mapping[str, Group],
+    current: Group,
+) -> _Vectors:
+    """The planner's inputs, one entry per role of `order` (removed roles target 0)."""
+    by_name = {role.name: role for role in roles}
+    initial_old = []
+    current_old = []
+    current_new = []
+    target = []
+    config = []
+    for name in order:
+        groups = [group[name] for group in old.values() if name in group]
+        initial_old.append(sum(initial_of(item) for item in groups))
+        current_old.append(sum(replicas_of(item) for item in groups))
+        role = by_name.get(name)
+        new = replicas_of(current[name]) if role is not None else 0
+        current_new.append(new)
+        if role is None:
+            target.append(0)
+            config.append(planner.DEFAULT_CONFIG)
+            continue
+        wanted = new if role.target is None else role.target
+        target.append(max(wanted, new) if role.external else wanted)
+        config.append(role.config)
+    return _Vectors(
+        initial_old=tuple(initial_old),
+        current_old=tuple(current_old),
+        current_new=tuple(current_new),
+        target=tuple(target),
+        config=tuple(config),
+    )
 
 
 def _drain_revision(
-    by_role: Mapping[str, envelope.ObservedObject],
+    by_role: Group,
     *,
     budget: dict[str, int],
     replicas: dict[str, int],
@@ -225,9 +260,7 @@ def _drain_revision(
             budget[name] -= planned[name]
 
 
-def _newest_first(
-    old: Mapping[str, Mapping[str, envelope.ObservedObject]],
-) -> list[Mapping[str, envelope.ObservedObject]]:
+def _newest_first(old: Mapping[str, Group]) -> list[Group]:
     def newest(rev: str) -> str:
         return max(item.creation_timestamp for item in old[rev].values())
 

@@ -27,6 +27,7 @@ from hooks import (
     revision,
     rollout,
     scalers,
+    services,
     status,
     validation,
 )
@@ -114,7 +115,7 @@ def _reconcile(
             name=role.name,
             target=targets[role.name],
             external=role.is_external,
-            config=_role_config(role, targets[role.name]),
+            config=role_config(role, targets[role.name]),
         )
         for role in spec.roles
     ]
@@ -189,7 +190,7 @@ def _reconcile(
                 ),
             )
         kept_lws.extend(slice_lws)
-        services, dropped_services = _plan_services(
+        slice_services, dropped_services = services.plan_slice(
             set_name=parent.name,
             slice_index=index,
             revision=target,
@@ -197,7 +198,7 @@ def _reconcile(
             lws=slice_lws,
             services=svc_by_slice[index],
         )
-        for service in services:
+        for service in slice_services:
             _add(desired, service)
         allowed.update((api.SERVICE_KIND, name) for name in dropped_services)
 
@@ -311,7 +312,8 @@ def _role_targets(
     return targets
 
 
-def _role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
+def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
+    """The planner's surge/unavailable for a role, resolved against its target replicas."""
     config = role.rolling_update_configuration
     if config is None:
         return planner.DEFAULT_CONFIG
@@ -363,58 +365,6 @@ def _split_by_slice(
         else:
             by_slice[index].append(item)
     return by_slice, elsewhere, removed
-
-
-def _plan_services(
-    *,
-    set_name: str,
-    slice_index: int,
-    revision: str,
-    role_names: Sequence[str],
-    lws: Sequence[envelope.ObservedObject],
-    services: Sequence[envelope.ObservedObject],
-) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services and the names of those that go (SPEC §5 step 3c)."""
-    groups: dict[str, dict[str, envelope.ObservedObject]] = defaultdict(dict)
-    for item in lws:
-        item_revision = item.labels.get(api.LABEL_REVISION, "")
-        item_role = item.labels.get(api.LABEL_ROLE, "")
-        if item_revision and item_role:
-            groups[item_revision].setdefault(item_role, item)
-
-    def ready(candidate: str) -> bool:
-        group = groups.get(candidate, {})
-        return all(name in group and group[name].status.ready_replicas >= 1 for name in role_names)
-
-    if not ready(revision):
-        return [children.reemit(service) for service in services], []
-    serving = {candidate for candidate in groups if ready(candidate)} | {revision}
-    existing = {service.name: service for service in services}
-    result = []
-    wanted = set()
-    for name in role_names:
-        service_name = naming.service_name(groups[revision][name].name)
-        wanted.add(service_name)
-        if service_name in existing:
-            result.append(children.reemit(existing[service_name]))
-        else:
-            result.append(
-                children.render_service(
-                    name=service_name,
-                    labels=naming.service_labels(
-                        set_name=set_name, slice_index=slice_index, revision=revision, role=name
-                    ),
-                )
-            )
-    dropped = []
-    for service in services:
-        if service.name in wanted:
-            continue
-        if service.labels.get(api.LABEL_REVISION, "") in serving:
-            result.append(children.reemit(service))
-        else:
-            dropped.append(service.name)
-    return result, dropped
 
 
 def _check_deletions(

@@ -92,7 +92,7 @@ class CrdHarness:
     def default(self, obj: JsonObject) -> JsonObject:
         """A defaulted copy, as structural defaulting does it (defaults, then recurse)."""
         result = copy.deepcopy(obj)
-        _apply_defaults(result, self.root)
+        crdgen.apply_schema_defaults(result, self.root)
         return result
 
     def pruned_paths(self, obj: JsonObject) -> list[str]:
@@ -190,21 +190,6 @@ def _root_view(obj: JsonObject) -> JsonObject:
     metadata = obj.get("metadata") or {}
     visible = {key: metadata[key] for key in ("name", "generateName") if key in metadata}
     return {**obj, "metadata": visible}
-
-
-def _apply_defaults(value: Any, schema: JsonObject) -> None:
-    if isinstance(value, dict):
-        for key, prop in schema.get("properties", {}).items():
-            if "default" in prop and value.get(key) is None:
-                value[key] = copy.deepcopy(prop["default"])
-        for key, child in value.items():
-            if key in schema.get("properties", {}):
-                _apply_defaults(child, schema["properties"][key])
-            elif isinstance(schema.get("additionalProperties"), dict):
-                _apply_defaults(child, schema["additionalProperties"])
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for child in value:
-            _apply_defaults(child, schema["items"])
 
 
 def _pruned(value: Any, schema: JsonObject, path: str, *, is_root: bool = False) -> Iterator[str]:

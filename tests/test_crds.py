@@ -17,7 +17,7 @@ JsonObject = dict[str, Any]
 
 CRD_DIR = REPO_ROOT / "crds"
 KUBECTL_ANNOTATION_LIMIT = 262144  # bytes: the total size of an object's annotations
-REGENERATE = f"`{crdgen.REGENERATE_COMMAND}` (or `python -m hooks.crdgen`)"
+REGENERATE = f"`{crdgen.REGENERATE_COMMAND}`"
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +91,43 @@ def test_check_crds_names_stale_and_missing_files(tmp_path: Path) -> None:
     assert crdgen.check_crds(tmp_path) == [crdgen.DS_FILE, crdgen.SCALER_FILE]
 
 
-def test_main_check_fails_until_written(tmp_path: Path) -> None:
-    lines: list[str] = []
-    assert crdgen.main(["--check", "--dir", str(tmp_path)], out=lines.append) == 1
-    assert any(crdgen.REGENERATE_COMMAND in line for line in lines)
-    assert crdgen.main(["--dir", str(tmp_path)], out=lines.append) == 0
-    assert crdgen.main(["--check", "--dir", str(tmp_path)], out=lines.append) == 0
+def test_defaults_are_applied_as_the_api_server_stores_objects() -> None:
+    manifest = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.DS_KIND,
+        "metadata": {"name": "llm"},
+        "spec": {
+            "roles": [
+                {
+                    "name": "prefill",
+                    "spec": {
+                        "rolloutStrategy": {"rollingUpdateConfiguration": {"maxSurge": 2}},
+                        "leaderWorkerTemplate": {
+                            "workerTemplate": {
+                                "spec": {
+                                    "containers": [{"name": "c", "ports": [{"containerPort": 80}]}]
+                                }
+                            }
+                        },
+                    },
+                }
+            ]
+        },
+    }
+    stored = crdgen.apply_defaults(manifest)
+    role = stored["spec"]["roles"][0]
+    assert stored["spec"]["slices"] == 1
+    assert role["spec"]["replicas"] == 1
+    assert role["spec"]["startupPolicy"] == "LeaderCreated"
+    assert role["spec"]["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 2, "maxUnavailable": 1, "partition": 0},
+    }
+    template = role["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 1
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert template["workerTemplate"]["spec"]["containers"][0]["ports"][0]["protocol"] == "TCP"
+    assert "slices" not in manifest["spec"]
 
 
 def test_rendering_is_deterministic_and_free_of_yaml_anchors() -> None:
@@ -114,7 +145,7 @@ def test_committed_lws_schema_is_the_stripped_lws_crd_spec() -> None:
     committed = Path(crdgen.__file__).with_name(crdgen.LWS_SPEC_SCHEMA_FILE).read_text()
     expected = crdgen.render_lws_spec_schema(_upstream_lws_spec())
     assert committed == expected, (
-        "hooks/lws_spec_schema.json is stale: run `python -m hooks.crdgen --import-lws "
+        "hooks/lws_spec_schema.json is stale: run `python -m hooks crds --import-lws "
         "../shared/reference/leaderworkersets-crd.yaml`"
     )
 

@@ -317,7 +317,8 @@ def test_plan_from_manifests_treats_a_role_only_in_the_old_one_as_removed(
     code, out, _ = run(capsys, "plan", "--from", str(old), "--to", str(new))
 
     assert code == 0
-    assert "role prefill: old 2 -> target 3 (maxSurge 2, maxUnavailable 0)" in out
+    # The API server defaults maxUnavailable to 1 when only maxSurge is given.
+    assert "role prefill: old 2 -> target 3 (maxSurge 2, maxUnavailable 1)" in out
     assert "role encode: old 1 -> target 0 (maxSurge 1, maxUnavailable 0)" in out
     old_final, new_final = table_states(out, 3)[-1]
     assert old_final == (0, 0, 0)
@@ -373,12 +374,12 @@ def test_plan_from_manifests_notes_that_an_external_role_target_is_a_stand_in(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("kind: [unclosed", "is not one YAML document"),
-        ("- just\n- a list\n", "must hold one DisaggregatedSet manifest"),
+        ("kind: [unclosed", "is not valid YAML"),
+        ("- just\n- a list\n", "holds no DisaggregatedSet manifest"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "DisaggregatedSet"),
-        ("a: 1\n---\nb: 2\n", "is not one YAML document"),
+        ("a: 1\n---\nb: 2\n", "holds no DisaggregatedSet manifest"),
     ],
-    ids=["bad-yaml", "not-a-mapping", "wrong-kind", "two-documents"],
+    ids=["bad-yaml", "not-a-mapping", "wrong-kind", "no-set-among-documents"],
 )
 def test_plan_from_unusable_manifest_exits_1_with_a_message(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, message: str
@@ -477,6 +478,85 @@ def test_crds_writes_into_the_given_directory(
     assert str(tmp_path / "disaggregatedsets.yaml") in out
 
 
+# --- render --------------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_render_prints_children_and_status_of_every_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for example in sorted(EXAMPLES.glob("*.yaml")):
+        if example.name == "external-keda.yaml":
+            continue  # a ScaledObject only: there is no DisaggregatedSet to render
+        code, out, err = run(capsys, "render", str(example))
+        assert (code, err) == (0, ""), example.name
+        for rendered in yaml.safe_load_all(out):
+            kinds = {child["kind"] for child in rendered["children"]}
+            assert "LeaderWorkerSet" in kinds
+            assert {c["type"] for c in rendered["status"]["conditions"]} == {
+                "Available",
+                "Progressing",
+                "Degraded",
+            }
+
+
+def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hooks import manifests, revision
+
+    path = EXAMPLES / "slices-placement.yaml"
+    (stored,) = manifests.load_sets(path)
+    expected = revision.compute_revision(
+        [(r["name"], r["spec"]["leaderWorkerTemplate"]) for r in stored["spec"]["roles"]]
+    )
+
+    code, out, _ = run(capsys, "render", str(path))
+
+    assert code == 0
+    rendered = yaml.safe_load(out)
+    names = sorted(c["metadata"]["name"] for c in rendered["children"])
+    assert names == sorted(
+        f"deepseek-{index}-{expected}-{role}"
+        for index in range(3)
+        for role in ("prefill", "decode")
+    )
+    assert rendered["status"]["revision"] == expected
+    lws = rendered["children"][0]
+    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert "podAntiAffinity" in worker["spec"]["affinity"]
+    assert worker["spec"]["containers"][0].get("resources") is not None
+
+
+def test_render_rejects_an_invalid_manifest_with_the_broken_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    manifest = next(yaml.safe_load_all((EXAMPLES / "external-hpa.yaml").read_text()))
+    manifest["spec"]["slices"] = 2
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1
+    assert out == ""
+    assert "spec.slices" in err
+    assert "External" in err
+
+
+def test_render_without_a_disaggregatedset_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "other.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+
+    code, _, err = run(capsys, "render", str(path))
+
+    assert code == 1
+    assert "no DisaggregatedSet" in err
+
+
 # --- help and serve ------------------------------------------------------------------------------
 
 
@@ -486,7 +566,7 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
 
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for command in ("serve", "plan", "crds"):
+    for command in ("serve", "render", "plan", "crds"):
         assert f"    {command} " in out
 
 

@@ -1,0 +1,70 @@
+"""Headless Services of one slice (SPEC §3, §5 step 3c).
+
+A revision is ready in a slice when every spec role has an LWS of that revision whose status
+reports at least one ready replica. When the target revision is ready, its Services are kept or
+created (named after the LWS, `<lws>-prv`, selecting name, role, revision and slice) and the
+Services of revisions that are neither the target nor ready go; until then every existing Service
+of the slice stays, so clients keep reaching the revision that still serves. A Service is never
+updated once created. `lws` must be the slice's LWS that remain after this pass.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from hooks import api, children, envelope, naming
+
+JsonObject = api.JsonObject
+
+
+def plan_slice(
+    *,
+    set_name: str,
+    slice_index: int,
+    revision: str,
+    role_names: Sequence[str],
+    lws: Sequence[envelope.ObservedObject],
+    services: Sequence[envelope.ObservedObject],
+) -> tuple[list[JsonObject], list[str]]:
+    """The slice's Services, and the names of the observed ones that go."""
+    groups: dict[str, dict[str, envelope.ObservedObject]] = defaultdict(dict)
+    for item in lws:
+        item_revision = item.labels.get(api.LABEL_REVISION, "")
+        item_role = item.labels.get(api.LABEL_ROLE, "")
+        if item_revision and item_role:
+            groups[item_revision].setdefault(item_role, item)
+
+    def ready(candidate: str) -> bool:
+        group = groups.get(candidate, {})
+        return all(name in group and group[name].status.ready_replicas >= 1 for name in role_names)
+
+    if not ready(revision):
+        return [children.reemit(service) for service in services], []
+    serving = {candidate for candidate in groups if ready(candidate)} | {revision}
+    existing = {service.name: service for service in services}
+    result = []
+    wanted = set()
+    for name in role_names:
+        service_name = naming.service_name(groups[revision][name].name)
+        wanted.add(service_name)
+        if service_name in existing:
+            result.append(children.reemit(existing[service_name]))
+        else:
+            result.append(
+                children.render_service(
+                    name=service_name,
+                    labels=naming.service_labels(
+                        set_name=set_name, slice_index=slice_index, revision=revision, role=name
+                    ),
+                )
+            )
+    dropped = []
+    for service in services:
+        if service.name in wanted:
+            continue
+        if service.labels.get(api.LABEL_REVISION, "") in serving:
+            result.append(children.reemit(service))
+        else:
+            dropped.append(service.name)
+    return result, dropped

@@ -503,11 +503,23 @@ def _add_crds(commands: _Subcommands) -> None:
         metavar="DIR",
         help="directory of the CRD files (default: crds/ in the current directory)",
     )
+    parser.add_argument(
+        "--import-lws",
+        type=Path,
+        metavar="LWS_CRD",
+        help="first refresh the embedded role spec schema (hooks/lws_spec_schema.json) from a "
+        "LeaderWorkerSet CRD file, descriptions dropped",
+    )
     parser.set_defaults(run=_run_crds)
 
 
 def _run_crds(args: argparse.Namespace) -> int:
     directory: Path = args.dir
+    if args.import_lws is not None:
+        try:
+            print(f"wrote {crdgen.import_lws(args.import_lws)}")
+        except (OSError, crdgen.CrdGenError) as error:
+            raise CliError(f"cannot import {args.import_lws}: {error}") from None
     if args.check:
         stale = crdgen.check_crds(directory)
         if stale:

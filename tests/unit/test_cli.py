@@ -600,3 +600,19 @@ def test_serve_rejects_bad_options(capsys: pytest.CaptureFixture[str], argv: lis
         cli.main(["serve", *argv])
 
     assert exit_info.value.code == 2
+
+
+def test_crds_import_lws_refreshes_the_schema_before_writing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(crdgen, "import_lws", lambda path: calls.append(f"import {path}") or path)
+    monkeypatch.setattr(
+        crdgen, "write_crds", lambda directory: calls.append(f"write {directory}") or []
+    )
+
+    code, out, _ = run(capsys, "crds", "--import-lws", "lws.yaml", "--dir", str(tmp_path))
+
+    assert code == 0
+    assert calls == ["import lws.yaml", f"write {tmp_path}"]
+    assert "wrote lws.yaml" in out

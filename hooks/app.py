@@ -33,11 +33,13 @@ imported; `python -m hooks serve` does so.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -318,9 +320,10 @@ def _hook_view(
     def view() -> flask.Response:
         started = time.perf_counter()
         try:
-            body = _decode(_read_body(flask.request, limit=max_body_bytes))
-            result = hook.run(body, clock())
-            payload = orjson.dumps(result.response)
+            with _collector_paused():
+                body = _decode(_read_body(flask.request, limit=max_body_bytes))
+                result = hook.run(body, clock())
+                payload = orjson.dumps(result.response)
         except Exception as error:
             return _answer_failure(hook, metrics, error, seconds=time.perf_counter() - started)
         seconds = time.perf_counter() - started
@@ -376,6 +379,24 @@ def _read_body(request: flask.Request, *, limit: int) -> bytes:
             raise _BodyError(_too_large(limit))
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector from running during one hook call.
+
+    A large request parses into millions of containers; each allocation burst would trigger
+    collections that walk the whole heap and find nothing (parsed JSON has no reference cycles;
+    reference counting frees it), which made large syncs about 4x slower in the benchmark.
+    gunicorn's sync workers serve one request per process at a time, so pausing per call is safe.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _decode(body: bytes) -> object:

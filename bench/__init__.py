@@ -1,0 +1,1 @@
+"""Benchmarks of the hook server (run as scripts, never collected by pytest); see README.md."""

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeAlias
 
 import yaml
 
-from hooks import api, crdgen, envelope, manifests, planner, revision, server, sync, validation
+from hooks import api, crdgen, envelope, manifests, planner, plans, server, sync, validation
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
@@ -155,25 +154,6 @@ def _run_render(args: argparse.Namespace) -> int:
 # --- plan ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Budget:
-    """A --max-surge or --max-unavailable value: for every role, and per-role overrides."""
-
-    default: int | str | None
-    per_role: Mapping[str, int | str]
-
-    def for_role(self, role: str) -> int | str | None:
-        return self.per_role.get(role, self.default)
-
-
-@dataclass(frozen=True, slots=True)
-class _PlanRole:
-    name: str
-    initial_old: int
-    target: int
-    config: planner.RoleConfig
-
-
 def _add_plan(commands: _Subcommands) -> None:
     parser = commands.add_parser(
         "plan",
@@ -218,15 +198,15 @@ def _add_plan(commands: _Subcommands) -> None:
         help="like --max-surge (percentages rounded down); with neither option a role gets "
         "maxSurge 1, maxUnavailable 0",
     )
-    manifests = parser.add_argument_group("manifests")
-    manifests.add_argument(
+    files = parser.add_argument_group("manifests")
+    files.add_argument(
         "--from",
         dest="from_file",
         type=Path,
         metavar="OLD.yaml",
         help="the DisaggregatedSet before the change (its replicas are the old replicas)",
     )
-    manifests.add_argument(
+    files.add_argument(
         "--to",
         dest="to_file",
         type=Path,
@@ -237,24 +217,32 @@ def _add_plan(commands: _Subcommands) -> None:
         "--max-passes",
         type=_positive_int,
         metavar="N",
-        help="stop after N passes (default 2 * the largest replica count + 10)",
+        help="stop after N passes (default: the sum of all old and target replicas + 1, "
+        "a bound every rollout meets)",
     )
     parser.set_defaults(run=_run_plan)
 
 
 def _run_plan(args: argparse.Namespace) -> int:
+    try:
+        return _plan(args)
+    except plans.PlanError as error:
+        raise CliError(str(error), exit_code=2 if error.usage else 1) from None
+
+
+def _plan(args: argparse.Namespace) -> int:
     vectors = args.old is not None or args.target is not None
-    manifests = args.from_file is not None or args.to_file is not None
-    if vectors == manifests:
+    from_files = args.from_file is not None or args.to_file is not None
+    if vectors == from_files:
         raise CliError("give either --old and --target, or --from and --to", exit_code=2)
     if vectors:
         if args.old is None or args.target is None:
             raise CliError("--old and --target go together", exit_code=2)
-        roles = _roles_from_vectors(
+        roles = plans.roles_from_vectors(
             old=args.old,
             target=args.target,
-            max_surge=_fold_budget(args.max_surge),
-            max_unavailable=_fold_budget(args.max_unavailable),
+            max_surge=plans.fold_budget(args.max_surge),
+            max_unavailable=plans.fold_budget(args.max_unavailable),
         )
         notes: list[str] = []
     else:
@@ -268,17 +256,17 @@ def _run_plan(args: argparse.Namespace) -> int:
             )
         old_parent = _load_manifest(args.from_file)
         new_parent = _load_manifest(args.to_file)
-        old_revision = _revision_of(old_parent, args.from_file)
-        new_revision = _revision_of(new_parent, args.to_file)
+        old_revision = plans.revision_of(old_parent)
+        new_revision = plans.revision_of(new_parent)
         if old_revision == new_revision:
             print(
                 f"no rollout: both manifests have revision {new_revision} (only role names and "
                 "leaderWorkerTemplates decide it); replica changes are applied in place"
             )
             return 0
-        roles, notes = _roles_from_manifests(old=old_parent, new=new_parent)
+        roles, notes = plans.roles_from_manifests(old=old_parent, new=new_parent)
         notes.insert(0, f"revision {old_revision} -> {new_revision}")
-    max_passes = args.max_passes or _default_max_passes(roles)
+    max_passes = args.max_passes or plans.default_max_passes(roles)
     sequence = planner.rollout_sequence(
         initial_old=[role.initial_old for role in roles],
         target=[role.target for role in roles],
@@ -293,87 +281,11 @@ def _run_plan(args: argparse.Namespace) -> int:
             f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
         )
     print()
-    print(_render_table(roles, sequence))
+    print(plans.render_table(roles, sequence))
     print()
-    return _print_outcome(roles, sequence, max_passes=max_passes)
-
-
-def _roles_from_vectors(
-    *,
-    old: Sequence[tuple[str, int]],
-    target: Sequence[tuple[str, int]],
-    max_surge: _Budget,
-    max_unavailable: _Budget,
-) -> list[_PlanRole]:
-    old_by_role = dict(old)
-    target_by_role = dict(target)
-    # The controller's order: spec (target) roles as given, then removed roles by name.
-    names = [name for name, _ in target]
-    names += sorted(set(old_by_role) - set(target_by_role))
-    for budget, option in ((max_surge, "--max-surge"), (max_unavailable, "--max-unavailable")):
-        unknown = sorted(set(budget.per_role) - set(names))
-        if unknown:
-            raise CliError(f"{option} names unknown roles: {', '.join(unknown)}", exit_code=2)
-    roles = []
-    for name in names:
-        replicas = target_by_role.get(name, 0)
-        config = planner.resolve_config(
-            replicas=replicas,
-            max_surge=max_surge.for_role(name),
-            max_unavailable=max_unavailable.for_role(name),
-        )
-        roles.append(
-            _PlanRole(
-                name=name, initial_old=old_by_role.get(name, 0), target=replicas, config=config
-            )
-        )
-    return roles
-
-
-def _roles_from_manifests(
-    *, old: envelope.Parent, new: envelope.Parent
-) -> tuple[list[_PlanRole], list[str]]:
-    """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
-    old_spec = _spec_of(old)
-    new_spec = _spec_of(new)
-    old_by_role = {role.name: _spec_replicas(role) for role in old_spec.roles}
-    roles = []
-    notes = []
-    for role in new_spec.roles:
-        target = _spec_replicas(role)
-        roles.append(
-            _PlanRole(
-                name=role.name,
-                initial_old=old_by_role.get(role.name, 0),
-                target=target,
-                config=sync.role_config(role, target),
-            )
-        )
-        if role.is_external:
-            notes.append(
-                f"role {role.name} is External: its target is its scaler's spec.replicas; "
-                f"spec.replicas ({target}) stands in for it here"
-            )
-    new_names = {role.name for role in new_spec.roles}
-    for name in sorted(set(old_by_role) - new_names):
-        roles.append(
-            _PlanRole(
-                name=name, initial_old=old_by_role[name], target=0, config=planner.DEFAULT_CONFIG
-            )
-        )
-    if new_spec.slices > 1:
-        notes.append(f"each of the {new_spec.slices} slices follows this table on its own")
-    return roles, notes
-
-
-def _spec_replicas(role: api.Role) -> int:
-    return 1 if role.replicas is None else role.replicas
-
-
-def _spec_of(parent: envelope.Parent) -> api.DisaggregatedSetSpec:
-    if parent.spec is None:
-        raise CliError(f"DisaggregatedSet {parent.name!r} has no usable spec")
-    return parent.spec
+    complete, summary = plans.outcome(roles, sequence, max_passes=max_passes)
+    print(summary)
+    return 0 if complete else 1
 
 
 def _load_manifest(path: Path) -> envelope.Parent:
@@ -385,58 +297,6 @@ def _load_manifest(path: Path) -> envelope.Parent:
         problems = "; ".join(f"{v.field}: {v.message}" for v in parent.spec_violations)
         raise CliError(f"{path}: the spec does not fit the API: {problems}")
     return parent
-
-
-def _revision_of(parent: envelope.Parent, path: Path) -> str:
-    spec = _spec_of(parent)
-    try:
-        return revision.compute_revision(
-            [(role.name, role.leader_worker_template) for role in spec.roles]
-        )
-    except revision.EncodingError as error:
-        raise CliError(f"{path}: cannot compute the revision: {error}") from None
-
-
-def _default_max_passes(roles: Sequence[_PlanRole]) -> int:
-    largest = max((max(role.initial_old, role.target) for role in roles), default=0)
-    return 2 * largest + 10
-
-
-def _render_table(roles: Sequence[_PlanRole], sequence: Sequence[planner.Step]) -> str:
-    header = [
-        "pass",
-        *(f"old {role.name}" for role in roles),
-        *(f"new {role.name}" for role in roles),
-        "rule",
-    ]
-    rows = [
-        [str(index), *map(str, step.old), *map(str, step.new), step.rule.value]
-        for index, step in enumerate(sequence)
-    ]
-    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
-    lines = []
-    for row in [header, *rows]:
-        cells = [cell.rjust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        lines.append("  ".join([*cells, row[-1]]))
-    return "\n".join(lines)
-
-
-def _print_outcome(
-    roles: Sequence[_PlanRole], sequence: Sequence[planner.Step], *, max_passes: int
-) -> int:
-    last = sequence[-1]
-    passes = len(sequence) - 1
-    done = all(old == 0 for old in last.old) and all(
-        new >= role.target for new, role in zip(last.new, roles, strict=True)
-    )
-    if done:
-        print(f"complete after {passes} passes")
-        return 0
-    if passes >= max_passes:
-        print(f"not complete after {max_passes} passes (raise --max-passes to see more)")
-    else:
-        print(f"stuck after {passes} passes: no rule yields a step from the last state")
-    return 1
 
 
 def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
@@ -466,19 +326,6 @@ def _budget_items(text: str) -> tuple[tuple[str | None, int | str], ...]:
             )
         items.append((name if sep else None, value if value.endswith("%") else int(value)))
     return tuple(items)
-
-
-def _fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None) -> _Budget:
-    """Repeated options combine; a later value for the same role (or for all) wins."""
-    default: int | str | None = None
-    per_role: dict[str, int | str] = {}
-    for items in values or ():
-        for name, value in items:
-            if name is None:
-                default = value
-            else:
-                per_role[name] = value
-    return _Budget(default, per_role)
 
 
 # --- crds ----------------------------------------------------------------------------------------

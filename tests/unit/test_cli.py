@@ -616,3 +616,23 @@ def test_crds_import_lws_refreshes_the_schema_before_writing(
     assert code == 0
     assert calls == ["import lws.yaml", f"write {tmp_path}"]
     assert "wrote lws.yaml" in out
+
+
+def test_plan_default_pass_limit_covers_rollouts_longer_than_upstreams_helper_limit(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Upstream's test helper stops at 2 * max + 10 = 50 passes; this rollout needs 51.
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "a=18,b=9,c=4,d=20,e=16",
+        "--target",
+        "a=4,b=1,c=4,d=20,e=17",
+        "--max-surge",
+        "a=1,b=0,c=2,d=4,e=5",
+        "--max-unavailable",
+        "a=4,b=4,c=4,d=1,e=0",
+    )
+    assert code == 0
+    assert "complete after 51 passes" in out

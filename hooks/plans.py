@@ -1,0 +1,187 @@
+"""Rollout plans for the `plan` command: per-role vectors and the pass-by-pass table.
+
+The roles come from replica vectors or from two DisaggregatedSet manifests; the sequence itself is
+`planner.rollout_sequence` with instant readiness, which is what one slice goes through when every
+pass becomes ready before the next. Roles follow the controller's order: the target's roles as
+given, then removed roles (target 0) by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hooks import api, envelope, planner, revision, sync
+
+
+class PlanError(Exception):
+    """The inputs do not describe a plan; `usage` marks a mistake in how the command was called."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """A --max-surge or --max-unavailable value: for every role, and per-role overrides."""
+
+    default: int | str | None
+    per_role: Mapping[str, int | str]
+
+    def for_role(self, role: str) -> int | str | None:
+        return self.per_role.get(role, self.default)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRole:
+    """One role of a plan: its old replicas, its target and its resolved budgets."""
+
+    name: str
+    initial_old: int
+    target: int
+    config: planner.RoleConfig
+
+
+def roles_from_vectors(
+    *,
+    old: Sequence[tuple[str, int]],
+    target: Sequence[tuple[str, int]],
+    max_surge: Budget,
+    max_unavailable: Budget,
+) -> list[PlanRole]:
+    """Roles from `--old`/`--target` pairs, budgets resolved against each target."""
+    old_by_role = dict(old)
+    target_by_role = dict(target)
+    # The controller's order: spec (target) roles as given, then removed roles by name.
+    names = [name for name, _ in target]
+    names += sorted(set(old_by_role) - set(target_by_role))
+    for budget, option in ((max_surge, "--max-surge"), (max_unavailable, "--max-unavailable")):
+        unknown = sorted(set(budget.per_role) - set(names))
+        if unknown:
+            raise PlanError(f"{option} names unknown roles: {', '.join(unknown)}", usage=True)
+    roles = []
+    for name in names:
+        replicas = target_by_role.get(name, 0)
+        config = planner.resolve_config(
+            replicas=replicas,
+            max_surge=max_surge.for_role(name),
+            max_unavailable=max_unavailable.for_role(name),
+        )
+        roles.append(
+            PlanRole(
+                name=name, initial_old=old_by_role.get(name, 0), target=replicas, config=config
+            )
+        )
+    return roles
+
+
+def roles_from_manifests(
+    *, old: envelope.Parent, new: envelope.Parent
+) -> tuple[list[PlanRole], list[str]]:
+    """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
+    old_spec = _spec_of(old)
+    new_spec = _spec_of(new)
+    old_by_role = {role.name: _spec_replicas(role) for role in old_spec.roles}
+    roles = []
+    notes = []
+    for role in new_spec.roles:
+        target = _spec_replicas(role)
+        roles.append(
+            PlanRole(
+                name=role.name,
+                initial_old=old_by_role.get(role.name, 0),
+                target=target,
+                config=sync.role_config(role, target),
+            )
+        )
+        if role.is_external:
+            notes.append(
+                f"role {role.name} is External: its target is its scaler's spec.replicas; "
+                f"spec.replicas ({target}) stands in for it here"
+            )
+    new_names = {role.name for role in new_spec.roles}
+    for name in sorted(set(old_by_role) - new_names):
+        roles.append(
+            PlanRole(
+                name=name, initial_old=old_by_role[name], target=0, config=planner.DEFAULT_CONFIG
+            )
+        )
+    if new_spec.slices > 1:
+        notes.append(f"each of the {new_spec.slices} slices follows this table on its own")
+    return roles, notes
+
+
+def _spec_replicas(role: api.Role) -> int:
+    return 1 if role.replicas is None else role.replicas
+
+
+def _spec_of(parent: envelope.Parent) -> api.DisaggregatedSetSpec:
+    if parent.spec is None:
+        raise PlanError(f"DisaggregatedSet {parent.name!r} has no usable spec")
+    return parent.spec
+
+
+def revision_of(parent: envelope.Parent) -> str:
+    """The revision a stored manifest gets."""
+    spec = _spec_of(parent)
+    try:
+        return revision.compute_revision(
+            [(role.name, role.leader_worker_template) for role in spec.roles]
+        )
+    except revision.EncodingError as error:
+        raise PlanError(f"{parent.name}: cannot compute the revision: {error}") from None
+
+
+def default_max_passes(roles: Sequence[PlanRole]) -> int:
+    """A pass limit every rollout meets: each pass moves at least one replica on one side."""
+    return sum(role.initial_old + role.target for role in roles) + 1
+
+
+def render_table(roles: Sequence[PlanRole], sequence: Sequence[planner.Step]) -> str:
+    """The sequence as an aligned text table, one row per pass."""
+    header = [
+        "pass",
+        *(f"old {role.name}" for role in roles),
+        *(f"new {role.name}" for role in roles),
+        "rule",
+    ]
+    rows = [
+        [str(index), *map(str, step.old), *map(str, step.new), step.rule.value]
+        for index, step in enumerate(sequence)
+    ]
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.rjust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append("  ".join([*cells, row[-1]]))
+    return "\n".join(lines)
+
+
+def outcome(
+    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, max_passes: int
+) -> tuple[bool, str]:
+    """Whether the sequence completed, and a line saying so (or why not)."""
+    last = sequence[-1]
+    passes = len(sequence) - 1
+    done = all(old == 0 for old in last.old) and all(
+        new >= role.target for new, role in zip(last.new, roles, strict=True)
+    )
+    if done:
+        return True, f"complete after {passes} passes"
+    if passes >= max_passes:
+        return False, f"not complete after {max_passes} passes (raise --max-passes to see more)"
+    return False, f"stuck after {passes} passes: no rule yields a step from the last state"
+
+
+def fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None) -> Budget:
+    """Repeated options combine; a later value for the same role (or for all) wins."""
+    default: int | str | None = None
+    per_role: dict[str, int | str] = {}
+    for items in values or ():
+        for name, value in items:
+            if name is None:
+                default = value
+            else:
+                per_role[name] = value
+    return Budget(default, per_role)

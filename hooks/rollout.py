@@ -8,6 +8,9 @@ It never renders objects (that is `children`) and never reads anything but its a
 The rules, in order (SPEC §5 step 3 and §5a):
 
 1. A revision other than the target whose LWS are all at 0 replicas is deleted, all roles at once.
+   Several LWS for one (revision, role) in a slice (for example an old, unsliced name next to the
+   canonical one) all count here; only one of them, the canonical name first, is planned, and the
+   others are kept unchanged.
 2. When no old revision has replicas on a spec role, the slice is steady: each spec role gets a
    target LWS, created with its target or scaled to it. Old LWS that only hold removed roles are
    kept as they are (upstream does the same).
@@ -18,8 +21,12 @@ The rules, in order (SPEC §5 step 3 and §5a):
 4. Stability gate: every spec role needs a target LWS whose spec replicas equal its ready
    replicas; otherwise nothing changes and the caller asks for a resync.
 5. The planner gets, per role (spec roles in order, then removed roles by name): initial old
-   (annotation, else replicas), current old, current new, target (External roles never shrink
-   below current new while old revisions exist) and the resolved surge/unavailable config.
+   (annotation, else replicas), current old, current new, target and the resolved surge and
+   unavailable config. A spec role's target never drops below its current new replicas while old
+   revisions exist. Upstream applies this guard to External roles only; for a Static role whose
+   replicas are lowered below its new LWS mid-rollout, upstream's planner can find no step and
+   the rollout stalls forever. Here the rollout completes and the steady state then scales the
+   role down.
 6. The step is applied: target LWS scale up to the step's new counts; old LWS drain by a budget
    of (current old - step old) per role, visiting old revisions newest first (latest LWS
    creationTimestamp, ties by revision name). Within a revision each role drains min(budget,
@@ -35,7 +42,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypedDict
 
-from hooks import api, envelope, planner
+from hooks import api, envelope, naming, planner
 
 
 class Phase(StrEnum):
@@ -53,7 +60,6 @@ class RoleInput:
     name: str
     target: int | None
     """Target replicas per slice; None when unknown (External role whose scaler name is taken)."""
-    external: bool
     config: planner.RoleConfig
 
 
@@ -103,9 +109,16 @@ def plan_slice(
     lws: Sequence[envelope.ObservedObject],
 ) -> SlicePlan:
     """Decide this pass for one slice (see the module docstring for the rules)."""
-    groups, unplanned = _group(lws)
-    drained = {rev for rev, group in groups.items() if rev != revision and _all_zero(group)}
-    dropped = tuple(sorted(item.name for rev in drained for item in groups[rev].values()))
+    grouping = _group(lws, set_name=set_name, slice_index=slice_index)
+    groups = grouping.groups
+    # A revision is drained only when every LWS labelled with it is at 0, duplicates included.
+    drained = {
+        rev
+        for rev, items in grouping.members.items()
+        if rev != revision and all(replicas_of(item) == 0 for item in items)
+    }
+    dropped = tuple(sorted(item.name for rev in drained for item in grouping.members[rev]))
+    unplanned = tuple(sorted(x.name for x in grouping.unplanned if x.name not in dropped))
     replicas = {item.name: replicas_of(item) for item in lws if item.name not in dropped}
     old = {rev: group for rev, group in groups.items() if rev != revision and rev not in drained}
     current = groups.get(revision, {})
@@ -173,10 +186,6 @@ def plan_slice(
     return result(Phase.STEPPING, step=step)
 
 
-def _all_zero(group: Group) -> bool:
-    return all(replicas_of(item) == 0 for item in group.values())
-
-
 def _serves_spec_roles(old: Mapping[str, Group], roles: Sequence[RoleInput]) -> bool:
     """Whether an old revision still has replicas on a spec role (removed roles do not count)."""
     return any(
@@ -228,7 +237,7 @@ def _vectors(
             config.append(planner.DEFAULT_CONFIG)
             continue
         wanted = new if role.target is None else role.target
-        target.append(max(wanted, new) if role.external else wanted)
+        target.append(max(wanted, new))
         config.append(role.config)
     return _Vectors(
         initial_old=tuple(initial_old),
@@ -269,17 +278,38 @@ def _newest_first(old: Mapping[str, Group]) -> list[Group]:
     return [old[rev] for rev in ordered]
 
 
-def _group(
-    lws: Sequence[envelope.ObservedObject],
-) -> tuple[dict[str, dict[str, envelope.ObservedObject]], tuple[str, ...]]:
+@dataclass(frozen=True, slots=True)
+class _Grouping:
+    groups: dict[str, dict[str, envelope.ObservedObject]]
+    """revision -> role -> the LWS planned for it."""
+    members: dict[str, list[envelope.ObservedObject]]
+    """revision -> every LWS labelled with it, duplicates included."""
+    unplanned: tuple[envelope.ObservedObject, ...]
+    """LWS without role or revision label, and duplicates of a planned LWS."""
+
+
+def _group(lws: Sequence[envelope.ObservedObject], *, set_name: str, slice_index: int) -> _Grouping:
+    """Group by revision and role; of several LWS for one (revision, role), plan the one with the
+    canonical name (else the first by name) and keep the others unchanged."""
     groups: dict[str, dict[str, envelope.ObservedObject]] = {}
+    members: dict[str, list[envelope.ObservedObject]] = {}
     unplanned = []
-    for item in lws:
+    for item in sorted(lws, key=lambda x: x.name):
         revision = item.labels.get(api.LABEL_REVISION, "")
         role = item.labels.get(api.LABEL_ROLE, "")
-        by_role = groups.setdefault(revision, {}) if revision and role else None
-        if by_role is None or role in by_role:
-            unplanned.append(item.name)
+        if not revision or not role:
+            unplanned.append(item)
             continue
-        by_role[role] = item
-    return groups, tuple(sorted(unplanned))
+        members.setdefault(revision, []).append(item)
+        by_role = groups.setdefault(revision, {})
+        canonical = naming.lws_name(
+            set_name=set_name, slice_index=slice_index, revision=revision, role=role
+        )
+        if role not in by_role:
+            by_role[role] = item
+        elif item.name == canonical:
+            unplanned.append(by_role[role])
+            by_role[role] = item
+        else:
+            unplanned.append(item)
+    return _Grouping(groups=groups, members=members, unplanned=tuple(unplanned))

@@ -114,7 +114,6 @@ def _reconcile(
         rollout.RoleInput(
             name=role.name,
             target=targets[role.name],
-            external=role.is_external,
             config=role_config(role, targets[role.name]),
         )
         for role in spec.roles

@@ -15,10 +15,9 @@ def role(
     name: str,
     target: int | None,
     *,
-    external: bool = False,
     config: planner.RoleConfig = planner.DEFAULT_CONFIG,
 ) -> rollout.RoleInput:
-    return rollout.RoleInput(name=name, target=target, external=external, config=config)
+    return rollout.RoleInput(name=name, target=target, config=config)
 
 
 def plan(roles: list[rollout.RoleInput], *lws: builders.JsonObject) -> rollout.SlicePlan:
@@ -55,7 +54,7 @@ def test_steady_state_scales_in_place() -> None:
 
 def test_unknown_target_keeps_current_replicas() -> None:
     result = plan(
-        [role("prefill", 2), role("decode", None, external=True)],
+        [role("prefill", 2), role("decode", None)],
         builders.make_lws("prefill", revision=NEW, replicas=2),
         builders.make_lws("decode", revision=NEW, replicas=3),
     )
@@ -63,7 +62,7 @@ def test_unknown_target_keeps_current_replicas() -> None:
 
 
 def test_unknown_target_without_lws_creates_it_at_zero() -> None:
-    result = plan([role("prefill", 2), role("decode", None, external=True)])
+    result = plan([role("prefill", 2), role("decode", None)])
     assert dict(result.created) == {"prefill": 2, "decode": 0}
 
 
@@ -206,9 +205,10 @@ def test_removed_role_drains_with_its_revision() -> None:
     assert result.replicas[name(OLD, "prefill")] == 0
 
 
-def test_external_role_never_shrinks_below_current_new_mid_rollout() -> None:
+def test_no_role_shrinks_below_current_new_mid_rollout() -> None:
+    # Upstream guards External roles only; a Static role lowered mid-rollout could stall there.
     result = plan(
-        [role("prefill", 2), role("decode", 1, external=True)],
+        [role("prefill", 2), role("decode", 1)],
         builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
         builders.make_lws("decode", revision=OLD, replicas=3, initial=3),
         builders.make_lws("prefill", revision=NEW, replicas=1),
@@ -233,3 +233,31 @@ def test_replicas_of_defaults_to_one_and_initial_falls_back() -> None:
     )
     assert rollout.replicas_of(unset) == 1
     assert rollout.initial_of(bad) == 3
+
+
+def test_duplicate_lws_keeps_its_revision_until_every_copy_is_drained() -> None:
+    legacy = builders.make_lws("decode", revision=OLD, replicas=2)
+    legacy["metadata"]["name"] = f"llm-{OLD}-decode"
+    result = plan(
+        [role("prefill", 1), role("decode", 1)],
+        builders.make_lws("prefill", revision=NEW),
+        builders.make_lws("decode", revision=NEW),
+        builders.make_lws("decode", revision=OLD, replicas=0),
+        legacy,
+    )
+    assert result.dropped == ()
+    assert result.unplanned == (f"llm-{OLD}-decode",)
+    assert result.replicas[f"llm-{OLD}-decode"] == 2
+
+
+def test_canonical_name_is_planned_over_a_duplicate() -> None:
+    legacy = builders.make_lws("decode", revision=NEW, replicas=5)
+    legacy["metadata"]["name"] = f"llm-{NEW}-decode"
+    result = plan(
+        [role("prefill", 1), role("decode", 3)],
+        builders.make_lws("prefill", revision=NEW),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+        legacy,
+    )
+    assert result.replicas[name(NEW, "decode")] == 3
+    assert result.replicas[f"llm-{NEW}-decode"] == 5

@@ -1,0 +1,511 @@
+"""Properties of `sync.sync` over random parents and random observed children (SPEC §5, §7, §8).
+
+The observed children are what Metacontroller could send: LWS of the target and of other
+revisions, of spec roles and removed ones, in kept and removed slices, with random replicas,
+readiness and `initial-replicas` annotations (some garbage); Services of random revisions;
+scalers of External, Static and removed roles; some objects with malformed or missing labels,
+some under the legacy name `<set>-<revision>-<role>`. Related objects include foreign LWS and
+scalers at desired names.
+
+(a) Every observed child the answer leaves out is one SPEC §8 allows to go, by the predicate of
+    `tests.sim.deletions` (written from the SPEC text, independent of sync's own guard).
+(b) The answer is deterministic: the same request gives the same bytes, and so do the request
+    with its children maps shuffled and the request in the other hook version.
+(c) An invalid spec returns every observed child unchanged (applying the answer with
+    Metacontroller's three-way merge changes nothing), keeps the status and says
+    Degraded=True with reason InvalidSpec.
+(d) Nothing raises on a well-formed request; a malformed child raises `envelope.RequestError`
+    only (the documented non-200 path).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hooks import api, envelope, revision, sync, validation
+from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
+from tests.sim import apply
+from tests.sim.deletions import allowed_deletions, child_id
+
+JsonObject = dict[str, Any]
+
+SPEC_ROLES = ("prefill", "decode", "encode", "embed")
+OTHER_REVISIONS = ("aaaaaaaa", "bbbbbbbb")
+TIMES = ("2026-11-29T09:00:00Z", "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z")
+IMAGES = ("example/server:v1", "example/server:v2")
+PROPS = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def target_of(parent: JsonObject) -> str | None:
+    """The target revision when the spec parses and validates, else None (the hold path)."""
+    parsed = envelope.parse_parent(parent)
+    if parsed.spec is None or parsed.spec_violations:
+        return None
+    if validation.check(name=parsed.name, spec=parsed.spec):
+        return None
+    try:
+        return revision.compute_revision(
+            [(role.name, role.leader_worker_template) for role in parsed.spec.roles]
+        )
+    except revision.EncodingError:
+        return None
+
+
+@st.composite
+def parents(draw: st.DrawFn, *, valid: bool = True) -> JsonObject:
+    count = draw(st.integers(2, 4))
+    names = list(SPEC_ROLES[:count])
+    external = draw(st.sets(st.sampled_from(names), max_size=1))
+    roles = []
+    for name in names:
+        config = draw(
+            st.one_of(
+                st.none(),
+                st.sampled_from([(s, u) for s in range(3) for u in range(3) if (s, u) != (0, 0)]),
+            )
+        )
+        roles.append(
+            make_role(
+                name,
+                replicas=draw(st.integers(1, 4)),
+                image=draw(st.sampled_from(IMAGES)),
+                external=name in external,
+                max_surge=None if config is None else config[0],
+                max_unavailable=None if config is None else config[1],
+            )
+        )
+    slices = 1 if external else draw(st.integers(1, 3))
+    status = draw(
+        st.one_of(
+            st.none(),
+            st.builds(
+                lambda available, time: {
+                    "observedGeneration": 1,
+                    "roleStatuses": [],
+                    "conditions": [
+                        {
+                            "type": "Available",
+                            "status": "True" if available else "False",
+                            "lastTransitionTime": time,
+                            "reason": "AllRolesReady",
+                            "message": "m",
+                            "observedGeneration": 1,
+                        },
+                        {
+                            "type": "Progressing",
+                            "status": "False" if available else "True",
+                            "lastTransitionTime": time,
+                            "reason": "AllRolesReady",
+                            "message": "m",
+                            "observedGeneration": 1,
+                        },
+                    ],
+                },
+                st.booleans(),
+                st.sampled_from(TIMES),
+            ),
+        )
+    )
+    parent = make_ds(roles=roles, slices=slices, generation=draw(st.integers(1, 4)), status=status)
+    if not valid:
+        breaker = draw(st.sampled_from(sorted(BREAKERS)))
+        BREAKERS[breaker](parent["spec"])
+    return parent
+
+
+def _duplicate_name(spec: JsonObject) -> None:
+    spec["roles"][1]["name"] = spec["roles"][0]["name"]
+
+
+def _mixed_zero(spec: JsonObject) -> None:
+    for role in spec["roles"]:
+        role.pop("scaling", None)
+    spec["roles"][0]["spec"]["replicas"] = 0
+
+
+def _partition(spec: JsonObject) -> None:
+    spec["roles"][0]["spec"]["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0, "partition": 2},
+    }
+
+
+def _on_delete(spec: JsonObject) -> None:
+    spec["roles"][0]["spec"]["rolloutStrategy"] = {"type": "OnDelete"}
+
+
+def _both_zero(spec: JsonObject) -> None:
+    spec["roles"][0]["spec"]["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 0, "partition": 0},
+    }
+
+
+def _external_slices(spec: JsonObject) -> None:
+    spec["roles"][0]["scaling"] = {"mode": "External"}
+    spec["slices"] = 2
+
+
+def _placement_without_topology(spec: JsonObject) -> None:
+    spec["placementPolicy"] = {"type": "ExclusiveSlice"}
+
+
+def _long_role_name(spec: JsonObject) -> None:
+    spec["roles"][0]["name"] = "r" * 60
+
+
+BREAKERS = {
+    "duplicate-name": _duplicate_name,
+    "mixed-zero-replicas": _mixed_zero,
+    "partition": _partition,
+    "on-delete": _on_delete,
+    "surge-and-unavailable-zero": _both_zero,
+    "external-with-slices": _external_slices,
+    "placement-without-topology": _placement_without_topology,
+    "name-too-long": _long_role_name,
+}
+
+
+def _labels(
+    draw: st.DrawFn, *, slice_label: str | None, revision_: str, role: str, service: bool
+) -> dict[str, str]:
+    labels = {api.LABEL_NAME: "llm", api.LABEL_ROLE: role, api.LABEL_REVISION: revision_}
+    if slice_label is not None:
+        labels[api.LABEL_SLICE] = slice_label
+    if not service:
+        labels[api.LABEL_APP] = f"llm-{slice_label}-{role}"
+    for key in draw(st.sets(st.sampled_from([api.LABEL_ROLE, api.LABEL_REVISION]), max_size=1)):
+        if draw(st.integers(0, 9)) == 0:
+            del labels[key]
+    return labels
+
+
+def _slice_label(draw: st.DrawFn, slices: int) -> str | None:
+    return draw(
+        st.one_of(
+            st.integers(0, slices + 1).map(str),
+            st.integers(0, slices - 1).map(str),
+            st.sampled_from([None, "", "01", "x", "-1"]),
+        )
+    )
+
+
+@st.composite
+def observed_children(draw: st.DrawFn, parent: JsonObject, target: str) -> list[JsonObject]:
+    slices = parent["spec"].get("slices", 1)
+    roles = [role["name"] for role in parent["spec"]["roles"]]
+    revisions = st.sampled_from([target, target, *OTHER_REVISIONS])
+    role_names = st.sampled_from([*roles, "gone"])
+    children: dict[tuple[str, str], JsonObject] = {}
+    for _ in range(draw(st.integers(0, 10))):
+        slice_label = _slice_label(draw, slices)
+        rev = draw(revisions)
+        role = draw(role_names)
+        labels = _labels(draw, slice_label=slice_label, revision_=rev, role=role, service=False)
+        legacy = draw(st.integers(0, 7)) == 0
+        name = f"llm-{rev}-{role}" if legacy else f"llm-{slice_label}-{rev}-{role}"
+        replicas = draw(st.one_of(st.none(), st.integers(0, 4)))
+        metadata: JsonObject = {"name": name, "labels": labels}
+        initial = draw(st.one_of(st.none(), st.integers(0, 5).map(str), st.just("many")))
+        if initial is not None:
+            metadata["annotations"] = {api.ANNOTATION_INITIAL_REPLICAS: initial}
+        spec: JsonObject = {"leaderWorkerTemplate": {"size": 1}}
+        if replicas is not None:
+            spec["replicas"] = replicas
+        count = 1 if replicas is None else replicas
+        ready = draw(st.integers(0, count))
+        lws = observe(
+            {
+                "apiVersion": api.LWS_API_VERSION,
+                "kind": api.LWS_KIND,
+                "metadata": metadata,
+                "spec": spec,
+            },
+            created=draw(st.sampled_from(TIMES)),
+            status=lws_status(count, ready=ready),
+        )
+        children[child_id(lws)] = lws
+    for _ in range(draw(st.integers(0, 5))):
+        slice_label = _slice_label(draw, slices)
+        rev = draw(revisions)
+        role = draw(role_names)
+        labels = _labels(draw, slice_label=slice_label, revision_=rev, role=role, service=True)
+        service = observe(
+            {
+                "apiVersion": api.SERVICE_API_VERSION,
+                "kind": api.SERVICE_KIND,
+                "metadata": {"name": f"llm-{slice_label}-{rev}-{role}-prv", "labels": labels},
+                "spec": {"clusterIP": "None", "selector": dict(labels)},
+            }
+        )
+        children[child_id(service)] = service
+    for role in draw(st.sets(role_names, max_size=3)):
+        scaler = observe(
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": api.SCALER_KIND,
+                "metadata": {
+                    "name": f"llm-{role}",
+                    "labels": {api.LABEL_NAME: "llm", api.LABEL_ROLE: role},
+                },
+                "spec": {"replicas": 1},
+            },
+            spec_overrides={"replicas": draw(st.integers(0, 6))},
+        )
+        children[child_id(scaler)] = scaler
+    return list(children.values())
+
+
+@st.composite
+def foreign_related(draw: st.DrawFn, parent: JsonObject, target: str) -> list[JsonObject]:
+    """Objects at names the set wants, controlled by someone else (seen through customize)."""
+    roles = [role["name"] for role in parent["spec"]["roles"]]
+    found = []
+    for role in draw(st.sets(st.sampled_from(roles), max_size=2)):
+        name = f"llm-0-{target}-{role}"
+        lws = observe(
+            {
+                "apiVersion": api.LWS_API_VERSION,
+                "kind": api.LWS_KIND,
+                "metadata": {"name": name, "labels": {api.LABEL_NAME: "llm"}},
+                "spec": {"replicas": 1},
+            },
+            owner_uid="uid-of-someone-else",
+            owner_name="other",
+        )
+        found.append(lws)
+    for role in draw(st.sets(st.sampled_from(roles), max_size=1)):
+        found.append(
+            observe(
+                {
+                    "apiVersion": api.API_VERSION,
+                    "kind": api.SCALER_KIND,
+                    "metadata": {"name": f"llm-{role}", "labels": {}},
+                    "spec": {"replicas": 3},
+                },
+                owner_uid="uid-of-someone-else",
+                owner_name="other",
+            )
+        )
+    return found
+
+
+@st.composite
+def requests(
+    draw: st.DrawFn, *, valid: bool = True
+) -> tuple[JsonObject, list[JsonObject], JsonObject]:
+    """(parent, observed children, request)."""
+    parent = draw(parents(valid=valid))
+    target = target_of(parent) or "cccccccc"
+    children = draw(observed_children(parent, target))
+    # A child cannot share a name with a foreign object: Metacontroller would not see both.
+    taken = {child_id(child) for child in children}
+    related = [obj for obj in draw(foreign_related(parent, target)) if child_id(obj) not in taken]
+    related += [child for child in children if child["kind"] == api.LWS_KIND]
+    version = draw(st.sampled_from(["v1", "v2"]))
+    return (
+        parent,
+        children,
+        make_request(parent, children=children, related=related, version=version),
+    )
+
+
+def run_sync(request: JsonObject) -> JsonObject:
+    result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
+    response: JsonObject = orjson.loads(orjson.dumps(result.response))
+    return response
+
+
+def response_ids(response: JsonObject) -> set[tuple[str, str]]:
+    return {child_id(child) for child in response["children"]}
+
+
+def condition(response: JsonObject, condition_type: str) -> JsonObject:
+    for item in response["status"]["conditions"]:
+        if item["type"] == condition_type:
+            found: JsonObject = item
+            return found
+    raise KeyError(condition_type)
+
+
+@PROPS
+@given(requests())
+def test_omitted_children_are_only_those_the_spec_lets_go(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+) -> None:
+    parent, children, request = drawn
+    response = run_sync(request)
+    missing = {child_id(child) for child in children} - response_ids(response)
+    allowed = allowed_deletions(parent=parent, children=children, target=target_of(parent))
+    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+
+
+@PROPS
+@given(requests(), st.randoms(use_true_random=False))
+def test_sync_is_deterministic_and_ignores_child_order_and_hook_version(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject], rng: random.Random
+) -> None:
+    parent, children, request = drawn
+    expected = orjson.dumps(run_sync(request))
+    assert orjson.dumps(run_sync(request)) == expected
+    shuffled = copy.deepcopy(request)
+    for field in ("children", "related"):
+        groups = list(shuffled[field].items())
+        rng.shuffle(groups)
+        shuffled[field] = {
+            key: dict(rng.sample(list(group.items()), len(group))) for key, group in groups
+        }
+    assert orjson.dumps(run_sync(shuffled)) == expected
+    related = [obj for group in request["related"].values() for obj in group.values()]
+    for version in ("v1", "v2"):
+        other = make_request(parent, children=children, related=related, version=version)
+        assert orjson.dumps(run_sync(other)) == expected
+
+
+@PROPS
+@given(requests(valid=False))
+def test_invalid_spec_keeps_every_child_unchanged_and_says_invalid_spec(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+) -> None:
+    parent, children, request = drawn
+    assert target_of(parent) is None
+    response = run_sync(request)
+    assert response_ids(response) == {child_id(child) for child in children}
+    desired = {child_id(child): child for child in response["children"]}
+    for live in children:
+        full = apply.with_metacontroller_fields(
+            desired[child_id(live)], namespace=NAMESPACE, parent_uid=parent["metadata"]["uid"]
+        )
+        merged = apply.three_way_merge(live, apply.read_last_applied(live), full)
+        apply.annotate(merged, full)
+        # Metacontroller's own bookkeeping may change (an autoscaler's value becomes the last
+        # applied one); the object itself must not.
+        live = copy.deepcopy(live)
+        for obj in (merged, live):
+            obj["metadata"]["annotations"].pop(api.LAST_APPLIED_ANNOTATION)
+        if live["kind"] == api.LWS_KIND and "replicas" not in live["spec"]:
+            # The hook materialises an unset replicas as the LWS default (1), which the API
+            # server would have stored anyway.
+            assert merged["spec"].pop("replicas") == 1
+        assert merged == live, f"applying the held answer would change {child_id(live)}"
+    degraded = condition(response, "Degraded")
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "InvalidSpec"
+    kept = {
+        key: value for key, value in (parent.get("status") or {}).items() if key != "conditions"
+    }
+    assert {k: v for k, v in response["status"].items() if k != "conditions"} == kept
+    assert "resyncAfterSeconds" not in response or response["resyncAfterSeconds"] > 0
+
+
+@PROPS
+@given(st.booleans().flatmap(lambda valid: requests(valid=valid)))
+def test_well_formed_requests_never_raise(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+) -> None:
+    _, _, request = drawn
+    response = run_sync(request)
+    assert set(response) <= {"status", "children", "resyncAfterSeconds"}
+
+
+_MALFORMED = {
+    "label-value-not-a-string": lambda obj: obj["metadata"].update(
+        labels={**obj["metadata"].get("labels", {}), api.LABEL_SLICE: 0}
+    ),
+    "replicas-not-an-integer": lambda obj: obj["spec"].update(replicas="3"),
+    "metadata-not-an-object": lambda obj: obj.update(metadata=[]),
+    "name-missing": lambda obj: obj["metadata"].pop("name"),
+}
+LWS_KEY = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+
+
+@PROPS
+@given(
+    st.booleans().flatmap(lambda valid: requests(valid=valid)),
+    st.sampled_from(sorted(_MALFORMED)),
+    st.randoms(use_true_random=False),
+)
+def test_malformed_children_raise_only_request_error(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject], breaker: str, rng: random.Random
+) -> None:
+    _, _, request = drawn
+    request = copy.deepcopy(request)
+    group = request["children"][LWS_KEY]
+    if group:
+        key = rng.choice(sorted(group))
+    else:
+        key = "llm-0-aaaaaaaa-prefill"
+        group[key] = observe(
+            {
+                "apiVersion": api.LWS_API_VERSION,
+                "kind": api.LWS_KIND,
+                "metadata": {"name": key, "labels": {}},
+                "spec": {"replicas": 1},
+            }
+        )
+    _MALFORMED[breaker](group[key])
+    with pytest.raises(envelope.RequestError):
+        sync.sync(envelope.parse_sync_request(request), now=NOW)
+
+
+def test_a_duplicate_lws_keeps_its_revision_from_being_drained() -> None:
+    """Two LWS of one old revision and role in a slice: not drained while one of them runs.
+
+    Regression: SPEC §5 step 3a drops an old revision "whose LWS for all its roles have replicas
+    == 0", and §8 allows no other deletion. Here revision aaaaaaaa still runs 2 decode groups in
+    slice 0 (under the legacy name, no slice label), so none of its LWS may go. The sync used to
+    group LWS by (revision, role), set the second one aside unplanned, see only the 0-replica LWS,
+    call the revision drained and delete `llm-0-aaaaaaaa-decode`.
+    """
+    parent = make_ds(roles=[make_role("prefill", replicas=1), make_role("decode", replicas=1)])
+    target = target_of(parent)
+    assert target is not None
+    lwt = {"leaderWorkerTemplate": {"size": 1}}
+
+    def lws(name: str, labels: dict[str, str], replicas: int) -> JsonObject:
+        return observe(
+            {
+                "apiVersion": api.LWS_API_VERSION,
+                "kind": api.LWS_KIND,
+                "metadata": {"name": name, "labels": {api.LABEL_NAME: "llm", **labels}},
+                "spec": {**lwt, "replicas": replicas},
+            },
+            status=lws_status(replicas),
+        )
+
+    def at(revision_: str, role: str, slice_label: str | None = "0") -> dict[str, str]:
+        labels = {api.LABEL_ROLE: role, api.LABEL_REVISION: revision_}
+        if slice_label is not None:
+            labels[api.LABEL_SLICE] = slice_label
+        return labels
+
+    children = [
+        lws(f"llm-0-{target}-prefill", at(target, "prefill"), 1),
+        lws(f"llm-0-{target}-decode", at(target, "decode"), 1),
+        lws("llm-0-aaaaaaaa-decode", at("aaaaaaaa", "decode"), 0),
+        lws("llm-aaaaaaaa-decode", at("aaaaaaaa", "decode", None), 2),
+    ]
+    response = run_sync(make_request(parent, children=children, related=children))
+    missing = {child_id(child) for child in children} - response_ids(response)
+    allowed = allowed_deletions(parent=parent, children=children, target=target)
+    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+
+
+def test_invalid_spec_breakers_all_break_validation() -> None:
+    """Each way the tests break a spec is caught by the hook's re-check (guards the generator)."""
+    for name, breaker in BREAKERS.items():
+        parent = make_ds()
+        breaker(parent["spec"])
+        assert target_of(parent) is None, name

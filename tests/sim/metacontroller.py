@@ -1,0 +1,282 @@
+"""A fake Metacontroller v4.17 CompositeController for DisaggregatedSets (default dynamic apply).
+
+Per sync it does what the real one does (see ../shared/reference/metacontroller-requests):
+
+1. Calls the customize hook and collects `related` from the store as its answer asks (label
+   selectors and names), foreign objects included; every rule's type gets a key, `{}` when empty.
+2. Claims children: objects of the declared child types in the parent's namespace carrying the
+   `controller-uid=<parent uid>` label whose controller ownerReference (if any) is the parent.
+3. Builds the request: `controller`, `parent` (with the status as last written), `children`
+   grouped by `<Kind>.<apiVersion>` (every declared type present) and keyed by `name` (hook
+   version v1) or `namespace/name` (v2), `related`, `finalizing: false`. The body goes through
+   JSON both ways, as on the wire.
+4. Applies the answer (`tests.sim.apply`): creates missing children, updates existing ones with
+   a three-way merge, deletes every observed child the answer omits, writes the returned status
+   plus `observedGeneration`, and schedules a resync after `resyncAfterSeconds`.
+
+Anything the real controller would refuse (a child of an undeclared type, a duplicate, a name
+held by an object it does not own) is reported through `SimulationError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from hooks import api, envelope, sync
+from tests.sim import apply
+from tests.sim.store import FakeClock, ObjectKey, Store, object_key, type_key
+
+JsonObject = dict[str, Any]
+
+DS_TYPE = f"{api.DS_KIND}.{api.API_VERSION}"
+LWS_TYPE = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+SERVICE_TYPE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
+SCALER_TYPE = f"{api.SCALER_KIND}.{api.API_VERSION}"
+DS_CHILD_TYPES = (SCALER_TYPE, LWS_TYPE, SERVICE_TYPE)
+
+RESOURCE_KINDS = {
+    "leaderworkersets": api.LWS_KIND,
+    "services": api.SERVICE_KIND,
+    api.SCALER_PLURAL: api.SCALER_KIND,
+    api.DS_PLURAL: api.DS_KIND,
+}
+
+
+class SimulationError(Exception):
+    """Something the real Metacontroller or API server would have refused, or a hook crash."""
+
+
+def controller_object(*, name: str, version: str) -> JsonObject:
+    """The `controller` field of a request (a trimmed CompositeController)."""
+    return {
+        "apiVersion": "metacontroller.k8s.io/v1alpha1",
+        "kind": "CompositeController",
+        "metadata": {"name": name},
+        "spec": {"hooks": {"sync": {"version": version}, "customize": {"version": version}}},
+    }
+
+
+def inner_key(obj: Mapping[str, Any], *, version: str) -> str:
+    metadata = obj["metadata"]
+    if version == "v1":
+        return str(metadata["name"])
+    return f"{metadata.get('namespace', '')}/{metadata['name']}"
+
+
+def wire(value: Any) -> Any:
+    """A JSON round trip, as the HTTP transport does it."""
+    return orjson.loads(orjson.dumps(value))
+
+
+def collect_related(store: Store, rules: list[JsonObject], *, version: str) -> JsonObject:
+    """`related` for a customize answer's relatedResources."""
+    related: JsonObject = {}
+    for rule in rules:
+        kind = RESOURCE_KINDS.get(rule["resource"])
+        if kind is None:
+            raise SimulationError(f"customize asked for an unknown resource {rule['resource']!r}")
+        key = f"{kind}.{rule['apiVersion']}"
+        group = related.setdefault(key, {})
+        selector = rule.get("labelSelector")
+        labels = selector.get("matchLabels", {}) if isinstance(selector, dict) else None
+        names = tuple(rule["names"]) if "names" in rule else None
+        for obj in store.select(key, namespace=rule.get("namespace"), labels=labels, names=names):
+            group[inner_key(obj, version=version)] = obj
+    return related
+
+
+@dataclass(frozen=True, slots=True)
+class PassRecord:
+    """One DisaggregatedSet sync: what was sent, answered and changed."""
+
+    tick: int
+    now: str
+    parent: str
+    request: JsonObject
+    response: JsonObject
+    summary: Mapping[str, Any]
+    before: Mapping[ObjectKey, JsonObject]
+    after: Mapping[ObjectKey, JsonObject]
+    created: tuple[ObjectKey, ...]
+    updated: tuple[ObjectKey, ...]
+    deleted: tuple[ObjectKey, ...]
+    status_written: bool
+
+
+@dataclass
+class FakeMetacontroller:
+    """The DisaggregatedSet CompositeController."""
+
+    store: Store
+    clock: FakeClock
+    version: str = "v1"
+    dirty: set[str] = field(default_factory=set)
+    resync_at: dict[str, int] = field(default_factory=dict)
+    """parent name -> clock second of its requested resync."""
+    observers: list[Callable[[PassRecord], None]] = field(default_factory=list)
+
+    def due(self, name: str) -> bool:
+        return name in self.dirty or self.resync_at.get(name, math.inf) <= self.clock.seconds
+
+    def pending(self) -> bool:
+        return bool(self.dirty or self.resync_at)
+
+    def run(self, tick: int) -> list[PassRecord]:
+        records = []
+        for parent in self.store.select(DS_TYPE):
+            name = parent["metadata"]["name"]
+            if self.due(name):
+                self.dirty.discard(name)
+                self.resync_at.pop(name, None)
+                records.append(self.sync_once(parent, tick=tick))
+        return records
+
+    def build_request(self, parent: JsonObject) -> JsonObject:
+        """The sync request Metacontroller would send for `parent` right now."""
+        customize_body = wire(
+            {"controller": controller_object(name="ds", version=self.version), "parent": parent}
+        )
+        customized = sync.customize(envelope.parse_customize_request(customize_body))
+        rules = wire(customized.response)["relatedResources"]
+        children: JsonObject = {key: {} for key in DS_CHILD_TYPES}
+        for obj in self.claimed_children(parent).values():
+            children[type_key(obj)][inner_key(obj, version=self.version)] = obj
+        return {
+            "controller": controller_object(name="ds", version=self.version),
+            "parent": parent,
+            "children": children,
+            "related": collect_related(self.store, rules, version=self.version),
+            "finalizing": False,
+        }
+
+    def claimed_children(self, parent: JsonObject) -> dict[ObjectKey, JsonObject]:
+        metadata = parent["metadata"]
+        uid = metadata["uid"]
+        found = {}
+        for child_type in DS_CHILD_TYPES:
+            selector = {api.CONTROLLER_UID_LABEL: uid}
+            for obj in self.store.select(
+                child_type, namespace=metadata["namespace"], labels=selector
+            ):
+                owner = controller_owner(obj)
+                if owner is None or owner.get("uid") == uid:
+                    found[object_key(obj)] = obj
+        return found
+
+    def call_sync(self, request: JsonObject) -> envelope.HookResult:
+        parsed = envelope.parse_sync_request(wire(request))
+        return sync.sync(parsed, now=self.clock.iso())
+
+    def sync_once(self, parent: JsonObject, *, tick: int) -> PassRecord:
+        request = self.build_request(parent)
+        try:
+            result = self.call_sync(request)
+        except Exception as error:
+            raise SimulationError(
+                f"sync of {parent['metadata']['name']} raised {type(error).__name__}: {error}"
+            ) from error
+        response = wire(result.response)
+        observed = self.claimed_children(parent)
+        before = {key: copy.deepcopy(obj) for key, obj in self.store.objects.items()}
+        created, updated, deleted = self._apply_children(parent, observed, response["children"])
+        status = {**response["status"], "observedGeneration": parent["metadata"]["generation"]}
+        status_written = self.store.write_status(object_key(parent), status, actor="metacontroller")
+        name = parent["metadata"]["name"]
+        if "resyncAfterSeconds" in response:
+            delay = max(1, math.ceil(response["resyncAfterSeconds"]))
+            self.resync_at[name] = self.clock.seconds + delay
+        record = PassRecord(
+            tick=tick,
+            now=self.clock.iso(),
+            parent=name,
+            request=request,
+            response=response,
+            summary=result.summary,
+            before=before,
+            after={key: copy.deepcopy(obj) for key, obj in self.store.objects.items()},
+            created=tuple(created),
+            updated=tuple(updated),
+            deleted=tuple(deleted),
+            status_written=status_written,
+        )
+        for observer in self.observers:
+            observer(record)
+        return record
+
+    def _apply_children(
+        self,
+        parent: JsonObject,
+        observed: Mapping[ObjectKey, JsonObject],
+        desired: list[JsonObject],
+    ) -> tuple[list[ObjectKey], list[ObjectKey], list[ObjectKey]]:
+        metadata = parent["metadata"]
+        created, updated = [], []
+        wanted: set[ObjectKey] = set()
+        for child in desired:
+            if type_key(child) not in DS_CHILD_TYPES:
+                raise SimulationError(f"sync returned a child of undeclared type {type_key(child)}")
+            full = apply.with_metacontroller_fields(
+                child, namespace=metadata["namespace"], parent_uid=metadata["uid"]
+            )
+            key = object_key(full)
+            if key in wanted:
+                raise SimulationError(f"sync returned {key} twice")
+            wanted.add(key)
+            if key in observed:
+                live = self.store.get(key)
+                if live is None:
+                    raise SimulationError(f"observed child {key} vanished")
+                merged = apply.three_way_merge(live, apply.read_last_applied(live), full)
+                apply.annotate(merged, full)
+                if self.store.update(merged, actor="metacontroller"):
+                    updated.append(key)
+                continue
+            if self.store.peek(key) is not None:
+                raise SimulationError(
+                    f"sync returned {key}, whose name is held by an object the set does not own"
+                )
+            new = copy.deepcopy(full)
+            apply.annotate(new, full)
+            new["metadata"]["ownerReferences"] = [
+                apply.owner_reference(
+                    api_version=api.API_VERSION,
+                    kind=api.DS_KIND,
+                    name=metadata["name"],
+                    uid=metadata["uid"],
+                )
+            ]
+            add_server_defaults(new)
+            self.store.create(new, actor="metacontroller")
+            created.append(key)
+        deleted = []
+        for key in sorted(set(observed) - wanted):
+            self.store.delete(key, actor="metacontroller")
+            deleted.append(key)
+        return created, updated, deleted
+
+
+def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller") is True:
+            owner: Mapping[str, Any] = ref
+            return owner
+    return None
+
+
+def add_server_defaults(obj: JsonObject) -> None:
+    """Fields the API server adds that the hook never sent (kept by the three-way merge)."""
+    if obj["kind"] == api.SERVICE_KIND:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("clusterIPs", [spec.get("clusterIP", "None")])
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("type", "ClusterIP")
+        obj["status"] = {"loadBalancer": {}}

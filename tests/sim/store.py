@@ -1,0 +1,174 @@
+"""The simulated API server: a fake clock and an object store with change tracking.
+
+Objects are plain JSON dicts keyed by `(type key, namespace, name)`, where the type key is
+Metacontroller's `<Kind>.<apiVersion>`. The store hands out deep copies, assigns uids,
+resourceVersions, generations and creation timestamps, and records every write so the driver
+knows when something changed (a controller's write is what wakes the others up).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JsonObject = dict[str, Any]
+ObjectKey = tuple[str, str, str]
+
+EPOCH = datetime.datetime(2026, 11, 29, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+class ConflictError(Exception):
+    """A create for a name that is taken, or an update/delete of a missing object."""
+
+
+def type_key(obj: Mapping[str, Any]) -> str:
+    """`<Kind>.<apiVersion>`, the outer key Metacontroller uses in `children` and `related`."""
+    return f"{obj['kind']}.{obj['apiVersion']}"
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    metadata = obj["metadata"]
+    return (type_key(obj), metadata.get("namespace", ""), metadata["name"])
+
+
+@dataclass
+class FakeClock:
+    """Whole seconds since EPOCH; the driver advances it by one second per tick."""
+
+    seconds: int = 0
+
+    def advance(self, seconds: int = 1) -> None:
+        self.seconds += seconds
+
+    def iso(self, seconds: int | None = None) -> str:
+        """RFC 3339 text of `seconds` (default: now), as Kubernetes writes timestamps."""
+        at = EPOCH + datetime.timedelta(seconds=self.seconds if seconds is None else seconds)
+        return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One change to the store."""
+
+    verb: str
+    key: ObjectKey
+    actor: str
+
+
+@dataclass
+class Store:
+    """Objects by key, with a log of writes since the driver last drained it."""
+
+    clock: FakeClock
+    objects: dict[ObjectKey, JsonObject] = field(default_factory=dict)
+    writes: list[Write] = field(default_factory=list)
+    _version: int = 0
+    _uids: int = 0
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def new_uid(self, hint: str) -> str:
+        self._uids += 1
+        return f"uid-{self._uids:04d}-{hint}"
+
+    def get(self, key: ObjectKey) -> JsonObject | None:
+        obj = self.objects.get(key)
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def peek(self, key: ObjectKey) -> JsonObject | None:
+        """The stored object itself (read-only use: the driver's checks)."""
+        return self.objects.get(key)
+
+    def select(
+        self,
+        type_key_: str,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        names: tuple[str, ...] | None = None,
+    ) -> list[JsonObject]:
+        """Deep copies of the objects of one type that match, sorted by namespace and name."""
+        found = []
+        for (kind, ns, name), obj in sorted(self.objects.items()):
+            if kind != type_key_ or (namespace is not None and ns != namespace):
+                continue
+            if names is not None and name not in names:
+                continue
+            own = obj["metadata"].get("labels") or {}
+            if labels is not None and any(own.get(k) != v for k, v in labels.items()):
+                continue
+            found.append(copy.deepcopy(obj))
+        return found
+
+    def iter_type(self, type_key_: str) -> Iterator[JsonObject]:
+        for (kind, _, _), obj in sorted(self.objects.items()):
+            if kind == type_key_:
+                yield obj
+
+    def create(self, obj: JsonObject, *, actor: str) -> JsonObject:
+        key = object_key(obj)
+        if key in self.objects:
+            raise ConflictError(f"{key[0]} {key[1]}/{key[2]} already exists")
+        stored = copy.deepcopy(obj)
+        metadata = stored["metadata"]
+        metadata.setdefault("uid", self.new_uid(metadata["name"]))
+        metadata.setdefault("creationTimestamp", self.clock.iso())
+        metadata["resourceVersion"] = self._next_version()
+        metadata["generation"] = 1
+        self.objects[key] = stored
+        self.writes.append(Write("create", key, actor))
+        return copy.deepcopy(stored)
+
+    def update(self, obj: JsonObject, *, actor: str) -> bool:
+        """Replace an object's metadata and spec (not status); False when nothing changed.
+
+        The generation goes up when the spec changes, as the API server does for objects with a
+        status subresource.
+        """
+        key = object_key(obj)
+        current = self.objects.get(key)
+        if current is None:
+            raise ConflictError(f"{key[0]} {key[1]}/{key[2]} does not exist")
+        candidate = copy.deepcopy(obj)
+        if "status" in current:
+            candidate["status"] = copy.deepcopy(current["status"])
+        else:
+            candidate.pop("status", None)
+        for server_field in ("uid", "creationTimestamp", "resourceVersion", "generation"):
+            if server_field in current["metadata"]:
+                candidate["metadata"][server_field] = current["metadata"][server_field]
+        if candidate == current:
+            return False
+        if candidate.get("spec") != current.get("spec"):
+            candidate["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
+        candidate["metadata"]["resourceVersion"] = self._next_version()
+        self.objects[key] = candidate
+        self.writes.append(Write("update", key, actor))
+        return True
+
+    def write_status(self, key: ObjectKey, status: JsonObject, *, actor: str) -> bool:
+        """The status subresource: replace the whole status; False when nothing changed."""
+        current = self.objects.get(key)
+        if current is None:
+            raise ConflictError(f"{key[0]} {key[1]}/{key[2]} does not exist")
+        if current.get("status") == status:
+            return False
+        current["status"] = copy.deepcopy(status)
+        current["metadata"]["resourceVersion"] = self._next_version()
+        self.writes.append(Write("status", key, actor))
+        return True
+
+    def delete(self, key: ObjectKey, *, actor: str) -> None:
+        if key not in self.objects:
+            raise ConflictError(f"{key[0]} {key[1]}/{key[2]} does not exist")
+        del self.objects[key]
+        self.writes.append(Write("delete", key, actor))
+
+    def drain_writes(self) -> list[Write]:
+        writes, self.writes = self.writes, []
+        return writes

@@ -1,0 +1,282 @@
+"""Random histories in the simulated cluster: the invariants hold on every pass and every tick, and
+the set converges once faults clear.
+
+A history is a random role set (2..4 roles, one of them possibly External), a readiness delay,
+and a list of events at random ticks: template changes of some roles (mid-rollout too), replica
+changes, autoscaler writes, roles added or removed, slice count and placement changes, a spec
+made invalid for a few ticks, and readiness faults on a template (never ready, slow, only one
+group ready) that later clear. `tests.sim.invariants` checks every sync and
+tick; at the end all faults clear and the set must settle on one revision at its targets within
+a bound, with an idle sync that changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from hooks import api
+from tests.builders import make_ds, make_role
+from tests.sim import views
+from tests.sim.cluster import Cluster
+from tests.sim.lws_controller import Readiness
+from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+from tests.sim.scenarios import set_image, set_replicas, write_scaler
+
+JsonObject = dict[str, Any]
+
+ROLE_POOL = ("prefill", "decode", "encode", "embed", "rerank")
+SETTLE_TICKS = 600
+SIM = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def image(version: int) -> str:
+    return f"example/server:v{version}"
+
+
+@dataclass(frozen=True, slots=True)
+class RoleDraw:
+    name: str
+    replicas: int
+    config: tuple[int, int] | None
+    external: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    offset: int
+    kind: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    seed: int
+    hook_version: str
+    delay: int
+    slices: int
+    roles: tuple[RoleDraw, ...]
+    events: tuple[Event, ...]
+
+
+_configs = st.one_of(
+    st.none(),
+    st.sampled_from([(s, u) for s in range(3) for u in range(3) if (s, u) != (0, 0)]),
+)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> History:
+    count = draw(st.integers(2, 4))
+    names = draw(st.permutations(ROLE_POOL))[:count]
+    external_index = draw(st.one_of(st.none(), st.integers(0, count - 1)))
+    roles = tuple(
+        RoleDraw(
+            name=name,
+            replicas=draw(st.integers(1, 4)),
+            config=draw(_configs),
+            external=index == external_index,
+        )
+        for index, name in enumerate(names)
+    )
+    slices = 1 if external_index is not None else draw(st.integers(1, 2))
+    event = st.one_of(
+        st.builds(
+            Event,
+            st.integers(0, 25),
+            st.just("image"),
+            st.tuples(st.integers(2, 4), st.lists(st.integers(0, 3), min_size=1, max_size=4)),
+        ),
+        st.builds(
+            Event,
+            st.integers(0, 25),
+            st.just("replicas"),
+            st.tuples(st.integers(0, 3), st.integers(1, 4)),
+        ),
+        st.builds(Event, st.integers(0, 25), st.just("hpa"), st.tuples(st.integers(0, 5))),
+        st.builds(
+            Event,
+            st.integers(0, 25),
+            st.just("fault"),
+            st.tuples(st.sampled_from(["never", "slow", "one"]), st.integers(2, 4)),
+        ),
+        st.builds(Event, st.integers(0, 25), st.just("clear"), st.just(())),
+        st.builds(Event, st.integers(0, 25), st.just("add"), st.tuples(st.integers(1, 3))),
+        st.builds(Event, st.integers(0, 25), st.just("remove"), st.tuples(st.integers(0, 3))),
+        st.builds(Event, st.integers(0, 25), st.just("slices"), st.tuples(st.integers(1, 3))),
+        st.builds(Event, st.integers(0, 25), st.just("placement"), st.just(())),
+        st.builds(Event, st.integers(0, 25), st.just("invalid"), st.tuples(st.integers(1, 6))),
+    )
+    events = tuple(sorted(draw(st.lists(event, max_size=6)), key=lambda e: e.offset))
+    return History(
+        seed=draw(st.integers(0, 2**16)),
+        hook_version=draw(st.sampled_from(["v1", "v2"])),
+        delay=draw(st.integers(0, 2)),
+        slices=slices,
+        roles=roles,
+        events=events,
+    )
+
+
+def build_role(draw: RoleDraw, version: int = 1) -> JsonObject:
+    surge, unavailable = draw.config if draw.config is not None else (None, None)
+    return make_role(
+        draw.name,
+        replicas=draw.replicas,
+        image=image(version),
+        external=draw.external,
+        max_surge=surge,
+        max_unavailable=unavailable,
+    )
+
+
+def apply_event(cluster: Cluster, event: Event) -> None:
+    spec = cluster.ds()["spec"]
+    roles = spec["roles"]
+    external = [role["name"] for role in roles if views.is_external(role)]
+    if event.kind == "image":
+        version, picks = event.args
+        chosen = sorted({roles[pick % len(roles)]["name"] for pick in picks})
+        cluster.edit("llm", lambda s: set_image(s, image(version), roles=chosen))
+    elif event.kind == "replicas":
+        index, value = event.args
+        role = roles[index % len(roles)]
+        if not views.is_external(role):
+            cluster.edit("llm", lambda s: set_replicas(s, {role["name"]: value}))
+    elif event.kind == "hpa":
+        for name in external:
+            if cluster.scaler(f"llm-{name}") is not None:
+                write_scaler(cluster, f"llm-{name}", event.args[0])
+    elif event.kind == "fault":
+        mode, version = event.args
+        rule = {
+            "never": Readiness(delay=None, image=image(version)),
+            "slow": Readiness(delay=4, image=image(version)),
+            "one": Readiness(delay=0, cap=1, image=image(version)),
+        }[mode]
+        cluster.set_readiness([*cluster.lws.rules, rule])
+    elif event.kind == "clear":
+        cluster.set_readiness([])
+    elif event.kind == "add" and len(roles) < 4:
+        used = {role["name"] for role in roles}
+        name = next(name for name in ROLE_POOL if name not in used)
+        static = [role for role in roles if not views.is_external(role)]
+        template_image = static[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"
+        ][0]["image"]
+        added = make_role(name, replicas=event.args[0], image=template_image)
+        cluster.edit("llm", lambda s: s["roles"].append(added))
+    elif event.kind == "slices" and not external:
+        cluster.edit("llm", lambda s: s.update(slices=event.args[0]))
+    elif event.kind == "placement":
+        policy = {"type": "ExclusiveTopology", "topology": "example.com/rack"}
+        cluster.edit("llm", lambda s: s.update(placementPolicy=policy))
+    elif event.kind == "invalid":
+        # A spec that bypassed the CRD (partition is rejected), fixed a few ticks later.
+        strategy = {
+            "type": "RollingUpdate",
+            "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0, "partition": 1},
+        }
+        name = roles[0]["name"]
+
+        def restore(spec: JsonObject) -> None:
+            for role in spec["roles"]:
+                config = (role["spec"].get("rolloutStrategy") or {}).get(
+                    "rollingUpdateConfiguration"
+                )
+                if role["name"] == name and config is not None:
+                    config["partition"] = 0
+
+        cluster.edit("llm", lambda s: s["roles"][0]["spec"].update(rolloutStrategy=strategy))
+        cluster.at(
+            cluster.tick + event.args[0],
+            lambda c: c.edit("llm", restore),
+            label=f"fix the spec of {name}",
+        )
+    elif event.kind == "remove" and len(roles) > 2:
+        index = event.args[0] % len(roles)
+        if [role for i, role in enumerate(roles) if i != index and not views.is_external(role)]:
+            cluster.edit("llm", lambda s: s["roles"].pop(index))
+
+
+def applying(event: Event) -> Callable[[Cluster], None]:
+    return lambda cluster: apply_event(cluster, event)
+
+
+def role_target(cluster: Cluster, role: JsonObject) -> int:
+    if views.is_external(role):
+        scaler = cluster.scaler(f"llm-{role['name']}")
+        assert scaler is not None
+        value: int = scaler["spec"]["replicas"]
+        return value
+    return views.static_target(role)
+
+
+@SIM
+@given(histories())
+def test_random_histories_keep_the_invariants_and_converge(history: History) -> None:
+    cluster = Cluster(
+        seed=history.seed, hook_version=history.hook_version, readiness_delay=history.delay
+    )
+    cluster.create(
+        make_ds(roles=[build_role(role) for role in history.roles], slices=history.slices)
+    )
+    cluster.run(max_ticks=100)
+    start = cluster.tick
+    for event in history.events:
+        cluster.at(start + event.offset, applying(event), label=f"{event.kind} {event.args}")
+    cluster.run_for(max((event.offset for event in history.events), default=0) + 1)
+    cluster.set_readiness([])
+    cluster.run(max_ticks=SETTLE_TICKS)
+
+    spec = cluster.ds()["spec"]
+    target = cluster.revision()
+    assert cluster.is_true("Available"), cluster.failure("not Available after settling")
+    assert cluster.revisions() == {target}
+    for index, state in cluster.slice_states().items():
+        assert index < spec["slices"]
+        assert not state.old
+        assert dict(state.new) == {
+            role["name"]: role_target(cluster, role) for role in spec["roles"]
+        }
+    services = {obj["metadata"]["name"] for obj in cluster.objects(SERVICE_TYPE)}
+    if all(role_target(cluster, role) >= 1 for role in spec["roles"]):
+        assert services == {
+            f"llm-{index}-{target}-{role['name']}-prv"
+            for index in range(spec["slices"])
+            for role in spec["roles"]
+        }
+    # A role at 0 replicas never has a ready LWS, so the target revision is never "ready on all
+    # spec roles" (SPEC §3, §5 step 3c) and the Services of the slice stay as they were, even
+    # those of revisions that are gone (upstream's service manager does the same).
+    for name, value in cluster.hpa.written.items():
+        scaler = cluster.scaler(name)
+        if scaler is not None:
+            assert scaler["spec"]["replicas"] == value
+    for lws in cluster.objects(LWS_TYPE):
+        assert views.labels_of(lws)[api.LABEL_REVISION] == target
+    for role in spec["roles"]:
+        scaler = cluster.scaler(f"llm-{role['name']}")
+        assert (scaler is not None) == views.is_external(role)
+        if scaler is not None:
+            groups = sum(
+                lws["status"]["replicas"]
+                for lws in cluster.objects(LWS_TYPE)
+                if views.labels_of(lws)[api.LABEL_ROLE] == role["name"]
+            )
+            assert scaler["status"]["replicas"] == groups
+            ready = [c for c in scaler["status"]["conditions"] if c["type"] == "Ready"]
+            assert ready[0]["status"] == "True"
+    first, second = cluster.idle_sync()
+    assert first == second
+    assert cluster.invariants.passes_checked > 0

@@ -409,9 +409,7 @@ def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ..
         path = "spec"
         for part in detail["loc"]:
             path += f"[{part}]" if isinstance(part, int) else f".{part}"
-        violations.append(
-            api.Violation(rule="schema", field=path, message=detail["msg"])
-        )
+        violations.append(api.Violation(rule="schema", field=path, message=detail["msg"]))
     return tuple(violations)
 
 

@@ -26,6 +26,7 @@ from tests.sim.scenarios import (
     set_replicas,
     write_scaler,
 )
+from tests.spec_examples import WorkedExample, worked_example_params
 
 JsonObject = dict[str, Any]
 
@@ -238,68 +239,14 @@ def test_golden_sequences_reproduce_with_slow_readiness() -> None:
         assert states == controller_trajectory(steps, vector.target), case["name"]
 
 
-@pytest.mark.parametrize(
-    ("initial", "target", "config", "expected"),
-    [
-        pytest.param(
-            (5, 2),
-            (5, 2),
-            ((2, 1), (2, 1)),
-            # (newP, newD, oldP, oldD) in the SPEC, written here as (old, new).
-            [
-                ((5, 2), (0, 0)),
-                ((5, 2), (2, 1)),
-                ((4, 2), (2, 1)),
-                ((3, 2), (4, 2)),
-                ((2, 1), (4, 2)),
-                ((2, 1), (5, 2)),
-                ((0, 0), (5, 2)),
-            ],
-            id="5p2d-surge2-unavailable1",
-        ),
-        pytest.param(
-            (10, 2),
-            (6, 8),
-            ((2, 0), (2, 0)),
-            [
-                ((10, 2), (0, 0)),
-                ((8, 2), (0, 0)),
-                ((6, 2), (0, 0)),
-                ((6, 2), (2, 2)),
-                ((4, 1), (2, 2)),
-                ((4, 1), (3, 4)),
-                ((4, 1), (4, 5)),
-                ((2, 1), (4, 5)),
-                ((2, 1), (5, 7)),
-                ((2, 1), (6, 8)),
-                ((0, 0), (6, 8)),
-            ],
-            id="10-2-to-6-8-surge2",
-        ),
-        pytest.param(
-            (4, 4),
-            (4, 4),
-            ((0, 2), (0, 2)),
-            [
-                ((4, 4), (0, 0)),
-                ((2, 2), (0, 0)),
-                ((2, 2), (2, 2)),
-                ((0, 0), (2, 2)),
-                ((0, 0), (4, 4)),
-            ],
-            id="4-4-surge0-unavailable2",
-        ),
-    ],
-)
-def test_spec_worked_examples(
-    initial: tuple[int, int],
-    target: tuple[int, int],
-    config: tuple[tuple[int, int], ...],
-    expected: list[State],
-    hook_version: str,
-) -> None:
+@pytest.mark.parametrize("example", worked_example_params())
+def test_spec_worked_examples(example: WorkedExample, hook_version: str) -> None:
     """SPEC §5a's three worked examples, from literal data (no ../shared needed)."""
-    vector = VectorCase(initial_old=initial, target=target, config=config)
+    budget = (example.max_surge, example.max_unavailable)
+    vector = VectorCase(
+        initial_old=example.initial_old, target=example.target, config=(budget, budget)
+    )
+    expected = list(example.states)
     assert run_vector_rollout(vector, hook_version=hook_version) == expected
     assert run_vector_rollout(vector, hook_version=hook_version, readiness_delay=3) == expected
 

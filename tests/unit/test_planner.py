@@ -9,6 +9,7 @@ import pytest
 from hooks import planner
 from hooks.planner import DEFAULT_CONFIG, RoleConfig, Step, StepRule
 from tests.shared import load_golden_or_empty
+from tests.spec_examples import WorkedExample, worked_example_params
 
 Vector = tuple[int, ...]
 
@@ -101,73 +102,21 @@ def test_resolve_config_matches_upstream(row: dict[str, Any]) -> None:
     )
 
 
-# --- SPEC §5a worked examples, as literal data ---
+# --- SPEC §5a worked examples, as literal data (tests/spec_examples.py) ---
 
 SURGE2_UNAVAILABLE1 = RoleConfig(max_surge=2, max_unavailable=1)
-SURGE2 = RoleConfig(max_surge=2, max_unavailable=0)
-UNAVAILABLE2 = RoleConfig(max_surge=0, max_unavailable=2)
 
 
-@pytest.mark.parametrize(
-    ("initial_old", "target", "config", "expected"),
-    [
-        pytest.param(
-            (5, 2),
-            (5, 2),
-            SURGE2_UNAVAILABLE1,
-            # SPEC writes (newP, newD, oldP, oldD); here (old, new).
-            [
-                ((5, 2), (0, 0)),
-                ((5, 2), (2, 1)),
-                ((4, 2), (2, 1)),
-                ((3, 2), (4, 2)),
-                ((2, 1), (4, 2)),
-                ((2, 1), (5, 2)),
-                ((0, 0), (5, 2)),
-            ],
-            id="design-doc-5p2d-surge2-unavailable1-6-passes",
-        ),
-        pytest.param(
-            (10, 2),
-            (6, 8),
-            SURGE2,
-            [
-                ((10, 2), (0, 0)),
-                ((8, 2), (0, 0)),
-                ((6, 2), (0, 0)),
-                ((6, 2), (2, 2)),
-                ((4, 1), (2, 2)),
-                ((4, 1), (3, 4)),
-                ((4, 1), (4, 5)),
-                ((2, 1), (4, 5)),
-                ((2, 1), (5, 7)),
-                ((2, 1), (6, 8)),
-                ((0, 0), (6, 8)),
-            ],
-            id="10-2-to-6-8-surge2",
-        ),
-        pytest.param(
-            (4, 4),
-            (4, 4),
-            UNAVAILABLE2,
-            [
-                ((4, 4), (0, 0)),
-                ((2, 2), (0, 0)),
-                ((2, 2), (2, 2)),
-                ((0, 0), (2, 2)),
-                ((0, 0), (4, 4)),
-            ],
-            id="4-4-surge0-unavailable2",
-        ),
-    ],
-)
-def test_spec_worked_example(
-    initial_old: Vector, target: Vector, config: RoleConfig, expected: list[tuple[Vector, Vector]]
-) -> None:
+@pytest.mark.parametrize("example", worked_example_params())
+def test_spec_worked_example(example: WorkedExample) -> None:
+    config = RoleConfig(max_surge=example.max_surge, max_unavailable=example.max_unavailable)
     steps = planner.rollout_sequence(
-        initial_old=initial_old, target=target, config=[config, config], max_passes=50
+        initial_old=example.initial_old,
+        target=example.target,
+        config=[config, config],
+        max_passes=50,
     )
-    assert _states(steps) == expected
+    assert _states(steps) == list(example.states)
 
 
 def test_design_doc_example_rule_6_scales_new_in_the_same_pass_as_the_drain() -> None:

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import orjson
 
-from hooks import api, envelope, sync
+from hooks import api, envelope, records, sync
 
 JsonObject = dict[str, Any]
 ChildKey = tuple[str, str]
@@ -35,9 +35,9 @@ MAX_SETTLE_PASSES: Final = 20
 MAX_ROLLOUT_PASSES: Final = 200
 
 _CHILD_KINDS: Final = (
-    envelope.ChildKind.SCALER,
-    envelope.ChildKind.LWS,
-    envelope.ChildKind.SERVICE,
+    records.ChildKind.SCALER,
+    records.ChildKind.LWS,
+    records.ChildKind.SERVICE,
 )
 
 
@@ -509,7 +509,7 @@ class Cluster:
             "controller": _CONTROLLER,
             "parent": _sorted(observed_parent),
             "children": grouped,
-            "related": {envelope.ChildKind.LWS.value: {}},
+            "related": {records.ChildKind.LWS.value: {}},
             "finalizing": False,
         }
 
@@ -639,7 +639,7 @@ _CONTROLLER: Final[JsonObject] = {
 # --- cases ---------------------------------------------------------------------------------------
 
 
-def run_sync(request: JsonObject) -> envelope.HookResult:
+def run_sync(request: JsonObject) -> records.HookResult:
     """The hook as the server runs it, minus HTTP and JSON."""
     return sync.sync(envelope.parse_sync_request(request), now=NOW)
 

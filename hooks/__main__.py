@@ -28,7 +28,18 @@ from typing import Final, TypeAlias
 
 import yaml
 
-from hooks import api, crdgen, envelope, manifests, planner, plans, server, sync, validation
+from hooks import (
+    api,
+    crdgen,
+    envelope,
+    manifests,
+    planner,
+    plans,
+    records,
+    server,
+    sync,
+    validation,
+)
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
@@ -288,7 +299,7 @@ def _plan(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
-def _load_manifest(path: Path) -> envelope.Parent:
+def _load_manifest(path: Path) -> records.Parent:
     try:
         parent = manifests.load_set(path)
     except manifests.ManifestError as error:

@@ -51,7 +51,7 @@ import prometheus_client
 from prometheus_client import multiprocess
 from werkzeug.exceptions import HTTPException
 
-from hooks import envelope, scalers, sync
+from hooks import envelope, records, scalers, sync
 
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
@@ -89,22 +89,22 @@ class Hook:
     """
 
     name: str
-    run: Callable[[object, str], envelope.HookResult]
+    run: Callable[[object, str], records.HookResult]
 
 
-def _run_sync(body: object, now: str) -> envelope.HookResult:
+def _run_sync(body: object, now: str) -> records.HookResult:
     return sync.sync(envelope.parse_sync_request(body), now=now)
 
 
-def _run_customize(body: object, now: str) -> envelope.HookResult:
+def _run_customize(body: object, now: str) -> records.HookResult:
     return sync.customize(envelope.parse_customize_request(body))
 
 
-def _run_scaler_sync(body: object, now: str) -> envelope.HookResult:
+def _run_scaler_sync(body: object, now: str) -> records.HookResult:
     return scalers.sync(envelope.parse_scaler_sync_request(body), now=now)
 
 
-def _run_scaler_customize(body: object, now: str) -> envelope.HookResult:
+def _run_scaler_customize(body: object, now: str) -> records.HookResult:
     return scalers.customize(envelope.parse_scaler_customize_request(body))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hooks import api, envelope, naming, placement
+from hooks import api, naming, placement, records
 
 JsonObject = api.JsonObject
 
@@ -81,13 +81,13 @@ def render_scaler(*, set_name: str, role: str, replicas: int) -> JsonObject:
     }
 
 
-def reemit(child: envelope.ObservedObject) -> JsonObject:
+def reemit(child: records.ObservedObject) -> JsonObject:
     """An existing child exactly as this hook returned it before."""
     return child.applied
 
 
 def reemit_lws(
-    child: envelope.ObservedObject, *, replicas: int, initial_replicas: int | None
+    child: records.ObservedObject, *, replicas: int, initial_replicas: int | None
 ) -> JsonObject:
     """An existing LWS with only `spec.replicas` and, when given, `initial-replicas` changed."""
     applied = child.applied
@@ -105,7 +105,7 @@ def reemit_lws(
     return result
 
 
-def reemit_scaler(child: envelope.ObservedObject) -> JsonObject:
+def reemit_scaler(child: records.ObservedObject) -> JsonObject:
     """An existing scaler with the replicas it has now (whatever last scaled it)."""
     applied = child.applied
     spec = applied.get("spec")

@@ -1,10 +1,11 @@
 """Metacontroller's wire format: requests in, responses out.
 
-This module is the edge of the pure core. It turns a decoded request body into frozen records
-(accepting both hook versions: v1 keys children by name, v2 by namespace/name; the records are
-built from each object's own metadata, so the key format does not matter) and renders responses.
-It decides nothing about DisaggregatedSets. A body it cannot use raises `RequestError`, which the
-server answers with a non-200 status so that Metacontroller changes nothing and retries.
+This module is the edge of the pure core. It turns a decoded request body into the frozen records
+of `hooks.records` (accepting both hook versions: v1 keys children by name, v2 by namespace/name;
+the records are built from each object's own metadata, so the key format does not matter) and
+renders responses. It decides nothing about DisaggregatedSets. A body it cannot use raises
+`RequestError`, which the server answers with a non-200 status so that Metacontroller changes
+nothing and retries.
 
 An observed child carries `applied`: the object as this hook last returned it, read from
 Metacontroller's last-applied annotation without the namespace and `controller-uid` label that
@@ -16,14 +17,12 @@ parts you change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
 import orjson
 import pydantic
 
-from hooks import api
+from hooks import api, records
 
 JsonObject = api.JsonObject
 
@@ -32,195 +31,59 @@ class RequestError(Exception):
     """The request cannot be used; nothing may change."""
 
 
-class ChildKind(StrEnum):
-    """Outer keys of `children` and `related` (`<Kind>.<apiVersion>`)."""
-
-    LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
-    SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
-    SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
-    DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
-
-    @property
-    def kind(self) -> str:
-        return self.value.split(".", 1)[0]
-
-    @property
-    def api_version(self) -> str:
-        return self.value.split(".", 1)[1]
-
-
-DS_CHILD_KINDS: Final = frozenset({ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER})
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaStatus:
-    """`status.replicas`, `readyReplicas` and `updatedReplicas` (0 when absent)."""
-
-    replicas: int = 0
-    ready_replicas: int = 0
-    updated_replicas: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedObject:
-    """A child or related object as Metacontroller observed it."""
-
-    kind: ChildKind
-    name: str
-    namespace: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    creation_timestamp: str
-    controller_uid: str | None
-    spec_replicas: int | None
-    status: ReplicaStatus
-    applied: JsonObject
-
-    def is_controlled_by(self, uid: str) -> bool:
-        return self.controller_uid is not None and self.controller_uid == uid
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedCondition:
-    """A condition found in the parent's observed status."""
-
-    type: str
-    status: str
-    last_transition_time: str
-    reason: str
-    message: str
-    observed_generation: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class Parent:
-    """The DisaggregatedSet being synced.
-
-    `spec` is None when the stored spec does not fit the API's structure; `spec_violations` then
-    says why (the sync holds instead of acting).
-    """
-
-    name: str
-    namespace: str
-    uid: str
-    generation: int
-    spec: api.DisaggregatedSetSpec | None
-    spec_violations: tuple[api.Violation, ...]
-    status: JsonObject
-    conditions: tuple[ObservedCondition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ScalerParent:
-    """The DisaggregatedSetRoleScaler being synced by the RoleScaler controller."""
-
-    name: str
-    namespace: str
-    uid: str
-    generation: int
-    labels: Mapping[str, str]
-    owner_name: str | None
-    owner_uid: str | None
-    spec_replicas: int
-    conditions: tuple[ObservedCondition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SyncRequest:
-    """A DisaggregatedSet sync call; children and related are sorted by kind and name."""
-
-    parent: Parent
-    children: tuple[ObservedObject, ...]
-    related: tuple[ObservedObject, ...]
-    finalizing: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CustomizeRequest:
-    """A DisaggregatedSet customize call."""
-
-    parent: Parent
-
-
-@dataclass(frozen=True, slots=True)
-class ScalerSyncRequest:
-    """A RoleScaler sync call: the scaler, its role's LWS and the owning set (when it exists)."""
-
-    scaler: ScalerParent
-    lws: tuple[ObservedObject, ...]
-    owners: tuple[Parent, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ScalerCustomizeRequest:
-    """A RoleScaler customize call."""
-
-    scaler: ScalerParent
-
-
-@dataclass(frozen=True, slots=True)
-class HookResult:
-    """What a hook answers (`response`) and a summary of its decisions for the log line."""
-
-    response: JsonObject
-    summary: Mapping[str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class RelatedRule:
-    """One entry of a customize answer's `relatedResources`."""
-
-    api_version: str
-    resource: str
-    namespace: str
-    label_selector: Mapping[str, str] | None = None
-    names: tuple[str, ...] = ()
-
-
 # --- parsing -------------------------------------------------------------------------------------
 
 
-def parse_sync_request(body: object) -> SyncRequest:
+def parse_sync_request(body: object) -> records.SyncRequest:
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
-    children = _parse_object_groups(request.get("children"), "children", allowed=DS_CHILD_KINDS)
+    children = _parse_object_groups(
+        request.get("children"), "children", allowed=records.DS_CHILD_KINDS
+    )
     related = _parse_object_groups(
-        request.get("related", {}), "related", allowed=frozenset(ChildKind)
+        request.get("related", {}), "related", allowed=frozenset(records.ChildKind)
     )
     finalizing = request.get("finalizing", False)
     if not isinstance(finalizing, bool):
         raise RequestError("finalizing must be a boolean")
-    return SyncRequest(parent=parent, children=children, related=related, finalizing=finalizing)
+    return records.SyncRequest(
+        parent=parent, children=children, related=related, finalizing=finalizing
+    )
 
 
-def parse_customize_request(body: object) -> CustomizeRequest:
+def parse_customize_request(body: object) -> records.CustomizeRequest:
     """A DisaggregatedSet customize request."""
     request = _require_object(body, "request body")
-    return CustomizeRequest(parent=parse_parent(_require_object(request.get("parent"), "parent")))
+    return records.CustomizeRequest(
+        parent=parse_parent(_require_object(request.get("parent"), "parent"))
+    )
 
 
-def parse_scaler_sync_request(body: object) -> ScalerSyncRequest:
+def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
     """A RoleScaler sync request; related LWS and DisaggregatedSets are read from `related`."""
     request = _require_object(body, "request body")
     scaler = _parse_scaler(_require_object(request.get("parent"), "parent"))
     related = _parse_object_groups(
-        request.get("related", {}), "related", allowed=frozenset(ChildKind), keep_parents=True
+        request.get("related", {}),
+        "related",
+        allowed=frozenset(records.ChildKind),
+        keep_parents=True,
     )
-    lws = tuple(obj for obj in related if isinstance(obj, ObservedObject))
-    owners = tuple(obj for obj in related if isinstance(obj, Parent))
-    return ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
+    lws = tuple(obj for obj in related if isinstance(obj, records.ObservedObject))
+    owners = tuple(obj for obj in related if isinstance(obj, records.Parent))
+    return records.ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
 
 
-def parse_scaler_customize_request(body: object) -> ScalerCustomizeRequest:
+def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeRequest:
     """A RoleScaler customize request."""
     request = _require_object(body, "request body")
-    return ScalerCustomizeRequest(
+    return records.ScalerCustomizeRequest(
         scaler=_parse_scaler(_require_object(request.get("parent"), "parent"))
     )
 
 
-def parse_parent(obj: JsonObject) -> Parent:
+def parse_parent(obj: JsonObject) -> records.Parent:
     """A DisaggregatedSet object; its spec is validated against the API models."""
     _require_kind(obj, api.DS_KIND)
     metadata = _require_object(obj.get("metadata"), "parent metadata")
@@ -233,7 +96,7 @@ def parse_parent(obj: JsonObject) -> Parent:
         violations = _violations_from(error)
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
-    return Parent(
+    return records.Parent(
         name=_require_str(metadata.get("name"), "parent metadata.name"),
         namespace=_optional_str(metadata.get("namespace")),
         uid=_optional_str(metadata.get("uid")),
@@ -245,7 +108,7 @@ def parse_parent(obj: JsonObject) -> Parent:
     )
 
 
-def _parse_scaler(obj: JsonObject) -> ScalerParent:
+def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
     _require_kind(obj, api.SCALER_KIND)
     metadata = _require_object(obj.get("metadata"), "parent metadata")
     spec = obj.get("spec")
@@ -253,7 +116,7 @@ def _parse_scaler(obj: JsonObject) -> ScalerParent:
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
     owner = _controller_ref(metadata)
-    return ScalerParent(
+    return records.ScalerParent(
         name=_require_str(metadata.get("name"), "parent metadata.name"),
         namespace=_optional_str(metadata.get("namespace")),
         uid=_optional_str(metadata.get("uid")),
@@ -270,7 +133,7 @@ def _parse_object_groups(
     groups: object,
     where: str,
     *,
-    allowed: frozenset[ChildKind],
+    allowed: frozenset[records.ChildKind],
     keep_parents: bool = False,
 ) -> tuple[Any, ...]:
     if not isinstance(groups, dict):
@@ -278,7 +141,7 @@ def _parse_object_groups(
     parsed: list[Any] = []
     for key, objects in groups.items():
         try:
-            kind = ChildKind(key)
+            kind = records.ChildKind(key)
         except ValueError:
             raise RequestError(f"{where} has an unexpected object type {key!r}") from None
         if kind not in allowed:
@@ -289,20 +152,20 @@ def _parse_object_groups(
             raise RequestError(f"{where}[{key!r}] must be an object keyed by name")
         for inner_key, obj in objects.items():
             label = f"{where}[{key!r}][{inner_key!r}]"
-            if kind is ChildKind.DISAGGREGATED_SET and keep_parents:
+            if kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
                 parsed.append(parse_parent(_require_object(obj, label)))
             else:
                 parsed.append(_parse_observed(kind, _require_object(obj, label), label))
     return tuple(sorted(parsed, key=_sort_key))
 
 
-def _sort_key(obj: ObservedObject | Parent) -> tuple[str, str, str]:
-    if isinstance(obj, Parent):
-        return (ChildKind.DISAGGREGATED_SET.value, obj.namespace, obj.name)
+def _sort_key(obj: records.ObservedObject | records.Parent) -> tuple[str, str, str]:
+    if isinstance(obj, records.Parent):
+        return (records.ChildKind.DISAGGREGATED_SET.value, obj.namespace, obj.name)
     return (obj.kind.value, obj.namespace, obj.name)
 
 
-def _parse_observed(kind: ChildKind, obj: JsonObject, where: str) -> ObservedObject:
+def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> records.ObservedObject:
     metadata = _require_object(obj.get("metadata"), f"{where} metadata")
     name = _require_str(metadata.get("name"), f"{where} metadata.name")
     labels = _string_map(metadata.get("labels"), f"{where} metadata.labels")
@@ -312,7 +175,7 @@ def _parse_observed(kind: ChildKind, obj: JsonObject, where: str) -> ObservedObj
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
     owner = _controller_ref(metadata)
-    return ObservedObject(
+    return records.ObservedObject(
         kind=kind,
         name=name,
         namespace=_optional_str(metadata.get("namespace")),
@@ -321,7 +184,7 @@ def _parse_observed(kind: ChildKind, obj: JsonObject, where: str) -> ObservedObj
         creation_timestamp=_optional_str(metadata.get("creationTimestamp")),
         controller_uid=_optional_str(owner.get("uid")) or None if owner else None,
         spec_replicas=_optional_int(spec.get("replicas"), f"{where} spec.replicas"),
-        status=ReplicaStatus(
+        status=records.ReplicaStatus(
             replicas=_count(status.get("replicas")),
             ready_replicas=_count(status.get("readyReplicas")),
             updated_replicas=_count(status.get("updatedReplicas")),
@@ -331,7 +194,7 @@ def _parse_observed(kind: ChildKind, obj: JsonObject, where: str) -> ObservedObj
 
 
 def _applied_object(
-    kind: ChildKind,
+    kind: records.ChildKind,
     obj: JsonObject,
     name: str,
     labels: Mapping[str, str],
@@ -358,7 +221,7 @@ def _applied_object(
     return cleaned
 
 
-def _is_applied_for(applied: object, kind: ChildKind, name: str) -> bool:
+def _is_applied_for(applied: object, kind: records.ChildKind, name: str) -> bool:
     if not isinstance(applied, dict):
         return False
     metadata = applied.get("metadata")
@@ -382,7 +245,7 @@ def _without_metacontroller_fields(applied: JsonObject) -> JsonObject:
     return {**applied, "metadata": metadata}
 
 
-def _parse_conditions(value: object) -> tuple[ObservedCondition, ...]:
+def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
     if not isinstance(value, list):
         return ()
     conditions = []
@@ -391,7 +254,7 @@ def _parse_conditions(value: object) -> tuple[ObservedCondition, ...]:
             continue
         generation = item.get("observedGeneration")
         conditions.append(
-            ObservedCondition(
+            records.ObservedCondition(
                 type=item["type"],
                 status=_optional_str(item.get("status")),
                 last_transition_time=_optional_str(item.get("lastTransitionTime")),
@@ -489,7 +352,7 @@ def render_sync_response(
     return response
 
 
-def render_customize_response(rules: Sequence[RelatedRule]) -> JsonObject:
+def render_customize_response(rules: Sequence[records.RelatedRule]) -> JsonObject:
     """The customize answer: which related objects Metacontroller should send with each sync."""
     related = []
     for rule in rules:

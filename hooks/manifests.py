@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import yaml
 
-from hooks import api, crdgen, envelope
+from hooks import api, crdgen, envelope, records
 
 RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
 DEFAULT_NAMESPACE: Final = "default"
@@ -45,7 +45,7 @@ def load_sets(path: Path) -> list[JsonObject]:
     return sets
 
 
-def load_set(path: Path) -> envelope.Parent:
+def load_set(path: Path) -> records.Parent:
     """The one DisaggregatedSet of a file, parsed; raises when there is not exactly one."""
     sets = load_sets(path)
     if len(sets) != 1:
@@ -72,7 +72,7 @@ def empty_cluster_request(parent: JsonObject) -> JsonObject:
     """The first sync request Metacontroller sends for a new set: no children yet."""
     return {
         "parent": parent,
-        "children": {kind.value: {} for kind in sorted(envelope.DS_CHILD_KINDS)},
-        "related": {envelope.ChildKind.LWS.value: {}},
+        "children": {kind.value: {} for kind in sorted(records.DS_CHILD_KINDS)},
+        "related": {records.ChildKind.LWS.value: {}},
         "finalizing": False,
     }

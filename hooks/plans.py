@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, envelope, planner, revision, sync
+from hooks import api, gotext, planner, records, revision, sync
 
 
 class PlanError(Exception):
@@ -77,7 +77,7 @@ def roles_from_vectors(
 
 
 def roles_from_manifests(
-    *, old: envelope.Parent, new: envelope.Parent
+    *, old: records.Parent, new: records.Parent
 ) -> tuple[list[PlanRole], list[str]]:
     """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
     old_spec = _spec_of(old)
@@ -116,20 +116,20 @@ def _spec_replicas(role: api.Role) -> int:
     return 1 if role.replicas is None else role.replicas
 
 
-def _spec_of(parent: envelope.Parent) -> api.DisaggregatedSetSpec:
+def _spec_of(parent: records.Parent) -> api.DisaggregatedSetSpec:
     if parent.spec is None:
         raise PlanError(f"DisaggregatedSet {parent.name!r} has no usable spec")
     return parent.spec
 
 
-def revision_of(parent: envelope.Parent) -> str:
+def revision_of(parent: records.Parent) -> str:
     """The revision a stored manifest gets."""
     spec = _spec_of(parent)
     try:
         return revision.compute_revision(
             [(role.name, role.leader_worker_template) for role in spec.roles]
         )
-    except revision.EncodingError as error:
+    except gotext.EncodingError as error:
         raise PlanError(f"{parent.name}: cannot compute the revision: {error}") from None
 
 

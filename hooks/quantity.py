@@ -2,7 +2,7 @@
 
 This module owns one thing: turning the JSON text of a typed Quantity field into the JSON text Go
 writes back (`unmarshal_json` then `marshal_json`). It is pure and standard-library only; it knows
-nothing of pod templates (`revision` calls it) and never logs.
+nothing of pod templates (`gojson` calls it) and never logs.
 
 Rules reproduced from upstream, quirks included:
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypedDict
 
-from hooks import api, envelope, naming, planner
+from hooks import api, naming, planner, records
 
 
 class Phase(StrEnum):
@@ -82,12 +82,12 @@ class SlicePlan:
     step: planner.Step | None = None
 
 
-def replicas_of(lws: envelope.ObservedObject) -> int:
+def replicas_of(lws: records.ObservedObject) -> int:
     """`spec.replicas`, 1 when unset (the LWS default)."""
     return 1 if lws.spec_replicas is None else lws.spec_replicas
 
 
-def initial_of(lws: envelope.ObservedObject) -> int:
+def initial_of(lws: records.ObservedObject) -> int:
     """The `initial-replicas` annotation when it is an integer, else the current replicas."""
     value = lws.annotations.get(api.ANNOTATION_INITIAL_REPLICAS, "")
     try:
@@ -96,7 +96,7 @@ def initial_of(lws: envelope.ObservedObject) -> int:
         return replicas_of(lws)
 
 
-Group = Mapping[str, envelope.ObservedObject]
+Group = Mapping[str, records.ObservedObject]
 """The LWS of one revision in one slice, by role."""
 
 
@@ -106,7 +106,7 @@ def plan_slice(
     slice_index: int,
     revision: str,
     roles: Sequence[RoleInput],
-    lws: Sequence[envelope.ObservedObject],
+    lws: Sequence[records.ObservedObject],
 ) -> SlicePlan:
     """Decide this pass for one slice (see the module docstring for the rules)."""
     grouping = _group(lws, set_name=set_name, slice_index=slice_index)
@@ -280,19 +280,19 @@ def _newest_first(old: Mapping[str, Group]) -> list[Group]:
 
 @dataclass(frozen=True, slots=True)
 class _Grouping:
-    groups: dict[str, dict[str, envelope.ObservedObject]]
+    groups: dict[str, dict[str, records.ObservedObject]]
     """revision -> role -> the LWS planned for it."""
-    members: dict[str, list[envelope.ObservedObject]]
+    members: dict[str, list[records.ObservedObject]]
     """revision -> every LWS labelled with it, duplicates included."""
-    unplanned: tuple[envelope.ObservedObject, ...]
+    unplanned: tuple[records.ObservedObject, ...]
     """LWS without role or revision label, and duplicates of a planned LWS."""
 
 
-def _group(lws: Sequence[envelope.ObservedObject], *, set_name: str, slice_index: int) -> _Grouping:
+def _group(lws: Sequence[records.ObservedObject], *, set_name: str, slice_index: int) -> _Grouping:
     """Group by revision and role; of several LWS for one (revision, role), plan the one with the
     canonical name (else the first by name) and keep the others unchanged."""
-    groups: dict[str, dict[str, envelope.ObservedObject]] = {}
-    members: dict[str, list[envelope.ObservedObject]] = {}
+    groups: dict[str, dict[str, records.ObservedObject]] = {}
+    members: dict[str, list[records.ObservedObject]] = {}
     unplanned = []
     for item in sorted(lws, key=lambda x: x.name):
         revision = item.labels.get(api.LABEL_REVISION, "")

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, children, envelope, naming, status
+from hooks import api, children, envelope, naming, records, status
 
 REASON_BOUND = "Bound"
 REASON_OWNER_NOT_FOUND = "OwnerNotFound"
@@ -47,8 +47,8 @@ def plan(
     *,
     set_name: str,
     spec: api.DisaggregatedSetSpec,
-    observed: Sequence[envelope.ObservedObject],
-    lws: Sequence[envelope.ObservedObject],
+    observed: Sequence[records.ObservedObject],
+    lws: Sequence[records.ObservedObject],
     foreign_names: frozenset[str],
 ) -> ScalerPlan:
     """Scaler children for the set's External roles (`observed` are the owned scalers)."""
@@ -57,7 +57,7 @@ def plan(
         for role in spec.roles
         if role.is_external
     }
-    kept: dict[str, envelope.ObservedObject] = {}
+    kept: dict[str, records.ObservedObject] = {}
     dropped = []
     for scaler in observed:
         if scaler.name in wanted:
@@ -87,11 +87,11 @@ def plan(
     )
 
 
-def _replicas(scaler: envelope.ObservedObject) -> int:
+def _replicas(scaler: records.ObservedObject) -> int:
     return scaler.spec_replicas if scaler.spec_replicas is not None else 0
 
 
-def _seed(role: str, lws: Sequence[envelope.ObservedObject]) -> int:
+def _seed(role: str, lws: Sequence[records.ObservedObject]) -> int:
     own = [item for item in lws if item.labels.get(api.LABEL_ROLE) == role]
     if not own:
         return 1
@@ -101,7 +101,7 @@ def _seed(role: str, lws: Sequence[envelope.ObservedObject]) -> int:
 # --- the RoleScaler controller -------------------------------------------------------------------
 
 
-def customize(request: envelope.ScalerCustomizeRequest) -> envelope.HookResult:
+def customize(request: records.ScalerCustomizeRequest) -> records.HookResult:
     """Related objects for a scaler: its role's LWS and the owning DisaggregatedSet."""
     scaler = request.scaler
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name
@@ -109,7 +109,7 @@ def customize(request: envelope.ScalerCustomizeRequest) -> envelope.HookResult:
     rules = []
     if set_name and role:
         rules.append(
-            envelope.RelatedRule(
+            records.RelatedRule(
                 api_version=api.LWS_API_VERSION,
                 resource="leaderworkersets",
                 namespace=scaler.namespace,
@@ -118,20 +118,20 @@ def customize(request: envelope.ScalerCustomizeRequest) -> envelope.HookResult:
         )
     if set_name:
         rules.append(
-            envelope.RelatedRule(
+            records.RelatedRule(
                 api_version=api.API_VERSION,
                 resource=api.DS_PLURAL,
                 namespace=scaler.namespace,
                 names=(set_name,),
             )
         )
-    return envelope.HookResult(
+    return records.HookResult(
         response=envelope.render_customize_response(rules),
         summary={"hook": "rolescaler-customize", "object": _key(scaler), "rules": len(rules)},
     )
 
 
-def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResult:
+def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     """Status of a scaler: observed groups, the leader-only selector and Ready."""
     scaler = request.scaler
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
@@ -160,7 +160,7 @@ def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResul
         else None,
         conditions=condition,
     )
-    return envelope.HookResult(
+    return records.HookResult(
         response=envelope.render_sync_response(
             status=envelope.render_status(scaler_status), children=()
         ),
@@ -174,9 +174,7 @@ def sync(request: envelope.ScalerSyncRequest, *, now: str) -> envelope.HookResul
     )
 
 
-def _owner(
-    scaler: envelope.ScalerParent, owners: Sequence[envelope.Parent]
-) -> envelope.Parent | None:
+def _owner(scaler: records.ScalerParent, owners: Sequence[records.Parent]) -> records.Parent | None:
     for owner in owners:
         if scaler.owner_uid is not None and owner.uid == scaler.owner_uid:
             return owner
@@ -184,8 +182,8 @@ def _owner(
 
 
 def _readiness(
-    scaler: envelope.ScalerParent,
-    owner: envelope.Parent | None,
+    scaler: records.ScalerParent,
+    owner: records.Parent | None,
     *,
     set_name: str,
     role: str,
@@ -223,5 +221,5 @@ def _readiness(
     )
 
 
-def _key(scaler: envelope.ScalerParent) -> str:
+def _key(scaler: records.ScalerParent) -> str:
     return f"{scaler.namespace}/{scaler.name}"

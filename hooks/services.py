@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from hooks import api, children, envelope, naming
+from hooks import api, children, naming, records
 
 JsonObject = api.JsonObject
 
@@ -24,11 +24,11 @@ def plan_slice(
     slice_index: int,
     revision: str,
     role_names: Sequence[str],
-    lws: Sequence[envelope.ObservedObject],
-    services: Sequence[envelope.ObservedObject],
+    lws: Sequence[records.ObservedObject],
+    services: Sequence[records.ObservedObject],
 ) -> tuple[list[JsonObject], list[str]]:
     """The slice's Services, and the names of the observed ones that go."""
-    groups: dict[str, dict[str, envelope.ObservedObject]] = defaultdict(dict)
+    groups: dict[str, dict[str, records.ObservedObject]] = defaultdict(dict)
     for item in lws:
         item_revision = item.labels.get(api.LABEL_REVISION, "")
         item_role = item.labels.get(api.LABEL_ROLE, "")

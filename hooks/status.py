@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, envelope
+from hooks import api, envelope, records
 
 REASON_ALL_ROLES_READY = "AllRolesReady"
 REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress"
@@ -54,11 +54,11 @@ class RoleProgress:
 def compute(
     *,
     roles: Sequence[RoleProgress],
-    lws: Iterable[envelope.ObservedObject],
+    lws: Iterable[records.ObservedObject],
     revision: str,
     generation: int,
     problems: Sequence[Problem],
-    observed: Sequence[envelope.ObservedCondition],
+    observed: Sequence[records.ObservedCondition],
     now: str,
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass)."""
@@ -116,7 +116,7 @@ def compute_held(
     *,
     status: api.JsonObject,
     problems: Sequence[Problem],
-    observed: Sequence[envelope.ObservedCondition],
+    observed: Sequence[records.ObservedCondition],
     generation: int,
     now: str,
 ) -> api.JsonObject:
@@ -146,7 +146,7 @@ class ConditionUpdate:
 def carry_over(
     conditions: Sequence[ConditionUpdate],
     *,
-    observed: Sequence[envelope.ObservedCondition],
+    observed: Sequence[records.ObservedCondition],
     generation: int,
     now: str,
 ) -> list[api.Condition]:

@@ -22,8 +22,10 @@ from hooks import (
     api,
     children,
     envelope,
+    gotext,
     naming,
     planner,
+    records,
     revision,
     rollout,
     scalers,
@@ -42,11 +44,11 @@ class UnsafeDeletionError(Exception):
     """A pass would delete an observed child that the spec does not allow to go."""
 
 
-def customize(request: envelope.CustomizeRequest) -> envelope.HookResult:
+def customize(request: records.CustomizeRequest) -> records.HookResult:
     """Related objects: LWS carrying the set's name label, and objects at its scaler names."""
     parent = request.parent
     rules = [
-        envelope.RelatedRule(
+        records.RelatedRule(
             api_version=api.LWS_API_VERSION,
             resource="leaderworkersets",
             namespace=parent.namespace,
@@ -60,20 +62,20 @@ def customize(request: envelope.CustomizeRequest) -> envelope.HookResult:
     )
     if scaler_names:
         rules.append(
-            envelope.RelatedRule(
+            records.RelatedRule(
                 api_version=api.API_VERSION,
                 resource=api.SCALER_PLURAL,
                 namespace=parent.namespace,
                 names=scaler_names,
             )
         )
-    return envelope.HookResult(
+    return records.HookResult(
         response=envelope.render_customize_response(rules),
         summary={"hook": "customize", "object": _key(parent), "rules": len(rules)},
     )
 
 
-def sync(request: envelope.SyncRequest, *, now: str) -> envelope.HookResult:
+def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     """The desired children and status of one DisaggregatedSet."""
     parent = request.parent
     spec = parent.spec
@@ -86,7 +88,7 @@ def sync(request: envelope.SyncRequest, *, now: str) -> envelope.HookResult:
         target = revision.compute_revision(
             [(role.name, role.leader_worker_template) for role in spec.roles]
         )
-    except revision.EncodingError as error:
+    except gotext.EncodingError as error:
         return _hold(
             request,
             [status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")],
@@ -96,8 +98,8 @@ def sync(request: envelope.SyncRequest, *, now: str) -> envelope.HookResult:
 
 
 def _reconcile(
-    request: envelope.SyncRequest, spec: api.DisaggregatedSetSpec, target: str, *, now: str
-) -> envelope.HookResult:
+    request: records.SyncRequest, spec: api.DisaggregatedSetSpec, target: str, *, now: str
+) -> records.HookResult:
     parent = request.parent
     observed = _by_kind(request.children)
     foreign = _foreign_names(request.related, uid=parent.uid)
@@ -105,9 +107,9 @@ def _reconcile(
     scaler_plan = scalers.plan(
         set_name=parent.name,
         spec=spec,
-        observed=observed[envelope.ChildKind.SCALER],
-        lws=observed[envelope.ChildKind.LWS],
-        foreign_names=foreign[envelope.ChildKind.SCALER],
+        observed=observed[records.ChildKind.SCALER],
+        lws=observed[records.ChildKind.LWS],
+        foreign_names=foreign[records.ChildKind.SCALER],
     )
     targets = _role_targets(spec, scaler_plan)
     roles = [
@@ -120,10 +122,10 @@ def _reconcile(
     ]
 
     lws_by_slice, lws_elsewhere, lws_removed = _split_by_slice(
-        observed[envelope.ChildKind.LWS], slices=spec.slices
+        observed[records.ChildKind.LWS], slices=spec.slices
     )
     svc_by_slice, svc_elsewhere, svc_removed = _split_by_slice(
-        observed[envelope.ChildKind.SERVICE], slices=spec.slices
+        observed[records.ChildKind.SERVICE], slices=spec.slices
     )
 
     desired: dict[ChildKey, JsonObject] = {}
@@ -169,7 +171,7 @@ def _reconcile(
             name = naming.lws_name(
                 set_name=parent.name, slice_index=index, revision=target, role=role_name
             )
-            if name in foreign[envelope.ChildKind.LWS]:
+            if name in foreign[records.ChildKind.LWS]:
                 conflicts.append((role_name, name))
                 continue
             if (api.LWS_KIND, name) in desired:
@@ -242,7 +244,7 @@ def _reconcile(
         children=ordered,
         resync_after_seconds=RESYNC_SECONDS if resync else None,
     )
-    return envelope.HookResult(
+    return records.HookResult(
         response=response,
         summary={
             "hook": "sync",
@@ -260,8 +262,8 @@ def _reconcile(
 
 
 def _hold(
-    request: envelope.SyncRequest, problems: Sequence[status.Problem], *, now: str
-) -> envelope.HookResult:
+    request: records.SyncRequest, problems: Sequence[status.Problem], *, now: str
+) -> records.HookResult:
     parent = request.parent
     kept = [_unchanged(child) for child in request.children]
     held = status.compute_held(
@@ -271,7 +273,7 @@ def _hold(
         generation=parent.generation,
         now=now,
     )
-    return envelope.HookResult(
+    return records.HookResult(
         response=envelope.render_sync_response(status=held, children=children.sort_children(kept)),
         summary={
             "hook": "sync",
@@ -285,12 +287,12 @@ def _hold(
     )
 
 
-def _unchanged(child: envelope.ObservedObject) -> JsonObject:
-    if child.kind is envelope.ChildKind.LWS:
+def _unchanged(child: records.ObservedObject) -> JsonObject:
+    if child.kind is records.ChildKind.LWS:
         return children.reemit_lws(
             child, replicas=rollout.replicas_of(child), initial_replicas=None
         )
-    if child.kind is envelope.ChildKind.SCALER:
+    if child.kind is records.ChildKind.SCALER:
         return children.reemit_scaler(child)
     return children.reemit(child)
 
@@ -324,10 +326,10 @@ def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
 
 
 def _by_kind(
-    objects: Iterable[envelope.ObservedObject],
-) -> dict[envelope.ChildKind, list[envelope.ObservedObject]]:
-    grouped: dict[envelope.ChildKind, list[envelope.ObservedObject]] = {
-        kind: [] for kind in envelope.ChildKind
+    objects: Iterable[records.ObservedObject],
+) -> dict[records.ChildKind, list[records.ObservedObject]]:
+    grouped: dict[records.ChildKind, list[records.ObservedObject]] = {
+        kind: [] for kind in records.ChildKind
     }
     for item in objects:
         grouped[item.kind].append(item)
@@ -335,9 +337,9 @@ def _by_kind(
 
 
 def _foreign_names(
-    related: Iterable[envelope.ObservedObject], *, uid: str
-) -> dict[envelope.ChildKind, frozenset[str]]:
-    names: dict[envelope.ChildKind, set[str]] = {kind: set() for kind in envelope.ChildKind}
+    related: Iterable[records.ObservedObject], *, uid: str
+) -> dict[records.ChildKind, frozenset[str]]:
+    names: dict[records.ChildKind, set[str]] = {kind: set() for kind in records.ChildKind}
     for item in related:
         if not item.is_controlled_by(uid):
             names[item.kind].add(item.name)
@@ -345,14 +347,14 @@ def _foreign_names(
 
 
 def _split_by_slice(
-    objects: Iterable[envelope.ObservedObject], *, slices: int
+    objects: Iterable[records.ObservedObject], *, slices: int
 ) -> tuple[
-    dict[int, list[envelope.ObservedObject]],
-    list[envelope.ObservedObject],
-    list[envelope.ObservedObject],
+    dict[int, list[records.ObservedObject]],
+    list[records.ObservedObject],
+    list[records.ObservedObject],
 ]:
     """Objects by slice index; those with an unparsable slice label; those in removed slices."""
-    by_slice: dict[int, list[envelope.ObservedObject]] = defaultdict(list)
+    by_slice: dict[int, list[records.ObservedObject]] = defaultdict(list)
     elsewhere = []
     removed = []
     for item in objects:
@@ -367,7 +369,7 @@ def _split_by_slice(
 
 
 def _check_deletions(
-    observed: Iterable[envelope.ObservedObject],
+    observed: Iterable[records.ObservedObject],
     desired: Mapping[ChildKey, JsonObject],
     allowed: set[ChildKey],
 ) -> None:
@@ -385,7 +387,7 @@ def _add(desired: dict[ChildKey, JsonObject], child: JsonObject) -> None:
     desired[key] = child
 
 
-def _child_key(item: envelope.ObservedObject) -> ChildKey:
+def _child_key(item: records.ObservedObject) -> ChildKey:
     return (item.kind.kind, item.name)
 
 
@@ -403,5 +405,5 @@ def _describe(plan: rollout.SlicePlan) -> str:
     return f"{plan.phase.value}:{step.rule.value} old={list(step.old)} new={list(step.new)}"
 
 
-def _key(parent: envelope.Parent) -> str:
+def _key(parent: records.Parent) -> str:
     return f"{parent.namespace}/{parent.name}"

@@ -283,7 +283,7 @@ def make_lws(
 
 
 def parse_children(*objects: JsonObject) -> list[Any]:
-    """Observed objects parsed by the real envelope (as `envelope.ObservedObject` records)."""
+    """Observed objects parsed by the real envelope (`records.ObservedObject`)."""
     from hooks import envelope
 
     return list(envelope.parse_sync_request(make_request(make_ds(), children=objects)).children)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks import typetable_gen
+from hooks import goparse, typetable_gen
 
 TABLE_PATH = Path(typetable_gen.__file__).resolve().parent / "typetable.json"
 
@@ -172,7 +172,7 @@ def test_generator_check_mode_reports_drift(tmp_path: Path) -> None:
 
 
 def test_tokenizer_inserts_semicolons_like_go() -> None:
-    tokens = typetable_gen.tokenize("type A struct {\n\tB int // c\n}\nvar x = struct\n{}\n")
+    tokens = goparse.tokenize("type A struct {\n\tB int // c\n}\nvar x = struct\n{}\n")
     texts = [token.text for token in tokens]
     assert texts == [
         *("type", "A", "struct", "{", "B", "int", ";", "}", ";"),

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from hooks import api, envelope, scalers, sync
+from hooks import api, envelope, records, scalers, sync
 from tests import builders
 from tests.sim.cluster import Cluster
 
@@ -36,7 +36,7 @@ BUILT = (
 )
 
 
-def hook_for(name: str) -> Callable[[object], envelope.HookResult]:
+def hook_for(name: str) -> Callable[[object], records.HookResult]:
     """The hook a fixture file is for, by its name prefix."""
     if name.startswith("ds-sync"):
         return lambda body: sync.sync(envelope.parse_sync_request(body), now=NOW)

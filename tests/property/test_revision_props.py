@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hooks import revision
+from hooks import gojson, gotext, revision
 
 TABLE: dict[str, Any] = json.loads(
-    resources.files("hooks").joinpath(revision.TABLE_RESOURCE).read_text(encoding="utf-8")
+    resources.files("hooks").joinpath(gojson.TABLE_RESOURCE).read_text(encoding="utf-8")
 )
 TYPES: dict[str, list[list[str]]] = TABLE["types"]
 ROOT: str = TABLE["root"]
@@ -141,7 +141,7 @@ def test_unknown_keys_do_not_change_the_output(
 
 @given(template=_any_json)
 def test_arbitrary_json_either_encodes_or_raises_encoding_error(template: Any) -> None:
-    with contextlib.suppress(revision.EncodingError):
+    with contextlib.suppress(gotext.EncodingError):
         revision.encode_templates([("role", template)])
 
 
@@ -179,7 +179,7 @@ def test_arbitrary_json_either_encodes_or_raises_encoding_error(template: Any) -
 def test_near_miss_templates_either_encode_or_raise_encoding_error(template: Any) -> None:
     try:
         result = revision.encode_templates([("role", template)])
-    except revision.EncodingError:
+    except gotext.EncodingError:
         return
     json.loads(result)
 
@@ -191,7 +191,7 @@ def test_wrong_json_type_for_a_bool_raises_encoding_error(
     broken = {**template, "workerTemplate": {"spec": {"hostNetwork": wrong}}}
     try:
         revision.encode_templates([("role", broken)])
-    except revision.EncodingError as error:
+    except gotext.EncodingError as error:
         assert error.path.endswith("workerTemplate.spec.hostNetwork")
     else:
         raise AssertionError("a non-bool hostNetwork must not encode")

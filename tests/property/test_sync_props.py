@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks import api, envelope, revision, sync, validation
+from hooks import api, envelope, gotext, revision, sync, validation
 from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import apply
 from tests.sim.deletions import allowed_deletions, child_id
@@ -59,7 +59,7 @@ def target_of(parent: JsonObject) -> str | None:
         return revision.compute_revision(
             [(role.name, role.leader_worker_template) for role in parsed.spec.roles]
         )
-    except revision.EncodingError:
+    except gotext.EncodingError:
         return None
 
 

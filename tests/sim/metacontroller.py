@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from hooks import api, envelope, sync
+from hooks import api, envelope, records, sync
 from tests.sim import apply
 from tests.sim.store import FakeClock, ObjectKey, Store, object_key, type_key
 
@@ -169,7 +169,7 @@ class FakeMetacontroller:
                     found[object_key(obj)] = obj
         return found
 
-    def call_sync(self, request: JsonObject) -> envelope.HookResult:
+    def call_sync(self, request: JsonObject) -> records.HookResult:
         parsed = envelope.parse_sync_request(wire(request))
         return sync.sync(parsed, now=self.clock.iso())
 

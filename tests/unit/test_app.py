@@ -18,7 +18,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from hooks import app as hook_app
-from hooks import envelope, sync
+from hooks import envelope, records, sync
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -43,34 +43,34 @@ def load_request(name: str) -> bytes:
 class FakeHook:
     """Records what it was called with and answers (or raises) what it was told to."""
 
-    def __init__(self, name: str, answer: Callable[[object, str], envelope.HookResult]) -> None:
+    def __init__(self, name: str, answer: Callable[[object, str], records.HookResult]) -> None:
         self.name = name
         self.answer = answer
         self.calls: list[tuple[object, str]] = []
 
-    def __call__(self, body: object, now: str) -> envelope.HookResult:
+    def __call__(self, body: object, now: str) -> records.HookResult:
         self.calls.append((body, now))
         return self.answer(body, now)
 
 
 def answer_with(
     response: dict[str, Any], summary: Mapping[str, object] | None = None
-) -> Callable[[object, str], envelope.HookResult]:
-    def answer(body: object, now: str) -> envelope.HookResult:
-        return envelope.HookResult(response=response, summary=summary or {})
+) -> Callable[[object, str], records.HookResult]:
+    def answer(body: object, now: str) -> records.HookResult:
+        return records.HookResult(response=response, summary=summary or {})
 
     return answer
 
 
-def raising(error: Exception) -> Callable[[object, str], envelope.HookResult]:
-    def answer(body: object, now: str) -> envelope.HookResult:
+def raising(error: Exception) -> Callable[[object, str], records.HookResult]:
+    def answer(body: object, now: str) -> records.HookResult:
         raise error
 
     return answer
 
 
 def make_client(
-    answers: Mapping[str, Callable[[object, str], envelope.HookResult]] | None = None,
+    answers: Mapping[str, Callable[[object, str], records.HookResult]] | None = None,
     *,
     max_body_bytes: int = hook_app.DEFAULT_MAX_BODY_BYTES,
 ) -> tuple[FlaskClient, dict[str, FakeHook]]:

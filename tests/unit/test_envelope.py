@@ -7,7 +7,7 @@ import copy
 import orjson
 import pytest
 
-from hooks import api, envelope
+from hooks import api, envelope, records
 from tests import builders
 
 
@@ -26,7 +26,7 @@ def test_both_hook_versions_give_the_same_records(version: str) -> None:
     body = builders.make_request(builders.make_ds(), children=[lws_child()], version=version)
     request = envelope.parse_sync_request(body)
     (child,) = request.children
-    assert child.kind is envelope.ChildKind.LWS
+    assert child.kind is records.ChildKind.LWS
     assert child.name == "llm-0-aaaaaaaa-prefill"
     assert child.namespace == builders.NAMESPACE
 
@@ -37,7 +37,7 @@ def test_observed_child_fields() -> None:
         builders.make_request(builders.make_ds(), children=[child])
     ).children
     assert parsed.spec_replicas == 2
-    assert parsed.status == envelope.ReplicaStatus(replicas=2, ready_replicas=1, updated_replicas=0)
+    assert parsed.status == records.ReplicaStatus(replicas=2, ready_replicas=1, updated_replicas=0)
     assert parsed.controller_uid == builders.DS_UID
     assert parsed.is_controlled_by(builders.DS_UID)
     assert parsed.creation_timestamp == builders.CREATED
@@ -200,10 +200,10 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
 
 def test_render_customize_response_shapes_rules() -> None:
     rules = [
-        envelope.RelatedRule(
+        records.RelatedRule(
             api_version="v1", resource="pods", namespace="ns", label_selector={"a": "b"}
         ),
-        envelope.RelatedRule(api_version="v1", resource="services", namespace="", names=("x",)),
+        records.RelatedRule(api_version="v1", resource="services", namespace="", names=("x",)),
     ]
     assert envelope.render_customize_response(rules) == {
         "relatedResources": [

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hooks import api, revision
+from hooks import api, gojson, gotext, revision
 from tests.shared import load_golden_or_empty
 
 VECTORS: list[Any] = load_golden_or_empty("revision_vectors.json")
@@ -220,7 +220,7 @@ def test_map_keys_are_sorted_by_bytes() -> None:
     ],
 )
 def test_strings_are_escaped_like_go(value: str, expected: str) -> None:
-    assert revision.go_quote(value) == expected
+    assert gotext.go_quote(value) == expected
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_strings_are_escaped_like_go(value: str, expected: str) -> None:
     ],
 )
 def test_floats_are_written_like_go(value: float, expected: str) -> None:
-    assert revision.go_float_text(value) == expected
+    assert gotext.go_float_text(value) == expected
 
 
 def test_numeric_quantity_is_read_as_go_would_have_written_it() -> None:
@@ -297,7 +297,7 @@ def test_zero_time_without_omitzero_is_null() -> None:
     "stamp", ["2024-02-30T00:00:00Z", "2024-01-01 00:00:00Z", "2024-01-01T24:00:00Z", "yesterday"]
 )
 def test_bad_times_are_rejected(stamp: str) -> None:
-    with pytest.raises(revision.EncodingError, match="RFC 3339"):
+    with pytest.raises(gotext.EncodingError, match="RFC 3339"):
         _encode({"workerTemplate": {"metadata": {"creationTimestamp": stamp}}})
 
 
@@ -351,19 +351,19 @@ def test_bad_times_are_rejected(stamp: str) -> None:
     ],
 )
 def test_type_errors_raise_with_a_path(template: dict[str, Any], path: str) -> None:
-    with pytest.raises(revision.EncodingError) as caught:
+    with pytest.raises(gotext.EncodingError) as caught:
         revision.compute_revision([("r", template)])
     assert caught.value.path == path
     assert str(caught.value).startswith(path + ": ")
 
 
 def test_non_string_role_name_is_rejected() -> None:
-    with pytest.raises(revision.EncodingError, match=r"^\[0\]\.name: "):
+    with pytest.raises(gotext.EncodingError, match=r"^\[0\]\.name: "):
         revision.encode_templates([(7, {})])  # type: ignore[list-item]
 
 
 def test_errors_on_omitted_empty_values_are_still_raised() -> None:
-    with pytest.raises(revision.EncodingError):
+    with pytest.raises(gotext.EncodingError):
         _encode(_template(priorityClassName=0))
 
 
@@ -371,7 +371,7 @@ def test_errors_on_omitted_empty_values_are_still_raised() -> None:
 
 
 def test_table_ships_with_the_package_and_names_its_root() -> None:
-    text = resources.files("hooks").joinpath(revision.TABLE_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("hooks").joinpath(gojson.TABLE_RESOURCE).read_text(encoding="utf-8")
     table = json.loads(text)
     assert table["root"] == "leaderworkerset/v1.LeaderWorkerTemplate"
     assert table["pins"] == {"k8s.io/api": "v0.36.3", "k8s.io/apimachinery": "v0.36.3"}
@@ -380,9 +380,9 @@ def test_table_ships_with_the_package_and_names_its_root() -> None:
 
 
 def test_table_problems_are_reported_not_guessed() -> None:
-    with pytest.raises(revision.TableError, match="not supported"):
-        revision._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "complex128", ""]]}})
-    with pytest.raises(revision.TableError, match="missing"):
-        revision._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.U", ""]]}})
-    with pytest.raises(revision.TableError, match="by value"):
-        revision._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.T", ""]]}})
+    with pytest.raises(gojson.TableError, match="not supported"):
+        gojson._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "complex128", ""]]}})
+    with pytest.raises(gojson.TableError, match="missing"):
+        gojson._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.U", ""]]}})
+    with pytest.raises(gojson.TableError, match="by value"):
+        gojson._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.T", ""]]}})

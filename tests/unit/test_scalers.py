@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hooks import api, children, envelope, scalers
+from hooks import api, children, envelope, records, scalers
 from tests import builders
 
 NEW = "cccccccc"
@@ -98,7 +98,7 @@ def test_foreign_object_at_the_scaler_name_is_a_conflict_not_adopted() -> None:
 
 def rolescaler_request(
     *, owners: list[builders.JsonObject], lws: list[builders.JsonObject], labels: bool = True
-) -> envelope.ScalerSyncRequest:
+) -> records.ScalerSyncRequest:
     scaler = owned_scaler("decode", 3)
     if not labels:
         del scaler["metadata"]["labels"]

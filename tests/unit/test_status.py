@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import api, envelope, status
+from hooks import api, records, status
 from tests import builders
 
 NEW = "cccccccc"
@@ -13,11 +13,11 @@ EARLIER = "2026-11-29T09:00:00Z"
 
 
 def compute(
-    lws: list[envelope.ObservedObject],
+    lws: list[records.ObservedObject],
     *,
     desired: dict[str, int | None] | None = None,
     problems: tuple[status.Problem, ...] = (),
-    observed: tuple[envelope.ObservedCondition, ...] = (),
+    observed: tuple[records.ObservedCondition, ...] = (),
 ) -> api.DisaggregatedSetStatus:
     targets = desired if desired is not None else {"prefill": 2, "decode": 1}
     return status.compute(
@@ -35,7 +35,7 @@ def conditions(result: api.DisaggregatedSetStatus) -> dict[str, api.Condition]:
     return {c.type: c for c in result.conditions}
 
 
-def ready_set() -> list[envelope.ObservedObject]:
+def ready_set() -> list[records.ObservedObject]:
     return builders.parse_children(
         builders.make_lws("prefill", revision=NEW, replicas=2),
         builders.make_lws("decode", revision=NEW, replicas=1),
@@ -97,8 +97,8 @@ def test_degraded_lists_problems() -> None:
 
 def test_transition_time_is_carried_over_when_status_does_not_flip() -> None:
     observed = (
-        envelope.ObservedCondition("Available", "True", EARLIER, "AllRolesReady", "m", 3),
-        envelope.ObservedCondition("Progressing", "True", EARLIER, "RolloutInProgress", "m", 3),
+        records.ObservedCondition("Available", "True", EARLIER, "AllRolesReady", "m", 3),
+        records.ObservedCondition("Progressing", "True", EARLIER, "RolloutInProgress", "m", 3),
     )
     found = conditions(compute(ready_set(), observed=observed))
     assert found["Available"].last_transition_time == EARLIER
@@ -109,7 +109,7 @@ def test_transition_time_is_carried_over_when_status_does_not_flip() -> None:
 def test_idle_sync_returns_identical_status() -> None:
     first = compute(ready_set())
     observed = tuple(
-        envelope.ObservedCondition(
+        records.ObservedCondition(
             c.type, c.status, c.last_transition_time, c.reason, c.message, c.observed_generation
         )
         for c in first.conditions

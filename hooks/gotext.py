@@ -1,0 +1,293 @@
+"""Go's JSON text of scalar values, and `EncodingError`, the error of a typed Go decode.
+
+This module owns how one JSON scalar, or a generic JSON value, reads and writes the way Go's
+`encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, the spelling of
+numbers, integer ranges, generic `interface{}` values and `metav1.Time`. It knows nothing of the
+type table, structs, pointers or `omitempty` (that is `hooks.gojson`). It is pure: no I/O, clock or
+logging, no mutable state; it never mutates its input.
+
+Decoding rules:
+
+- Strings are Go strings, always valid UTF-8 after decoding: a lone UTF-16 surrogate (which Go's
+  decoder turns into U+FFFD) becomes U+FFFD, written as UTF-8, and map keys that collapse to the
+  same string keep the last value.
+- Numbers reach this module already parsed, so their spelling is rebuilt as Go would have written
+  them when it stored the object: integers as digits, floats in Go's shortest form (`1e+21`,
+  `1.5e-7`, `1000` for 1000.0). An integral float therefore decodes into an integer field; a
+  fraction, an out-of-range number, `true` or a string for an integer field raises `EncodingError`.
+- `metav1.Time` accepts RFC 3339 (Go's fast parser: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
+
+Encoding rules:
+
+- Strings are escaped as Go does: `"` and `\\` with a backslash, `\\b \\f \\n \\r \\t` in short
+  form, other control characters as `\\u00xx` (lowercase hex), `<`, `>`, `&`, U+2028 and U+2029 as
+  `\\u003c \\u003e \\u0026 \\u2028 \\u2029`; everything else, DEL and non-ASCII included, as UTF-8.
+- Generic JSON (the raw JSON of `FieldsV1`, say) is written as Go writes a decoded `interface{}`:
+  map keys sorted, no white space.
+- Times are a quoted UTC RFC 3339 string to the second, or `null` for the zero time.
+
+Known gap, failing loudly rather than guessing: timestamps that only Go's slower fallback parser
+accepts (a one-digit hour, a comma before the fraction) raise `EncodingError`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from json.encoder import encode_basestring
+from typing import Any, Final
+
+INT_RANGES: Final[dict[str, tuple[int, int]]] = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "int": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    "uint": (0, 2**64 - 1),
+    "uintptr": (0, 2**64 - 1),
+}
+_GO_ESCAPES: Final = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_NEEDS_FIX: Final = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_INTEGER_TEXT: Final = re.compile(r"-?[0-9]+")
+_RFC3339: Final = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+    r"(?:\.([0-9]+))?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_ZERO_TIME_SECONDS: Final = -62135596800  # 0001-01-01T00:00:00Z, Go's zero time, from 1970
+
+
+class EncodingError(ValueError):
+    """A typed Go decode would reject the input; `path` locates the offending value."""
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        super().__init__(reason, path)
+        self.reason = reason
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}" if self.path else self.reason
+
+    @classmethod
+    def mismatch(cls, value: Any, go_type: str) -> EncodingError:
+        """Go's error for a JSON value of the wrong type for `go_type`."""
+        return cls(f"cannot unmarshal {_json_type(value)} into Go value of type {go_type}")
+
+    def at(self, segment: str) -> EncodingError:
+        """The same error one level further out (`segment` is a key or `[index]`)."""
+        if not self.path:
+            path = segment
+        elif self.path.startswith("["):
+            path = segment + self.path
+        else:
+            path = f"{segment}.{self.path}"
+        return EncodingError(self.reason, path)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+# --- strings -----------------------------------------------------------------------------------
+
+
+def _fix_char(match: re.Match[str]) -> str:
+    return _GO_ESCAPES.get(match.group(), "\ufffd")
+
+
+def go_quote(text: str) -> str:
+    """A JSON string literal exactly as Go's encoder writes `text` (HTML-safe escaping).
+
+    Lone surrogates, which no Go string can hold, are written as U+FFFD, as Go's decoder makes them.
+    """
+    quoted = encode_basestring(text)
+    if _NEEDS_FIX.search(quoted) is None:
+        return quoted
+    return _NEEDS_FIX.sub(_fix_char, quoted)
+
+
+def _go_string(text: str) -> str:
+    """The Go string a JSON string decodes to: lone surrogates become U+FFFD."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+# --- numbers -----------------------------------------------------------------------------------
+
+
+def go_float_text(value: float) -> str:
+    """Go's `encoding/json` text of a float64: shortest digits, exponent outside [1e-6, 1e21)."""
+    if not math.isfinite(value):
+        raise EncodingError(f"unsupported value: {value!r}")
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent_text = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    exponent = int(exponent_text or "0") - len(fraction)
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    digits = stripped
+    if abs(value) < 1e-6 or abs(value) >= 1e21:
+        scientific = len(digits) - 1 + exponent
+        head = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        mark = "-" if scientific < 0 else "+"
+        return f"{sign}{head}e{mark}{abs(scientific):02d}".replace("e-0", "e-", 1)
+    if exponent >= 0:
+        return sign + digits + "0" * exponent
+    point = len(digits) + exponent
+    if point > 0:
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    return f"{sign}0.{'0' * -point}{digits}"
+
+
+def go_number_text(value: Any) -> str | None:
+    """The JSON text Go would have written for a number, or None for a non-number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return go_float_text(value)
+    return None
+
+
+def decode_integer(value: Any, go_type: str) -> int:
+    """The Go integer of type `go_type` (a key of `INT_RANGES`) that a JSON number decodes to."""
+    text = go_number_text(value)
+    if text is None:
+        raise EncodingError.mismatch(value, go_type)
+    low, high = INT_RANGES[go_type]
+    if _INTEGER_TEXT.fullmatch(text) is None or not low <= int(text) <= high:
+        raise EncodingError(f"cannot unmarshal number {text} into Go value of type {go_type}")
+    return int(text)
+
+
+# --- generic JSON ------------------------------------------------------------------------------
+
+
+def go_generic_text(value: Any) -> str:
+    """Go's encoding of a decoded `interface{}` value (maps with sorted keys)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return go_quote(value)
+    number = go_number_text(value)
+    if number is not None:
+        return number
+    if isinstance(value, list):
+        return "[" + ",".join(go_generic_text(item) for item in value) + "]"
+    if isinstance(value, dict):
+        entries = go_map_entries(value)
+        return "{" + ",".join(go_quote(k) + ":" + go_generic_text(v) for k, v in entries) + "}"
+    raise EncodingError(f"unsupported JSON value of type {type(value).__name__}")
+
+
+def go_map_entries(value: dict[Any, Any]) -> list[tuple[str, Any]]:
+    """Entries of a decoded Go map with string keys, sorted as Go writes them."""
+    keys = list(value)
+    if all(
+        isinstance(key, str) and (key.isascii() or _SURROGATE.search(key) is None) for key in keys
+    ):
+        return sorted(value.items())
+    merged: dict[str, Any] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise EncodingError(f"map key {key!r} is not a string")
+        merged[_go_string(key)] = item
+    return sorted(merged.items())
+
+
+# --- metav1.Time -------------------------------------------------------------------------------
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 in the proleptic Gregorian calendar, for any year."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    days += 719468
+    era = days // 146097
+    day_of_era = days - era * 146097
+    year_of_era = (
+        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + (3 if shifted_month < 10 else -9)
+    return year_of_era + era * 400 + (month <= 2), month, day
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        return 29 if leap else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def go_time_text(value: Any) -> str:
+    """metav1.Time: decode RFC 3339, write UTC to the second, or `null` for the zero time."""
+    if not isinstance(value, str):
+        raise EncodingError.mismatch(value, "string")
+    match = _RFC3339.fullmatch(value)
+    if match is None:
+        raise EncodingError(f"cannot parse {value!r} as an RFC 3339 time")
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    fraction, zone = match.group(7) or "", match.group(8)
+    in_range = (
+        1 <= month <= 12
+        and 1 <= day <= _days_in_month(year, month)
+        and hour <= 23
+        and minute <= 59
+        and second <= 59
+    )
+    offset = 0
+    if zone != "Z":
+        zone_hour, zone_minute = int(zone[1:3]), int(zone[4:6])
+        in_range = in_range and zone_hour <= 23 and zone_minute <= 59
+        offset = (zone_hour * 60 + zone_minute) * 60 * (-1 if zone[0] == "-" else 1)
+    if not in_range:
+        raise EncodingError(f"cannot parse {value!r} as an RFC 3339 time: field out of range")
+    nanos = int((fraction + "000000000")[:9])
+    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+    seconds -= offset
+    if seconds == _ZERO_TIME_SECONDS and nanos == 0:
+        return "null"
+    days, rest = divmod(seconds, 86400)
+    utc_year, utc_month, utc_day = _civil_from_days(days)
+    year_text = f"-{-utc_year:04d}" if utc_year < 0 else f"{utc_year:04d}"
+    clock = f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
+    return f'"{year_text}-{utc_month:02d}-{utc_day:02d}T{clock}Z"'

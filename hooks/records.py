@@ -1,0 +1,167 @@
+"""The frozen records of Metacontroller hook calls: what a request holds and what a hook answers.
+
+This module owns their shapes: `ChildKind` (the `<Kind>.<apiVersion>` keys of `children` and
+`related`), the observed parent, scaler, children and conditions, one request record per hook, and
+the answer records `HookResult` and `RelatedRule`. Request records are built only by
+`hooks.envelope`, from a request body; `RelatedRule`s become JSON through its
+`render_customize_response`, and a `HookResult` carries a response rendered there. This module
+reads and writes no JSON, decides nothing and holds only data (pure: no I/O, clock, logging or
+state).
+
+An observed child's `applied` is the object as this hook last returned it (`hooks.envelope` says
+how it is recovered). Never mutate it: copy the parts you change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from hooks import api
+
+
+class ChildKind(StrEnum):
+    """Outer keys of `children` and `related` (`<Kind>.<apiVersion>`)."""
+
+    LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+    SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
+    SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
+    DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
+
+    @property
+    def kind(self) -> str:
+        return self.value.split(".", 1)[0]
+
+    @property
+    def api_version(self) -> str:
+        return self.value.split(".", 1)[1]
+
+
+DS_CHILD_KINDS: Final = frozenset({ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER})
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStatus:
+    """`status.replicas`, `readyReplicas` and `updatedReplicas` (0 when absent)."""
+
+    replicas: int = 0
+    ready_replicas: int = 0
+    updated_replicas: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedObject:
+    """A child or related object as Metacontroller observed it."""
+
+    kind: ChildKind
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    creation_timestamp: str
+    controller_uid: str | None
+    spec_replicas: int | None
+    status: ReplicaStatus
+    applied: api.JsonObject
+
+    def is_controlled_by(self, uid: str) -> bool:
+        return self.controller_uid is not None and self.controller_uid == uid
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedCondition:
+    """A condition found in the parent's observed status."""
+
+    type: str
+    status: str
+    last_transition_time: str
+    reason: str
+    message: str
+    observed_generation: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Parent:
+    """The DisaggregatedSet being synced.
+
+    `spec` is None when the stored spec does not fit the API's structure; `spec_violations` then
+    says why (the sync holds instead of acting).
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: api.DisaggregatedSetSpec | None
+    spec_violations: tuple[api.Violation, ...]
+    status: api.JsonObject
+    conditions: tuple[ObservedCondition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerParent:
+    """The DisaggregatedSetRoleScaler being synced by the RoleScaler controller."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    labels: Mapping[str, str]
+    owner_name: str | None
+    owner_uid: str | None
+    spec_replicas: int
+    conditions: tuple[ObservedCondition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    """A DisaggregatedSet sync call; children and related are sorted by kind and name."""
+
+    parent: Parent
+    children: tuple[ObservedObject, ...]
+    related: tuple[ObservedObject, ...]
+    finalizing: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CustomizeRequest:
+    """A DisaggregatedSet customize call."""
+
+    parent: Parent
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerSyncRequest:
+    """A RoleScaler sync call: the scaler, its role's LWS and the owning set (when it exists)."""
+
+    scaler: ScalerParent
+    lws: tuple[ObservedObject, ...]
+    owners: tuple[Parent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerCustomizeRequest:
+    """A RoleScaler customize call."""
+
+    scaler: ScalerParent
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """What a hook answers (`response`) and a summary of its decisions for the log line."""
+
+    response: api.JsonObject
+    summary: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class RelatedRule:
+    """One entry of a customize answer's `relatedResources`."""
+
+    api_version: str
+    resource: str
+    namespace: str
+    label_selector: Mapping[str, str] | None = None
+    names: tuple[str, ...] = ()

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -49,7 +49,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
-from hooks import envelope, sync  # noqa: E402 (as above)
+from hooks import app, envelope, sync  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
 LARGE_FLOOR_RATIO_LIMIT: Final = 2.0
@@ -100,15 +100,10 @@ def measure(run: Callable[[], object], *, iterations: int, warmup: int, keep_gc:
 
 @contextmanager
 def _quiet_gc(*, enabled: bool) -> Iterator[None]:
+    """Start from a collected heap; unless `enabled`, pause the collector as the server does."""
     gc.collect()
-    was_enabled = gc.isenabled()
-    if not enabled:
-        gc.disable()
-    try:
+    with nullcontext() if enabled else app.collector_paused():
         yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def json_floor(body: bytes) -> bytes:

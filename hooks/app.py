@@ -320,7 +320,7 @@ def _hook_view(
     def view() -> flask.Response:
         started = time.perf_counter()
         try:
-            with _collector_paused():
+            with collector_paused():
                 body = _decode(_read_body(flask.request, limit=max_body_bytes))
                 result = hook.run(body, clock())
                 payload = orjson.dumps(result.response)
@@ -382,7 +382,7 @@ def _read_body(request: flask.Request, *, limit: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Keep Python's cyclic garbage collector from running during one hook call.
 
     A large request parses into millions of containers; each allocation burst would trigger

@@ -540,3 +540,15 @@ def test_real_sync_is_byte_identical_for_the_same_request(real_client: FlaskClie
 
     assert first.status_code == 200
     assert first.data == second.data
+
+
+def test_the_cyclic_collector_is_paused_during_a_call_and_restored_after() -> None:
+    import gc
+
+    assert gc.isenabled()
+    with hook_app.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), hook_app.collector_paused():
+        raise RuntimeError("hook failed")
+    assert gc.isenabled()

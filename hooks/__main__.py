@@ -45,6 +45,8 @@ PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
 DEFAULT_WORKERS: Final = 2
 DEFAULT_TIMEOUT_SECONDS: Final = 30
+# Same value as app.DEFAULT_MAX_BODY_BYTES: hooks.app may only be imported once `serve` has set
+# up Prometheus multiprocess mode (see hooks.server), so the CLI cannot read it from there.
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")

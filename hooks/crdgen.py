@@ -31,7 +31,6 @@ JsonObject = dict[str, Any]
 
 DS_FILE: Final = "disaggregatedsets.yaml"
 SCALER_FILE: Final = "disaggregatedsetrolescalers.yaml"
-DEFAULT_CRD_DIR: Final = Path("crds")
 LWS_SPEC_SCHEMA_FILE: Final = "lws_spec_schema.json"
 REGENERATE_COMMAND: Final = "python -m hooks crds"
 

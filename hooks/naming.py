@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from hooks import api
 
 SERVICE_SUFFIX = "-prv"
-REVISION_LENGTH = 8
 
 
 def lws_name(*, set_name: str, slice_index: int, revision: str, role: str) -> str:

@@ -26,16 +26,13 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from hooks import api, planner, rules
+from hooks import api, naming, planner, revision, rules
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
 _ROLL_PATH: Final = "spec.rolloutStrategy"
 _RUC_PATH: Final = f"{_ROLL_PATH}.rollingUpdateConfiguration"
 _DNS1035_MAX: Final = 63
 _NAME_MAX: Final = 253
-_REVISION_LENGTH: Final = 8
-_SERVICE_SUFFIX: Final = "-prv"
-_LWS_SEPARATORS: Final = 3
 _DEFAULT_MAX_SURGE: Final = 0
 _DEFAULT_MAX_UNAVAILABLE: Final = 1
 
@@ -185,15 +182,18 @@ def _external_single_slice(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
 
 def _generated_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     """Rule 7: the longest Service name, <name>-<slice>-<revision>-<role>-prv, fits 63."""
-    slice_digits = len(str(spec.slices - 1))
-    fixed = len(name) + _LWS_SEPARATORS + slice_digits + _REVISION_LENGTH + len(_SERVICE_SUFFIX)
+    longest_revision = "0" * revision.REVISION_LENGTH
     for index, role in enumerate(spec.roles):
-        if fixed + len(role.name) > _DNS1035_MAX:
+        lws = naming.lws_name(
+            set_name=name, slice_index=spec.slices - 1, revision=longest_revision, role=role.name
+        )
+        if len(naming.service_name(lws)) > _DNS1035_MAX:
             yield _violation(rules.GENERATED_NAMES_FIT, _role_path(index, "name"))
 
 
 def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     """Rule 7 for External roles: the scaler name <name>-<role> fits 253."""
     for index, role in enumerate(spec.roles):
-        if role.is_external and len(name) + 1 + len(role.name) > _NAME_MAX:
+        scaler = naming.scaler_name(set_name=name, role=role.name)
+        if role.is_external and len(scaler) > _NAME_MAX:
             yield _violation(rules.SCALER_NAME_FITS, _role_path(index, "name"))

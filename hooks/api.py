@@ -64,6 +64,11 @@ MAX_SLICES: Final = 100
 ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE_NAME_MAX_LENGTH: Final = 63
 INT32_MAX: Final = 2**31 - 1
+# Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
+# maxUnavailable): the CEL rules match them against regular expressions, and the API server
+# refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
+# string and any percentage fit.
+INT_OR_PERCENT_MAX_LENGTH: Final = 16
 
 # json_schema_extra fragments (see the module docstring).
 _INT32: Final[JsonDict] = {"format": "int32"}

@@ -128,6 +128,30 @@ def extract_lws_spec_schema(lws_crd: JsonObject) -> JsonObject:
     return strip_descriptions(schema)
 
 
+# Bounds added to the embedded LWS spec schema (the LWS CRD has none): property path from the
+# role's `spec` → keywords merged into that node. Only where a CEL rule needs them to fit the API
+# server's cost budget; values upstream accepts in practice all fit.
+_LWS_SPEC_BOUNDS: Final[dict[tuple[str, ...], JsonObject]] = {
+    ("rolloutStrategy", "rollingUpdateConfiguration", field): {
+        "maxLength": api.INT_OR_PERCENT_MAX_LENGTH
+    }
+    for field in ("maxSurge", "maxUnavailable")
+}
+
+
+def bounded_lws_spec_schema(schema: JsonObject) -> JsonObject:
+    """A copy of the embedded LWS spec schema with `_LWS_SPEC_BOUNDS` merged in."""
+    result: JsonObject = json.loads(json.dumps(schema))
+    for path, keywords in _LWS_SPEC_BOUNDS.items():
+        node = result
+        for name in path:
+            if name not in node.get("properties", {}):
+                raise CrdGenError(f"the LWS spec schema has no {'.'.join(path)}")
+            node = node["properties"][name]
+        node.update(keywords)
+    return result
+
+
 def render_lws_spec_schema(schema: JsonObject) -> str:
     """The committed JSON text of the stripped LWS spec schema (sorted keys, one key a line)."""
     return json.dumps(schema, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
@@ -337,7 +361,7 @@ def _root(
 
 def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
     """The DisaggregatedSet CRD as a JSON object."""
-    embedded = {api.EMBED_LWS_SPEC: lws_spec_schema}
+    embedded = {api.EMBED_LWS_SPEC: bounded_lws_spec_schema(lws_spec_schema)}
     root = _root(
         description=_DS_DESCRIPTION,
         spec=model_schema(api.DisaggregatedSetSpec, embedded=embedded),

@@ -131,14 +131,18 @@ def _int_or_percent(value: Any) -> int | str | None:
     """A valid maxSurge/maxUnavailable in canonical form, or None when it is invalid.
 
     Valid: a non-negative int, or "<digits>%" of at most 100% (upstream's IsValidPercent plus its
-    100% bound; leading zeros allowed). Percentages come back without leading zeros, so that
-    resolving them never parses an arbitrarily long digit string.
+    100% bound; leading zeros allowed) no longer than the CRD's `maxLength`. Percentages come back
+    without leading zeros.
     """
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    if not isinstance(value, str) or _PERCENT.fullmatch(value) is None:
+    if (
+        not isinstance(value, str)
+        or len(value) > api.INT_OR_PERCENT_MAX_LENGTH
+        or _PERCENT.fullmatch(value) is None
+    ):
         return None
     digits = value[:-1].lstrip("0") or "0"
     if len(digits) > 3 or int(digits) > 100:

@@ -150,14 +150,43 @@ def test_committed_lws_schema_is_the_stripped_lws_crd_spec() -> None:
     )
 
 
-def test_role_spec_schema_is_the_lws_spec_schema(ds_root: JsonObject) -> None:
+# The only keywords the role spec adds to the LWS spec schema: bounds the API server's CEL cost
+# budget needs (see test_cluster_install for the real server accepting the CRD).
+ADDED_BOUNDS = {
+    (".rolloutStrategy.rollingUpdateConfiguration.maxSurge", "maxLength"),
+    (".rolloutStrategy.rollingUpdateConfiguration.maxUnavailable", "maxLength"),
+}
+
+
+def _without_added_bounds(schema: JsonObject) -> JsonObject:
+    copy: JsonObject = json.loads(json.dumps(schema))
+    nodes = dict(_nodes(copy))
+    for path, keyword in ADDED_BOUNDS:
+        del nodes[path][keyword]
+    return copy
+
+
+def _keywords(schema: JsonObject) -> set[tuple[str, str]]:
+    return {(path, key) for path, node in _nodes(schema) for key in node}
+
+
+def test_role_spec_schema_is_the_lws_spec_schema_plus_bounds(ds_root: JsonObject) -> None:
     role_spec = dict(_role_spec(ds_root))
     assert role_spec.pop("description").startswith("Required. A full LeaderWorkerSet spec")
-    assert role_spec == crdgen.load_lws_spec_schema()
+    lws_spec = crdgen.load_lws_spec_schema()
+    assert _keywords(role_spec) - _keywords(lws_spec) == ADDED_BOUNDS
+    assert _without_added_bounds(role_spec) == lws_spec
+
+
+def test_int_or_percent_fields_are_bounded(ds_root: JsonObject) -> None:
+    nodes = dict(_nodes(_role_spec(ds_root)))
+    for path, keyword in ADDED_BOUNDS:
+        assert nodes[path][keyword] == api.INT_OR_PERCENT_MAX_LENGTH
+        assert nodes[path]["x-kubernetes-int-or-string"] is True
 
 
 def test_role_spec_schema_equals_the_lws_crd_and_upstream_embedding(ds_root: JsonObject) -> None:
-    stripped = crdgen.strip_descriptions(_role_spec(ds_root))
+    stripped = crdgen.strip_descriptions(_without_added_bounds(_role_spec(ds_root)))
     assert stripped == _upstream_lws_spec()
     upstream = crdgen.load_yaml(
         shared_path("reference/upstream-disaggregatedsets-crd.yaml").read_text()

@@ -132,7 +132,15 @@ CASES: list[tuple[str, JsonObject, list[tuple[str, str]]]] = [
     (
         "huge-percent-does-not-raise",
         _rolling(2, {"maxSurge": "9" * 5000 + "%", "maxUnavailable": "0" * 5000 + "5%"}),
-        [("max-surge-int-or-percent", _role(0, f"{RUC}.maxSurge"))],
+        [
+            ("max-surge-int-or-percent", _role(0, f"{RUC}.maxSurge")),
+            ("max-unavailable-int-or-percent", _role(0, f"{RUC}.maxUnavailable")),
+        ],
+    ),
+    (
+        "leading-zeros-up-to-the-crd-max-length",
+        _rolling(2, {"maxSurge": "0" * 13 + "25%", "maxUnavailable": "0" * 14 + "25%"}),
+        [("max-unavailable-int-or-percent", _role(0, f"{RUC}.maxUnavailable"))],
     ),
     # rule 5
     ("placement-none", make_ds(placement={"type": "None"}), []),

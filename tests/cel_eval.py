@@ -3,8 +3,12 @@
 kube-apiserver handles a custom resource in this order: it prunes unknown fields and applies the
 schema's defaults, validates the object against the OpenAPI schema, and only when that found no
 blocking error evaluates the `x-kubernetes-validations` CEL rules, each on every value present at
-its schema node. `CrdHarness.admit` plays that part with jsonschema (Draft 4 is the dialect of
-OpenAPI 3.0 schemas) and cel-python, reading the rules from the generated CRD itself.
+its schema node. Blocking errors are a wrong type, a value outside an enum, a missing required
+field, and a string or list over its maximum (the server then reports "some validation rules were
+not checked"); other schema errors (minimum, minItems, pattern, duplicates) leave CEL running.
+`CrdHarness.admit` plays that part with jsonschema (Draft 4 is the dialect of OpenAPI 3.0
+schemas) and cel-python, reading the rules from the generated CRD itself;
+tests/cluster/test_validation.py holds it to the real server's verdicts.
 
 cel-python lacks the Kubernetes CEL extension `substring`, and its `matches` lets `$` match before
 a trailing newline (Python `re`), unlike RE2; both are replaced by small functions below.
@@ -45,6 +49,13 @@ def _matches(text: Any, pattern: Any) -> celtypes.BoolType:
 
 CEL_FUNCTIONS = {"substring": _substring, "matches": _matches}
 
+# jsonschema validators whose failure keeps kube-apiserver from evaluating CEL rules (its
+# TypeInvalid, NotSupported, Required, TooLong and TooMany errors; an int-or-string of the wrong
+# type fails `anyOf`).
+_BLOCKING_VALIDATORS = frozenset(
+    {"type", "anyOf", "enum", "required", "maxLength", "maxItems", "maxProperties"}
+)
+
 
 @dataclass(frozen=True)
 class CelFailure:
@@ -62,6 +73,7 @@ class Admission:
     defaulted: JsonObject
     schema_errors: list[str] = field(default_factory=list)
     cel_failures: list[CelFailure] = field(default_factory=list)
+    cel_skipped: bool = False
 
     @property
     def accepted(self) -> bool:
@@ -110,6 +122,12 @@ class CrdHarness:
         errors.extend(_list_type_errors(obj, self.root, ""))
         return sorted(errors)
 
+    def has_blocking_error(self, obj: JsonObject) -> bool:
+        """Whether a schema error keeps the API server from evaluating the CEL rules."""
+        return any(
+            error.validator in _BLOCKING_VALIDATORS for error in self._validator.iter_errors(obj)
+        )
+
     def cel_failures(self, obj: JsonObject) -> list[CelFailure]:
         """Every CEL rule that evaluates to false on the (already defaulted) object."""
         failures: list[CelFailure] = []
@@ -117,10 +135,11 @@ class CrdHarness:
         return failures
 
     def admit(self, obj: JsonObject) -> Admission:
-        """Default, validate, then (only without schema errors) evaluate the CEL rules."""
+        """Default, validate, then (without a blocking schema error) evaluate the CEL rules."""
         admission = Admission(defaulted=self.default(obj))
         admission.schema_errors = self.schema_errors(admission.defaulted)
-        if not admission.schema_errors:
+        admission.cel_skipped = self.has_blocking_error(admission.defaulted)
+        if not admission.cel_skipped:
             admission.cel_failures = self.cel_failures(admission.defaulted)
         return admission
 

@@ -1,0 +1,379 @@
+"""A real control plane on 127.0.0.1: etcd, kube-apiserver, the garbage collector, Metacontroller
+and this project's hook server, with the kit installed as `kubectl apply -k .` installs it.
+
+`ControlPlane.start(assets, workdir)` creates fresh certificates (openssl) and random ports,
+starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and the rendered kit
+(the CompositeControllers' hook URLs pointed at the local hook server), and returns once
+Metacontroller is ready. `stop()` stops every process it started, by process group, and removes
+the work directory. No kubelet runs: tests play the LeaderWorkerSet controller themselves
+(`tests.cluster.lws`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cluster import kube, processes
+from tests.cluster.assets import Assets
+from tests.shared import REPO_ROOT
+
+START_TIMEOUT_SECONDS: Final = 60.0
+KIT_NAMESPACE: Final = "disaggregatedset-system"
+# The in-cluster address of the hook Service in the kit's CompositeControllers.
+KIT_HOOK_URL: Final = f"http://disaggregatedset-hooks.{KIT_NAMESPACE}.svc"
+# Metacontroller's defaults (5 requests/s, burst 10) would make tests wait on client-side
+# throttling; these are the large-fleet settings the README recommends.
+METACONTROLLER_FLAGS: Final = ("--workers=8", "--client-go-qps=200", "--client-go-burst=400")
+
+
+@dataclass
+class Certificates:
+    """A throwaway CA, the API server's serving certificate and the service-account keys."""
+
+    ca_cert: Path
+    ca_key: Path
+    server_cert: Path
+    server_key: Path
+    service_account_key: Path
+    service_account_public: Path
+
+
+def make_certificates(directory: Path) -> Certificates:
+    """A CA, a serving certificate for IP 127.0.0.1 signed by it, and a service-account key pair."""
+    files = Certificates(
+        ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
+        server_cert=directory / "server.crt",
+        server_key=directory / "server.key",
+        service_account_key=directory / "sa.key",
+        service_account_public=directory / "sa.pub",
+    )
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl(
+        "req", "-x509", *ec, "-keyout", files.ca_key, "-out", files.ca_cert,
+        "-days", "2", "-subj", "/CN=disaggregatedset-test-ca",
+    )  # fmt: skip
+    request = directory / "server.csr"
+    _openssl(
+        "req", *ec, "-keyout", files.server_key, "-out", request, "-subj", "/CN=kube-apiserver",
+    )  # fmt: skip
+    extensions = directory / "server.ext"
+    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl(
+        "x509", "-req", "-in", request, "-CA", files.ca_cert, "-CAkey", files.ca_key,
+        "-CAcreateserial", "-days", "2", "-extfile", extensions, "-out", files.server_cert,
+    )  # fmt: skip
+    _openssl("genrsa", "-out", files.service_account_key, "2048")
+    _openssl(
+        "rsa", "-in", files.service_account_key, "-pubout", "-out", files.service_account_public
+    )
+    return files
+
+
+def _openssl(*arguments: object) -> None:
+    subprocess.run(["openssl", *map(str, arguments)], check=True, capture_output=True, timeout=60)
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane; build it with `ControlPlane.start`."""
+
+    assets: Assets
+    workdir: Path
+    running: dict[str, processes.Process] = field(default_factory=dict)
+    server: str = ""
+    token: str = ""
+    kubeconfig: Path = Path()
+    hook_port: int = 0
+    metacontroller_metrics: str = ""
+    _client: kube.Client | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, assets: Assets, workdir: Path) -> ControlPlane:
+        """Start everything; on any failure, stop what was started and re-raise."""
+        plane = cls(assets=assets, workdir=workdir)
+        try:
+            plane._start()
+        except BaseException:
+            plane.stop()
+            raise
+        return plane
+
+    def _start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        certificates = make_certificates(self.workdir)
+        self.token = secrets.token_hex(16)
+        self._start_etcd()
+        self._start_apiserver(certificates)
+        self._write_kubeconfig(certificates)
+        self.install_crds_from(self.assets.metacontroller_crds)
+        self.install_crds_from(self.assets.lws_crd)
+        self.hook_port = processes.free_port()
+        self.start_hooks()
+        self.install_kit()
+        self._wait_for_crds()
+        self._start_controller_manager(certificates)
+        self._start_metacontroller()
+
+    def stop(self) -> None:
+        """Stop every process (newest first), close the client and remove the work directory."""
+        if self._client is not None:
+            self._client.close()
+        for process in reversed(list(self.running.values())):
+            process.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @property
+    def client(self) -> kube.Client:
+        if self._client is None:
+            raise RuntimeError("the control plane is not started")
+        return self._client
+
+    def _run(self, name: str, command: Sequence[str], **kwargs: Any) -> processes.Process:
+        process = processes.start(name, command, log_dir=self.workdir, **kwargs)
+        self.running[name] = process
+        return process
+
+    # --- etcd and the API server ------------------------------------------------------------
+
+    def _start_etcd(self) -> None:
+        client_port, peer_port = processes.free_port(), processes.free_port()
+        client_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        self.etcd_url = client_url
+        etcd = self._run(
+            "etcd",
+            [
+                str(self.assets.etcd),
+                "--name=test",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=test={peer_url}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        processes.wait_until_ready(
+            etcd,
+            lambda: processes.local_get(f"{client_url}/health").json().get("health") == "true",
+            timeout=START_TIMEOUT_SECONDS,
+        )
+
+    def _start_apiserver(self, certificates: Certificates) -> None:
+        port = processes.free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f"{self.token},admin,admin-uid,system:masters\n")
+        apiserver = self._run(
+            "kube-apiserver",
+            [
+                str(self.assets.kube_apiserver),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={certificates.server_cert}",
+                f"--tls-private-key-file={certificates.server_key}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--client-ca-file={certificates.ca_cert}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={certificates.service_account_public}",
+                f"--service-account-signing-key-file={certificates.service_account_key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--endpoint-reconciler-type=none",
+            ],
+        )
+        self._client = kube.Client(
+            server=self.server, token=self.token, ca_file=str(certificates.ca_cert)
+        )
+        processes.wait_until_ready(apiserver, self._client.is_ready, timeout=START_TIMEOUT_SECONDS)
+
+    def _write_kubeconfig(self, certificates: Certificates) -> None:
+        self.kubeconfig = self.workdir / "kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "test",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(certificates.ca_cert),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+            "current-context": "test",
+        }
+        self.kubeconfig.write_text(json.dumps(config))
+
+    # --- controllers -------------------------------------------------------------------------
+
+    def _start_controller_manager(self, certificates: Certificates) -> None:
+        port = processes.free_port()
+        kcm = self._run(
+            "kube-controller-manager",
+            [
+                str(self.assets.kube_controller_manager),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--service-account-private-key-file={certificates.service_account_key}",
+                f"--root-ca-file={certificates.ca_cert}",
+            ],
+        )
+        processes.wait_until_ready(
+            kcm, lambda: processes.is_listening(port), timeout=START_TIMEOUT_SECONDS
+        )
+
+    def _start_metacontroller(self) -> None:
+        metrics_port, probe_port = processes.free_port(), processes.free_port()
+        self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+        metacontroller = self._run(
+            "metacontroller",
+            [
+                str(self.assets.metacontroller),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--metrics-address=127.0.0.1:{metrics_port}",
+                f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+                "--pprof-address=0",
+                "--discovery-interval=2s",
+                *METACONTROLLER_FLAGS,
+            ],
+        )
+        processes.wait_until_ready(
+            metacontroller,
+            lambda: processes.local_get(f"http://127.0.0.1:{probe_port}/readyz").ok,
+            timeout=START_TIMEOUT_SECONDS,
+        )
+
+    def metacontroller_metric(self, metric: str, labels: Mapping[str, str]) -> float:
+        """The sum of a Metacontroller metric's samples whose labels include `labels`."""
+        text = processes.local_get(self.metacontroller_metrics).text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == metric and labels.items() <= sample.labels.items()
+        )
+
+    # --- the hook server -----------------------------------------------------------------------
+
+    @property
+    def hook_url(self) -> str:
+        return f"http://127.0.0.1:{self.hook_port}"
+
+    def start_hooks(self) -> None:
+        """Start `python -m hooks serve` on the hook port and wait for /healthz."""
+        tmp = self.workdir / "hooks-tmp"
+        tmp.mkdir(exist_ok=True)
+        hooks = self._run(
+            "hooks",
+            [sys.executable, "-m", "hooks", "serve", "--bind", f"127.0.0.1:{self.hook_port}"],
+            env={**os.environ, "TMPDIR": str(tmp)},
+        )
+        processes.wait_until_ready(
+            hooks,
+            lambda: processes.local_get(f"{self.hook_url}/healthz").ok,
+            timeout=START_TIMEOUT_SECONDS,
+        )
+
+    def kill_hooks(self) -> None:
+        """Kill the hook server (arbiter and workers) without a graceful shutdown."""
+        self.running.pop("hooks").kill()
+
+    # --- kubectl and the kit -------------------------------------------------------------------
+
+    def kubectl(
+        self, *arguments: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this control plane."""
+        return subprocess.run(
+            ["kubectl", f"--kubeconfig={self.kubeconfig}", *arguments],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
+        )
+
+    def install_crds_from(self, path: Path) -> None:
+        """Server-side apply every CustomResourceDefinition in a YAML file (a release's whole
+        manifests.yaml may be given: its other objects are left out)."""
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the LWS CRD is 1.3 MB
+        documents = yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader)
+        crds = [doc for doc in documents if doc and doc.get("kind") == "CustomResourceDefinition"]
+        if not crds:
+            raise processes.ProcessError(f"{path} holds no CustomResourceDefinition")
+        stdin = "\n".join(json.dumps(crd) for crd in crds)
+        self._kubectl_retrying(["apply", "--server-side", "-f", "-"], stdin=stdin)
+
+    def install_kit(self) -> None:
+        """Install `kubectl kustomize` of the repository, hook URLs pointed at the local server.
+
+        Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
+        -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
+        """
+        rendered = subprocess.run(
+            ["kubectl", "kustomize", str(REPO_ROOT)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        documents = [pointed_at(doc, self.hook_url) for doc in yaml.safe_load_all(rendered)]
+        self._kubectl_retrying(
+            ["apply", "-f", "-"], stdin=yaml.safe_dump_all(documents, sort_keys=False)
+        )
+
+    def _kubectl_retrying(self, arguments: list[str], *, stdin: str | None = None) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while True:
+            result = self.kubectl(*arguments, stdin=stdin, check=False)
+            if result.returncode == 0:
+                return
+            transient = "unable to handle the request" in result.stderr
+            if not transient or time.monotonic() > deadline:
+                raise processes.ProcessError(f"kubectl {' '.join(arguments)}: {result.stderr}")
+            time.sleep(0.5)
+
+    def _wait_for_crds(self) -> None:
+        kube.wait_for(
+            lambda: all(kube.is_established(crd) for crd in self.client.list(kube.CRDS)),
+            timeout=START_TIMEOUT_SECONDS,
+            message="CRDs established",
+        )
+
+
+def pointed_at(document: dict[str, Any], hook_url: str) -> dict[str, Any]:
+    """A kit document with every CompositeController hook URL moved to `hook_url`."""
+    if document.get("kind") != "CompositeController":
+        return document
+    text = json.dumps(document).replace(KIT_HOOK_URL, hook_url)
+    moved: dict[str, Any] = json.loads(text)
+    return moved

@@ -1,0 +1,147 @@
+"""Local processes for the cluster suite: free ports, start in a process group, wait, stop.
+
+Every process starts in its own session (so gunicorn's workers or any other children share its
+process group), writes its output to a log file, and is stopped by signalling that group: SIGTERM,
+then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import requests
+
+STOP_GRACE_SECONDS: Final = 5.0
+LOG_TAIL_LINES: Final = 30
+
+
+class ProcessError(Exception):
+    """A process did not start, or exited when it should be running."""
+
+
+def is_listening(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def local_get(url: str) -> requests.Response:
+    """GET a loopback URL directly (no proxy or CA settings from the environment)."""
+    with requests.Session() as session:
+        session.trust_env = False
+        return session.get(url, timeout=1)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Process:
+    """One started program: its name, Popen handle and log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self) -> str:
+        """The last lines the process wrote, for error messages."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+    def stop(self) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after the grace period."""
+        if not self.running():
+            self._reap_group()
+            return
+        self._signal_group(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            self.popen.wait(timeout=STOP_GRACE_SECONDS)
+        self._reap_group()
+
+    def kill(self) -> None:
+        """Kill the whole process group at once (a crash, not a shutdown)."""
+        self._signal_group(signal.SIGKILL)
+        self.popen.wait(timeout=STOP_GRACE_SECONDS)
+
+    def _reap_group(self) -> None:
+        # Children that outlived their leader (gunicorn workers, say) still carry its group id.
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, sig)
+
+
+def start(
+    name: str,
+    command: Sequence[str],
+    *,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+) -> Process:
+    """Start `command` in a new session with stdout and stderr in `log_dir/<name>.log`."""
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as output:
+        popen = subprocess.Popen(
+            list(command),
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
+    return Process(name=name, popen=popen, log=log)
+
+
+def wait_until_ready(
+    process: Process, ready: Callable[[], bool], *, timeout: float, interval: float = 0.05
+) -> None:
+    """Poll `ready` until true; raise with the log tail if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not process.running():
+            raise ProcessError(
+                f"{process.name} exited with {process.popen.returncode}:\n{process.log_tail()}"
+            )
+        if _quietly(ready):
+            return
+        if time.monotonic() > deadline:
+            raise ProcessError(
+                f"{process.name} not ready after {timeout:.0f} s:\n{process.log_tail()}"
+            )
+        time.sleep(interval)
+
+
+def _quietly(check: Callable[[], bool]) -> bool:
+    try:
+        return check()
+    except OSError:
+        return False

@@ -1,0 +1,129 @@
+"""The kit on a real API server: the CRDs install with both kinds of apply, the kit's objects are
+accepted, and `kubectl get` prints the printer columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hooks import api, crdgen, rules
+from tests.cluster import kube, sets
+from tests.cluster.controlplane import ControlPlane
+from tests.shared import REPO_ROOT
+
+JsonObject = dict[str, Any]
+
+CRD_FILES = sorted((REPO_ROOT / "crds").glob("*.yaml"))
+
+
+def _renamed_group(crd: JsonObject, group: str) -> JsonObject:
+    """The CRD served under another API group, so it installs beside the kit's own copy."""
+    copy: JsonObject = json.loads(json.dumps(crd))
+    copy["spec"]["group"] = group
+    copy["metadata"]["name"] = f"{copy['spec']['names']['plural']}.{group}"
+    return copy
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_crds_install_fresh_with_kubectl_apply(
+    control_plane: ControlPlane, tmp_path: Path, server_side: bool
+) -> None:
+    """`kubectl apply [--server-side] -f crds/` creates both CRDs: every CEL rule compiles and
+    fits the API server's cost budget."""
+    group = f"{'ssa' if server_side else 'csa'}.{api.GROUP}"
+    renamed = [_renamed_group(yaml.safe_load(path.read_text()), group) for path in CRD_FILES]
+    directory = tmp_path / "crds"
+    directory.mkdir()
+    for path, crd in zip(CRD_FILES, renamed, strict=True):
+        (directory / path.name).write_text(yaml.safe_dump(crd))
+    arguments = ["apply", "-f", str(directory)] + (["--server-side"] if server_side else [])
+    result = control_plane.kubectl(*arguments, check=False)
+    assert result.returncode == 0, result.stderr
+    names = [crd["metadata"]["name"] for crd in renamed]
+    try:
+        for name in names:
+            kube.wait_for(
+                lambda name=name: kube.is_established(control_plane.client.get(kube.CRDS, name)),
+                timeout=30,
+                message=f"{name} Established",
+            )
+    finally:
+        control_plane.kubectl("delete", "-f", str(directory), "--wait=false")
+
+
+@pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
+def test_installed_crds_accept_a_reapply(control_plane: ControlPlane, server_side: bool) -> None:
+    """Upgrading in place: `kubectl apply [--server-side] -f crds/` over the installed kit."""
+    arguments = ["apply", "-f", str(REPO_ROOT / "crds")] + (
+        ["--server-side"] if server_side else []
+    )
+    result = control_plane.kubectl(*arguments, check=False)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == len(CRD_FILES)
+
+
+def test_installed_crds_are_the_generated_ones(client: kube.Client) -> None:
+    for name, generated in crdgen.build_crds().items():
+        crd = client.get(kube.CRDS, generated["metadata"]["name"])
+        assert kube.is_established(crd), name
+        (served,) = crd["spec"]["versions"]
+        (version,) = generated["spec"]["versions"]
+        assert served["additionalPrinterColumns"] == version["additionalPrinterColumns"]
+        assert served["subresources"] == version["subresources"]
+        served_rules = _rules(served["schema"]["openAPIV3Schema"])
+        assert served_rules == _rules(version["schema"]["openAPIV3Schema"])
+        assert len(served_rules) == (len(rules.CEL_RULES) if name == crdgen.DS_FILE else 0)
+
+
+def _rules(schema: JsonObject) -> list[JsonObject]:
+    """Every x-kubernetes-validations entry of a schema, sorted by rule text."""
+    found = list(schema.get("x-kubernetes-validations", []))
+    for child in schema.get("properties", {}).values():
+        found += _rules(child)
+    if isinstance(schema.get("items"), dict):
+        found += _rules(schema["items"])
+    return sorted(found, key=lambda entry: str(entry["rule"]))
+
+
+def test_kit_objects_exist_with_hooks_pointed_at_the_server(control_plane: ControlPlane) -> None:
+    client = control_plane.client
+    controllers = client.request("GET", "/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers")
+    urls = {
+        item["metadata"]["name"]: {
+            hook: item["spec"]["hooks"][hook]["webhook"]["url"] for hook in ("sync", "customize")
+        }
+        for item in controllers["items"]
+    }
+    hook = control_plane.hook_url
+    assert urls == {
+        "disaggregatedset-controller": {"sync": f"{hook}/sync", "customize": f"{hook}/customize"},
+        "disaggregatedsetrolescaler-controller": {
+            "sync": f"{hook}/rolescaler/sync",
+            "customize": f"{hook}/rolescaler/customize",
+        },
+    }
+    namespace = "disaggregatedset-system"
+    for path in (
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/disaggregatedset-hooks",
+        f"/api/v1/namespaces/{namespace}/services/disaggregatedset-hooks",
+        f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/disaggregatedset-hooks",
+    ):
+        assert client.request("GET", path)["metadata"]["name"] == "disaggregatedset-hooks"
+
+
+@pytest.mark.usefixtures("lws_controller")
+def test_printer_columns(control_plane: ControlPlane, namespace: str) -> None:
+    sets.apply_set(control_plane, sets.small_set(namespace, external="prefill"))
+    ds = sets.wait_available(control_plane.client, namespace, "llm")
+    table = control_plane.kubectl("get", "disaggregatedsets", "-n", namespace).stdout
+    header, row = table.splitlines()
+    assert header.split() == ["NAME", "SLICES", "REVISION", "AVAILABLE", "AGE"]
+    assert row.split()[:4] == ["llm", "1", ds["status"]["revision"], "True"]
+    table = control_plane.kubectl("get", "dsrs", "-n", namespace).stdout
+    header, row = table.splitlines()
+    assert header.split() == ["NAME", "DESIRED", "CURRENT", "AGE"]
+    assert row.split()[:3] == ["llm-prefill", "1", "1"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, Required
+from typing import Annotated, Any, Final, Required
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
@@ -64,6 +64,7 @@ MAX_SLICES: Final = 100
 ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE_NAME_MAX_LENGTH: Final = 63
 INT32_MAX: Final = 2**31 - 1
+LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
 # Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
 # maxUnavailable): the CEL rules match them against regular expressions, and the API server
 # refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
@@ -119,6 +120,9 @@ class _Model(BaseModel):
 
 # Typed views of the parts of a role's LeaderWorkerSet spec that the controller reads. They
 # validate without converting (strict), so the raw object is kept exactly as stored.
+# Every number in the spec is parsed strictly: a bool, a string or a float where an integer
+# belongs is a wrong JSON type (the set is held), never coerced (`slices: true` read as 1 would
+# delete every other slice).
 
 
 class _TemplateMetadataFields(TypedDict, total=False):
@@ -148,7 +152,7 @@ class _RolloutStrategyFields(TypedDict, total=False):
 
 
 class _RoleSpecFields(TypedDict, total=False):
-    replicas: int
+    replicas: Annotated[int, Field(ge=0, le=LWS_MAX_REPLICAS)]
     rolloutStrategy: _RolloutStrategyFields
     leaderWorkerTemplate: Required[_LeaderWorkerTemplateFields]
 
@@ -275,7 +279,7 @@ class DisaggregatedSetSpec(_Model):
     """The roles (2 to 10, unique names). Adding, removing or renaming a role, or changing a
     role's leaderWorkerTemplate, starts a coordinated rolling update of every role."""
 
-    slices: int = Field(default=1, ge=1, le=MAX_SLICES, json_schema_extra=_INT32)
+    slices: int = Field(default=1, ge=1, le=MAX_SLICES, strict=True, json_schema_extra=_INT32)
     """Number of copies of the whole role topology, each with its own LeaderWorkerSets
     (<set>-<slice>-<revision>-<role>). Changing it adds or deletes whole slices without a
     rollout. Must be 1 while any role is External."""

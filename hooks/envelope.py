@@ -9,9 +9,11 @@ nothing and retries.
 
 An observed child carries `applied`: the object as this hook last returned it, read from
 Metacontroller's last-applied annotation without the namespace and `controller-uid` label that
-Metacontroller adds. When the annotation is missing or unreadable, `applied` is a cleaned copy of
-the observed object (apiVersion, kind, name, labels, annotations, spec). Never mutate it: copy the
-parts you change.
+Metacontroller adds. When the annotation is missing or unreadable, or names another object
+(apiVersion, kind, name or namespace differ from the observed object's: anyone who can edit the
+child can edit the annotation, and Metacontroller deletes an observed child whose identity is
+missing from the answer), `applied` is a cleaned copy of the observed object (apiVersion, kind,
+name, labels, annotations, spec). Never mutate it: copy the parts you change.
 """
 
 from __future__ import annotations
@@ -96,16 +98,31 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         violations = _violations_from(error)
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
+    generation = _generation(metadata)
+    if generation < 0:
+        violations = (*violations, _NEGATIVE_GENERATION)
     return records.Parent(
         name=_require_str(metadata.get("name"), "parent metadata.name"),
         namespace=_optional_str(metadata.get("namespace")),
         uid=_optional_str(metadata.get("uid")),
-        generation=_optional_int(metadata.get("generation"), "parent metadata.generation") or 0,
+        generation=max(generation, 0),
         spec=spec,
         spec_violations=violations,
         status=status,
         conditions=_parse_conditions(status.get("conditions")),
     )
+
+
+_NEGATIVE_GENERATION = api.Violation(
+    rule="metadata",
+    field="metadata.generation",
+    message="is negative, which no API server writes: the set is held until it is repaired",
+)
+
+
+def _generation(metadata: JsonObject) -> int:
+    """metadata.generation (0 when absent); a negative one is the caller's to report."""
+    return _optional_int(metadata.get("generation"), "parent metadata.generation") or 0
 
 
 def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
@@ -120,7 +137,7 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
         name=_require_str(metadata.get("name"), "parent metadata.name"),
         namespace=_optional_str(metadata.get("namespace")),
         uid=_optional_str(metadata.get("uid")),
-        generation=_optional_int(metadata.get("generation"), "parent metadata.generation") or 0,
+        generation=max(_generation(metadata), 0),
         labels=_string_map(metadata.get("labels"), "parent metadata.labels"),
         owner_name=_optional_str(owner.get("name")) or None if owner else None,
         owner_uid=_optional_str(owner.get("uid")) or None if owner else None,
@@ -175,6 +192,7 @@ def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> rec
     status = obj.get("status")
     status = status if isinstance(status, dict) else {}
     owner = _controller_ref(metadata)
+    replica_status, status_error = _replica_status(status)
     return records.ObservedObject(
         kind=kind,
         name=name,
@@ -184,13 +202,36 @@ def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> rec
         creation_timestamp=_optional_str(metadata.get("creationTimestamp")),
         controller_uid=_optional_str(owner.get("uid")) or None if owner else None,
         spec_replicas=_optional_int(spec.get("replicas"), f"{where} spec.replicas"),
-        status=records.ReplicaStatus(
-            replicas=_count(status.get("replicas")),
-            ready_replicas=_count(status.get("readyReplicas")),
-            updated_replicas=_count(status.get("updatedReplicas")),
-        ),
+        status=replica_status,
         applied=_applied_object(kind, obj, name, labels, annotations),
+        status_error=status_error,
     )
+
+
+_STATUS_COUNTS = (
+    ("replicas", "replicas"),
+    ("readyReplicas", "ready_replicas"),
+    ("updatedReplicas", "updated_replicas"),
+)
+
+
+def _replica_status(status: JsonObject) -> tuple[records.ReplicaStatus, str | None]:
+    """The replica counts of an observed status, or zeros and why when one is impossible.
+
+    A count outside 0..LWS_MAX_REPLICAS (a LeaderWorkerSet cannot have more groups) is a state
+    that no retry fixes: the whole status is ignored and the caller reports it, instead of
+    summing it into roleStatuses that could not be written (or serialised) any more.
+    """
+    counts: dict[str, int] = {}
+    for key, attribute in _STATUS_COUNTS:
+        value = status.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            counts[attribute] = 0
+        elif 0 <= value <= api.LWS_MAX_REPLICAS:
+            counts[attribute] = value
+        else:
+            return records.ReplicaStatus(), f"status.{key} is {value}"
+    return records.ReplicaStatus(**counts), None
 
 
 def _applied_object(
@@ -206,7 +247,7 @@ def _applied_object(
             applied = orjson.loads(text)
         except orjson.JSONDecodeError:
             applied = None
-        if _is_applied_for(applied, kind, name):
+        if _is_applied_for(applied, kind, name, _optional_str(obj["metadata"].get("namespace"))):
             return _without_metacontroller_fields(applied)
     metadata: JsonObject = {"name": name}
     own_labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
@@ -221,14 +262,17 @@ def _applied_object(
     return cleaned
 
 
-def _is_applied_for(applied: object, kind: records.ChildKind, name: str) -> bool:
+def _is_applied_for(applied: object, kind: records.ChildKind, name: str, namespace: str) -> bool:
+    """Whether a last-applied object has exactly the observed object's identity."""
     if not isinstance(applied, dict):
         return False
     metadata = applied.get("metadata")
     return (
-        applied.get("kind") == kind.kind
+        applied.get("apiVersion") == kind.api_version
+        and applied.get("kind") == kind.kind
         and isinstance(metadata, dict)
         and metadata.get("name") == name
+        and metadata.get("namespace", namespace) == namespace
     )
 
 
@@ -316,10 +360,6 @@ def _optional_int(value: object, where: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RequestError(f"{where} must be an integer")
     return value
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _string_map(value: object, where: str) -> Mapping[str, str]:

@@ -65,6 +65,8 @@ class ObservedObject:
     spec_replicas: int | None
     status: ReplicaStatus
     applied: api.JsonObject
+    status_error: str | None = None
+    """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
 
     def is_controlled_by(self, uid: str) -> bool:
         return self.controller_uid is not None and self.controller_uid == uid

@@ -16,7 +16,7 @@ status and sets Degraded=True with reason InvalidSpec and the broken rules.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 from hooks import (
     api,
@@ -42,6 +42,56 @@ ChildKey = tuple[str, str]
 
 class UnsafeDeletionError(Exception):
     """A pass would delete an observed child that the spec does not allow to go."""
+
+
+class DesiredChildren:
+    """The children of one answer, by (kind, name), and the observed ones allowed to go.
+
+    Two different objects under one name mean the observed children contradict each other (a
+    child whose slice, revision or role label was removed or edited is claimed by two slices, or
+    by a slice and a revision). That is a state of the cluster, not a bug of the request: the
+    name is held (an observed child under it is returned exactly as it is, a new one is not
+    created) and reported, and everything else reconciles.
+    """
+
+    def __init__(self, observed: Iterable[records.ObservedObject]) -> None:
+        self._observed = {_child_key(item): item for item in observed}
+        self._children: dict[ChildKey, JsonObject] = {}
+        self._allowed: set[ChildKey] = set()
+        self.conflicts: set[ChildKey] = set()
+
+    def add(self, child: JsonObject) -> None:
+        key = (child["kind"], child["metadata"]["name"])
+        if key in self.conflicts:
+            return
+        existing = self._children.get(key)
+        if existing is None or existing == child:
+            self._children[key] = child
+            return
+        self.conflicts.add(key)
+        observed = self._observed.get(key)
+        if observed is not None:
+            self._children[key] = _unchanged(observed)
+
+    def __contains__(self, key: ChildKey) -> bool:
+        return key in self._children
+
+    def allow_deletion(self, key: ChildKey) -> None:
+        self._allowed.add(key)
+
+    def check(self) -> None:
+        """Raise `UnsafeDeletionError` if an observed child would go without a reason."""
+        missing = set(self._observed) - set(self._children)
+        unexpected = sorted(missing - self._allowed)
+        if unexpected:
+            listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
+            raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
+
+    def values(self) -> list[JsonObject]:
+        return list(self._children.values())
+
+    def deleted(self) -> int:
+        return len(set(self._observed) - set(self._children))
 
 
 def customize(request: records.CustomizeRequest) -> records.HookResult:
@@ -81,7 +131,7 @@ def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     spec = parent.spec
     violations = parent.spec_violations
     if spec is not None:
-        violations = validation.check(name=parent.name, spec=spec)
+        violations += validation.check(name=parent.name, spec=spec)
     if spec is None or violations:
         return _hold(request, [_invalid(v) for v in violations], now=now)
     try:
@@ -128,19 +178,21 @@ def _reconcile(
         observed[records.ChildKind.SERVICE], slices=spec.slices
     )
 
-    desired: dict[ChildKey, JsonObject] = {}
-    allowed = {_child_key(item) for item in [*lws_removed, *svc_removed]}
-    allowed.update((api.SCALER_KIND, name) for name in scaler_plan.dropped)
+    desired = DesiredChildren(request.children)
+    for item in [*lws_removed, *svc_removed]:
+        desired.allow_deletion(_child_key(item))
+    for name in scaler_plan.dropped:
+        desired.allow_deletion((api.SCALER_KIND, name))
     for child in scaler_plan.children:
-        _add(desired, child)
+        desired.add(child)
+    blocked_roles_by_child: dict[str, str] = {}
     kept_lws = list(lws_elsewhere)
     for item in lws_elsewhere:
-        _add(
-            desired,
-            children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None),
+        desired.add(
+            children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None)
         )
     for item in svc_elsewhere:
-        _add(desired, children.reemit(item))
+        desired.add(children.reemit(item))
 
     conflicts: list[tuple[str, str]] = []
     slice_summaries: dict[str, str] = {}
@@ -156,16 +208,16 @@ def _reconcile(
         slice_summaries[str(index)] = _describe(plan)
         resync = resync or plan.phase is not rollout.Phase.STEADY
         dropped = set(plan.dropped)
-        allowed.update((api.LWS_KIND, name) for name in dropped)
+        for name in dropped:
+            desired.allow_deletion((api.LWS_KIND, name))
         slice_lws = [item for item in lws_by_slice[index] if item.name not in dropped]
         for item in slice_lws:
-            _add(
-                desired,
+            desired.add(
                 children.reemit_lws(
                     item,
                     replicas=plan.replicas[item.name],
                     initial_replicas=plan.initial_replicas.get(item.name),
-                ),
+                )
             )
         for role_name, replicas in plan.created.items():
             name = naming.lws_name(
@@ -174,22 +226,20 @@ def _reconcile(
             if name in foreign[records.ChildKind.LWS]:
                 conflicts.append((role_name, name))
                 continue
-            if (api.LWS_KIND, name) in desired:
-                continue
             role = spec.role(role_name)
             if role is None:
                 raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
-            _add(
-                desired,
-                children.render_lws(
-                    set_name=parent.name,
-                    role=role,
-                    slice_index=index,
-                    revision=target,
-                    replicas=replicas,
-                    policy=spec.placement_policy,
-                ),
+            rendered = children.render_lws(
+                set_name=parent.name,
+                role=role,
+                slice_index=index,
+                revision=target,
+                replicas=replicas,
+                policy=spec.placement_policy,
             )
+            desired.add(rendered)
+            if (api.LWS_KIND, name) in desired.conflicts:
+                blocked_roles_by_child[name] = role_name
         kept_lws.extend(slice_lws)
         slice_services, dropped_services = services.plan_slice(
             set_name=parent.name,
@@ -200,10 +250,11 @@ def _reconcile(
             services=svc_by_slice[index],
         )
         for service in slice_services:
-            _add(desired, service)
-        allowed.update((api.SERVICE_KIND, name) for name in dropped_services)
+            desired.add(service)
+        for name in dropped_services:
+            desired.allow_deletion((api.SERVICE_KIND, name))
 
-    _check_deletions(request.children, desired, allowed)
+    desired.check()
 
     problems = [
         status.Problem(
@@ -221,7 +272,26 @@ def _reconcile(
         )
         for role, name in sorted(scaler_plan.conflicts.items())
     )
-    blocked_roles = {role for role, _ in conflicts}
+    problems.extend(
+        status.Problem(
+            status.REASON_CHILD_CONFLICT,
+            f"{kind} {name!r} is claimed twice by this DisaggregatedSet's slices or revisions (a"
+            f" {api.GROUP} label of a child was removed or edited): it is kept exactly as it"
+            " is; restore the labels its name implies",
+        )
+        for kind, name in sorted(desired.conflicts)
+    )
+    problems.extend(
+        status.Problem(
+            status.REASON_INVALID_CHILD_STATUS,
+            f"{item.kind.kind} {item.name!r}: {item.status_error}, more than any"
+            f" {api.LWS_KIND} can have; its status is ignored (counted as not ready) until it is"
+            " sane again",
+        )
+        for item in request.children
+        if item.status_error is not None
+    )
+    blocked_roles = {role for role, _ in conflicts} | set(blocked_roles_by_child.values())
     progress = [
         status.RoleProgress(
             name=entry.name,
@@ -254,7 +324,7 @@ def _reconcile(
             "outcome": "synced",
             "slices": slice_summaries,
             "children": _count_kinds(ordered),
-            "deleted": len({_child_key(c) for c in request.children} - set(desired)),
+            "deleted": desired.deleted(),
             "scalers_created": len(scaler_plan.created),
             "conflicts": len(problems),
         },
@@ -298,7 +368,12 @@ def _unchanged(child: records.ObservedObject) -> JsonObject:
 
 
 def _invalid(violation: api.Violation) -> status.Problem:
-    return status.Problem(status.REASON_INVALID_SPEC, f"{violation.field}: {violation.message}")
+    reason = (
+        status.REASON_INVALID_METADATA
+        if violation.field.startswith("metadata.")
+        else status.REASON_INVALID_SPEC
+    )
+    return status.Problem(reason, f"{violation.field}: {violation.message}")
 
 
 def _role_targets(
@@ -366,25 +441,6 @@ def _split_by_slice(
         else:
             by_slice[index].append(item)
     return by_slice, elsewhere, removed
-
-
-def _check_deletions(
-    observed: Iterable[records.ObservedObject],
-    desired: Mapping[ChildKey, JsonObject],
-    allowed: set[ChildKey],
-) -> None:
-    missing = {_child_key(item) for item in observed} - set(desired)
-    unexpected = sorted(missing - allowed)
-    if unexpected:
-        listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
-        raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
-
-
-def _add(desired: dict[ChildKey, JsonObject], child: JsonObject) -> None:
-    key = (child["kind"], child["metadata"]["name"])
-    if key in desired:
-        raise ValueError(f"two desired children share the name {key[1]!r} ({key[0]})")
-    desired[key] = child
 
 
 def _child_key(item: records.ObservedObject) -> ChildKey:

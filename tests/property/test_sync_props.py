@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from hooks import api, envelope, gotext, revision, sync, validation
 from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
-from tests.sim import apply
+from tests.sim import apply, views
 from tests.sim.deletions import allowed_deletions, child_id
 
 JsonObject = dict[str, Any]
@@ -509,3 +509,111 @@ def test_invalid_spec_breakers_all_break_validation() -> None:
         parent = make_ds()
         breaker(parent["spec"])
         assert target_of(parent) is None, name
+
+
+# --- hostile and impossible states (the mutations black-box attacks found) ----------------
+
+
+def _annotation_identity(request: JsonObject, rng: random.Random) -> None:
+    """Rewrite a child's last-applied annotation under another apiVersion (or none)."""
+    objects = [obj for group in request["children"].values() for obj in group.values()]
+    if not objects:
+        return
+    obj = rng.choice(objects)
+    annotations = obj["metadata"].get("annotations") or {}
+    if api.LAST_APPLIED_ANNOTATION not in annotations:
+        return
+    applied = orjson.loads(annotations[api.LAST_APPLIED_ANNOTATION])
+    if rng.random() < 0.5:
+        applied.pop("apiVersion", None)
+    else:
+        applied["apiVersion"] = applied.get("apiVersion", "v1") + "beta"
+    annotations[api.LAST_APPLIED_ANNOTATION] = orjson.dumps(applied).decode()
+
+
+def _wrong_type(request: JsonObject, rng: random.Random) -> None:
+    spec = request["parent"]["spec"]
+    value = rng.choice([True, "2", " 2", 2.0, "1"])
+    if rng.random() < 0.5:
+        spec["slices"] = value
+    else:
+        rng.choice(spec["roles"])["spec"]["replicas"] = value
+
+
+def _lost_label(request: JsonObject, rng: random.Random) -> None:
+    """A child loses a label and the annotation that would restore it (two claims, one name)."""
+    objects = [
+        obj
+        for key in (LWS_KEY, f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}")
+        for obj in request["children"].get(key, {}).values()
+    ]
+    if not objects:
+        return
+    obj = rng.choice(objects)
+    obj["metadata"]["labels"].pop(rng.choice([api.LABEL_SLICE, api.LABEL_REVISION]), None)
+    (obj["metadata"].get("annotations") or {}).pop(api.LAST_APPLIED_ANNOTATION, None)
+
+
+def _overflow(request: JsonObject, rng: random.Random) -> None:
+    group = request["children"].get(LWS_KEY, {})
+    for obj in rng.sample(sorted(group.values(), key=child_id), k=min(2, len(group))):
+        obj.setdefault("status", {})[rng.choice(["replicas", "readyReplicas"])] = rng.choice(
+            [2**63 - 1, 2**31, -5]
+        )
+
+
+def _negative_generation(request: JsonObject, rng: random.Random) -> None:
+    request["parent"]["metadata"]["generation"] = -rng.randint(1, 3)
+
+
+MUTATIONS = {
+    "annotation-identity": _annotation_identity,
+    "wrong-json-type": _wrong_type,
+    "lost-label": _lost_label,
+    "status-overflow": _overflow,
+    "negative-generation": _negative_generation,
+}
+
+
+def is_serving(obj: JsonObject, *, slices: object) -> bool:
+    """An LWS meant to run groups, with ready ones, in a slice the spec keeps (SPEC §5 step 1
+    deletes removed slices outright, serving or not)."""
+    if obj["kind"] != api.LWS_KIND:
+        return False
+    index = views.slice_of(obj)
+    kept_slices = slices if isinstance(slices, int) and not isinstance(slices, bool) else None
+    if kept_slices is not None and index is not None and index >= kept_slices:
+        return False
+    ready = (obj.get("status") or {}).get("readyReplicas", 0)
+    return obj["spec"].get("replicas", 1) != 0 and isinstance(ready, int) and ready >= 1
+
+
+@PROPS
+@given(
+    st.booleans().flatmap(lambda valid: requests(valid=valid)),
+    st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3),
+    st.randoms(use_true_random=False),
+)
+def test_mutated_requests_answer_200_and_never_drop_a_serving_child(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+    mutations: list[str],
+    rng: random.Random,
+) -> None:
+    parent, _, request = drawn
+    request = copy.deepcopy(request)
+    for mutation in mutations:
+        MUTATIONS[mutation](request, rng)
+    children = [obj for group in request["children"].values() for obj in group.values()]
+    response = run_sync(request)  # no exception: a 200 answer
+    # Every serving LWS stays, and, beyond that, only what SPEC §8 lets go.
+    missing = {child_id(child) for child in children} - response_ids(response)
+    slices = request["parent"]["spec"].get("slices", 1)
+    for child in children:
+        assert not (child_id(child) in missing and is_serving(child, slices=slices)), child_id(
+            child
+        )
+    allowed = allowed_deletions(
+        parent=request["parent"], children=children, target=target_of(request["parent"])
+    )
+    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+    del parent

@@ -26,12 +26,13 @@ from typing import Any
 from hooks import api
 from tests.sim.views import is_external, labels_of, ready_of, replicas_of, slice_of
 
-ChildId = tuple[str, str]
-"""(kind, name)"""
+ChildId = tuple[str, str, str]
+"""(apiVersion, kind, name): how Metacontroller matches an answer's child to an observed one
+(every child lives in the parent's namespace)."""
 
 
 def child_id(obj: Mapping[str, Any]) -> ChildId:
-    return (obj["kind"], obj["metadata"]["name"])
+    return (obj.get("apiVersion", ""), obj.get("kind", ""), obj["metadata"]["name"])
 
 
 def allowed_deletions(

@@ -70,6 +70,10 @@ LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
 # refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
 # string and any percentage fit.
 INT_OR_PERCENT_MAX_LENGTH: Final = 16
+# Added bound on every resource.Quantity string of a role's spec (requests, limits, sizeLimit,
+# divisor, ...): an unbounded one let a valid set cost seconds per sync. Quantities people
+# write ("1536Mi", "2.5", "100m", "1e3") are far shorter.
+QUANTITY_MAX_LENGTH: Final = 64
 
 # json_schema_extra fragments (see the module docstring).
 _INT32: Final[JsonDict] = {"format": "int32"}

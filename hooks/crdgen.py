@@ -128,19 +128,22 @@ def extract_lws_spec_schema(lws_crd: JsonObject) -> JsonObject:
     return strip_descriptions(schema)
 
 
-# Bounds added to the embedded LWS spec schema (the LWS CRD has none): property path from the
-# role's `spec` → keywords merged into that node. Only where a CEL rule needs them to fit the API
-# server's cost budget; values upstream accepts in practice all fit.
+# Bounds added to the embedded LWS spec schema (the LWS CRD has none), where the API server's
+# CEL cost budget or the hook's cost per sync needs them; values upstream accepts in practice all
+# fit. By property path from the role's `spec`:
 _LWS_SPEC_BOUNDS: Final[dict[tuple[str, ...], JsonObject]] = {
     ("rolloutStrategy", "rollingUpdateConfiguration", field): {
         "maxLength": api.INT_OR_PERCENT_MAX_LENGTH
     }
     for field in ("maxSurge", "maxUnavailable")
 }
+# ... and on every resource.Quantity node, recognised by the pattern Kubernetes gives them.
+_QUANTITY_PATTERN_START: Final = "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))"
+_QUANTITY_BOUND: Final[JsonObject] = {"maxLength": api.QUANTITY_MAX_LENGTH}
 
 
 def bounded_lws_spec_schema(schema: JsonObject) -> JsonObject:
-    """A copy of the embedded LWS spec schema with `_LWS_SPEC_BOUNDS` merged in."""
+    """A copy of the embedded LWS spec schema with the added bounds merged in."""
     result: JsonObject = json.loads(json.dumps(schema))
     for path, keywords in _LWS_SPEC_BOUNDS.items():
         node = result
@@ -149,7 +152,36 @@ def bounded_lws_spec_schema(schema: JsonObject) -> JsonObject:
                 raise CrdGenError(f"the LWS spec schema has no {'.'.join(path)}")
             node = node["properties"][name]
         node.update(keywords)
+    quantities = [node for node in _schema_nodes(result) if _is_quantity(node)]
+    if not quantities:
+        raise CrdGenError("the LWS spec schema has no resource.Quantity fields")
+    for node in quantities:
+        node.update(_QUANTITY_BOUND)
     return result
+
+
+def _is_quantity(node: JsonObject) -> bool:
+    pattern = node.get("pattern")
+    return (
+        node.get("x-kubernetes-int-or-string") is True
+        and isinstance(pattern, str)
+        and pattern.startswith(_QUANTITY_PATTERN_START)
+    )
+
+
+def _schema_nodes(schema: JsonObject) -> list[JsonObject]:
+    """Every sub-schema of `schema`, itself included."""
+    nodes = [schema]
+    for key in _SCHEMA_MAPS:
+        for child in schema.get(key, {}).values():
+            nodes.extend(_schema_nodes(child))
+    for key in _SCHEMA_VALUES:
+        if isinstance(schema.get(key), dict):
+            nodes.extend(_schema_nodes(schema[key]))
+    for key in _SCHEMA_LISTS:
+        for child in schema.get(key, []):
+            nodes.extend(_schema_nodes(child))
+    return nodes
 
 
 def render_lws_spec_schema(schema: JsonObject) -> str:

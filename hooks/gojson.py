@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
-from hooks import gotext, quantity
+from hooks import api, gotext, quantity
 
 TABLE_RESOURCE: Final = "typetable.json"
 
@@ -182,6 +182,13 @@ def _quantity_text(value: Any) -> str:
 
 def _quantity_codec() -> _Codec:
     def encode(value: Any) -> str:
+        # The CRD bounds quantity strings: refuse longer ones before parsing them (a stored
+        # set can still hold one when validation was bypassed).
+        if isinstance(value, str) and len(value) > api.QUANTITY_MAX_LENGTH:
+            raise gotext.EncodingError(
+                f"a quantity of {len(value)} characters; at most {api.QUANTITY_MAX_LENGTH}"
+                " are allowed"
+            )
         try:
             return quantity.marshal_json(quantity.unmarshal_json(_quantity_text(value)))
         except quantity.QuantityError as error:

@@ -36,8 +36,13 @@ Rules reproduced from upstream, quirks included:
 - Exponents are 32-bit in upstream. Where that arithmetic wraps and upstream would still answer
   cheaply (the small-integer path) the wrap is reproduced; where the wrap would make upstream build
   a power of ten with billions of digits (the big-decimal path), this module raises
-  `QuantityError` instead of hanging. It never builds such powers itself: rounding a tiny value up
-  to one nano unit and stripping zeros are done on the digits.
+  `QuantityError` instead of hanging.
+
+Cost: time linear in the length of the text. Values are held as decimal digit strings; a long
+value is never converted between decimal text and a Python int (CPython does that in quadratic
+time, so a valid million-digit quantity once took 23 s). Rounding to nano units, stripping zeros
+and comparing are done on the digits; a binary suffix multiplies the digits by 2**10..2**60 in
+fixed-size chunks; only values known to be short (at most int64) become ints.
 """
 
 from __future__ import annotations
@@ -58,8 +63,7 @@ _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
 _MAX_SMALL_DIGITS: Final = 18  # decimal digits an int64 always holds
 _NANO: Final = -9
-_CONVERSION_CHUNK: Final = 4000  # below Python's default limit on int <-> str conversions
-_CONVERSION_BITS: Final = 13000  # fewer than 4000 decimal digits
+_CHUNK_DIGITS: Final = 18  # digits multiplied at a time by a binary suffix (fit an int64)
 
 # Go's unicode.IsSpace: Latin-1 spaces plus the Unicode White_Space property.
 _GO_SPACE: Final = (
@@ -108,20 +112,28 @@ _BINARY_BY_EXPONENT: Final = {exponent: text for text, exponent in _BINARY_SUFFI
 
 @dataclass(frozen=True, slots=True)
 class Quantity:
-    """A parsed quantity: `mantissa * 10**exponent`, its format and any cached spelling.
+    """A parsed quantity: `(-1 if negative) * int(digits) * 10**exponent`, its format and any
+    cached spelling.
 
-    `small` marks upstream's int64 representation (its canonical form wraps 32-bit exponents);
-    otherwise the value stands for upstream's arbitrary-precision decimal.
+    `digits` are decimal without leading zeros ("0" for zero). `small` marks upstream's int64
+    representation (its canonical form wraps 32-bit exponents); otherwise the value stands for
+    upstream's arbitrary-precision decimal.
     """
 
-    mantissa: int
+    digits: str
+    negative: bool
     exponent: int
     format: Format
     text: str = ""
     small: bool = True
 
 
-ZERO: Final = Quantity(0, 0, Format.DECIMAL_EXPONENT)
+ZERO: Final = Quantity("0", False, 0, Format.DECIMAL_EXPONENT)
+
+
+def _small(value: int, exponent: int, fmt: Format, *, text: str = "") -> Quantity:
+    """A quantity from a short signed integer."""
+    return Quantity(str(abs(value)), value < 0, exponent, fmt, text=text)
 
 
 def _wrap32(value: int) -> int:
@@ -209,7 +221,7 @@ def parse_quantity(text: str) -> Quantity:
     if not text:
         raise QuantityError(FORMAT_ERROR)
     if text == "0":
-        return Quantity(0, 0, Format.DECIMAL_SI, text="0")
+        return Quantity("0", False, 0, Format.DECIMAL_SI, text="0")
     positive, numeric, integer, fraction, suffix = _split(text)
     base, exponent, fmt = _interpret(suffix)
 
@@ -240,108 +252,102 @@ def parse_quantity(text: str) -> Quantity:
                     if fmt is Format.BINARY_SI
                     else scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
                 )
-                return Quantity(result, scale, fmt, text=text if keep else "")
+                return _small(result, scale, fmt, text=text if keep else "")
     return _parse_big(numeric, base, exponent, fmt)
 
 
 def _parse_big(numeric: str, base: int, exponent: int, fmt: Format) -> Quantity:
-    """The arbitrary-precision branch of ParseQuantity."""
+    """The arbitrary-precision branch of ParseQuantity, on decimal digit strings."""
     sign_text = numeric[:1] if numeric[:1] in ("+", "-") else ""
     body = numeric[len(sign_text) :]
     whole, dot, frac = body.partition(".")
-    digits = whole + frac
-    if not digits:
+    if not whole and not frac:
         raise QuantityError(NUMERIC_ERROR)
-    unscaled = _int_from_digits(digits)
+    digits = (whole + frac).lstrip("0")
     scale = len(frac) if dot else 0  # digits after the point, upstream's inf.Dec scale
     if base == 10:
         scale -= exponent
-    else:
-        unscaled <<= exponent
-    if unscaled == 0:
-        return Quantity(0, 0, fmt, small=False)
+    elif digits:
+        digits = _times(digits, 1 << exponent)
+    if not digits:
+        return Quantity("0", False, 0, fmt, small=False)
     if not _INT32_MIN <= scale <= _INT32_MAX or not _INT32_MIN <= 9 - scale <= _INT32_MAX:
         raise QuantityError(EXPONENT_RANGE_ERROR)
-    negative = sign_text == "-"
-    if scale > -_NANO:
+    if scale > -_NANO:  # round up (away from zero) to a whole nano unit
         drop = scale + _NANO
-        if len(_digits_of(unscaled)) <= drop:
-            unscaled = 1
+        if len(digits) <= drop:
+            digits = "1"
         else:
-            quotient, remainder = divmod(unscaled, _pow10(drop))
-            unscaled = quotient + (1 if remainder else 0)
+            kept, dropped = digits[:-drop], digits[-drop:]
+            digits = _increment(kept) if dropped.strip("0") else kept
         scale = -_NANO
     if fmt is Format.BINARY_SI:
-        if _compare_scaled(unscaled, scale, INT64_MAX) > 0:
-            unscaled, scale = INT64_MAX, 0
-        if _compare_scaled(unscaled, scale, 1) < 0:
+        if _compare(digits, scale, INT64_MAX) > 0:
+            digits, scale = str(INT64_MAX), 0
+        if _compare(digits, scale, 1) < 0:
             fmt = Format.DECIMAL_SI
-    if negative:
-        unscaled = -unscaled
-    return Quantity(unscaled, -scale, fmt, small=False)
+    return Quantity(digits, sign_text == "-", -scale, fmt, small=False)
 
 
-def _compare_scaled(unscaled: int, scale: int, integer: int) -> int:
-    """Sign of `unscaled * 10**-scale - integer`, for a scale of at most 9 (after rounding)."""
+def _times(digits: str, factor: int) -> str:
+    """The decimal digits of int(digits) * factor, for a factor below 10**18, in linear time."""
+    chunks = []
+    carry = 0
+    for end in range(len(digits), 0, -_CHUNK_DIGITS):
+        carry += int(digits[max(0, end - _CHUNK_DIGITS) : end]) * factor
+        carry, low = divmod(carry, 10**_CHUNK_DIGITS)
+        chunks.append(str(low).rjust(_CHUNK_DIGITS, "0"))
+    chunks.append(str(carry))
+    return "".join(reversed(chunks)).lstrip("0") or "0"
+
+
+def _increment(digits: str) -> str:
+    """The decimal digits of int(digits) + 1."""
+    body = digits.rstrip("9")
+    nines = len(digits) - len(body)
+    if not body:
+        return "1" + "0" * nines
+    return body[:-1] + str(int(body[-1]) + 1) + "0" * nines
+
+
+def _compare(digits: str, scale: int, integer: int) -> int:
+    """Sign of `int(digits) * 10**-scale - integer`, for a non-negative integer."""
     if scale >= 0:
-        left, right = unscaled, integer * _pow10(scale)
+        left, right = digits, str(integer) + "0" * scale
     else:
-        left, right = unscaled * _pow10(-scale), integer
+        width = len(digits) - scale
+        if width != len(str(integer)):
+            return 1 if width > len(str(integer)) else -1
+        left, right = digits + "0" * -scale, str(integer)
+    left, right = left.lstrip("0") or "0", right.lstrip("0") or "0"
+    if len(left) != len(right):
+        return 1 if len(left) > len(right) else -1
     return (left > right) - (left < right)
 
 
-def _int_from_digits(digits: str) -> int:
-    """int(digits) for any length (Python refuses long conversions; upstream does not)."""
-    if len(digits) <= _CONVERSION_CHUNK:
-        return int(digits)
-    half = len(digits) // 2
-    return _int_from_digits(digits[:half]) * _pow10(len(digits) - half) + _int_from_digits(
-        digits[half:]
-    )
-
-
-def _digits_of(value: int) -> str:
-    """The decimal digits of a non-negative int of any size."""
-    if value.bit_length() <= _CONVERSION_BITS:
-        return str(value)
-    half = value.bit_length() * 3 // 20  # about half of its decimal digits
-    high, low = divmod(value, _pow10(half))
-    return _digits_of(high) + _digits_of(low).rjust(half, "0")
-
-
-def _signed_digits(value: int) -> str:
-    return "-" + _digits_of(-value) if value < 0 else _digits_of(value)
-
-
-def _strip_tens(mantissa: int) -> tuple[int, int]:
-    """Mantissa without trailing decimal zeros, and how many were removed."""
-    if mantissa == 0:
-        return 0, 0
-    negative = mantissa < 0
-    value = -mantissa if negative else mantissa
-    digits = _digits_of(value)
+def _strip_tens(digits: str) -> tuple[str, int]:
+    """Digits without trailing zeros, and how many were removed."""
+    if digits == "0":
+        return digits, 0
     stripped = digits.rstrip("0")
-    times = len(digits) - len(stripped)
-    value = _int_from_digits(stripped)
-    return (-value if negative else value), times
+    return stripped, len(digits) - len(stripped)
 
 
 def _canonical_decimal(quantity: Quantity) -> tuple[str, int]:
-    """Digits and a multiple-of-3 exponent (upstream's AsCanonicalBytes)."""
-    if quantity.small:
-        mantissa, times = _strip_tens(quantity.mantissa)
-        exponent = _wrap32(quantity.exponent + times)
-        step = {1: 1, -2: 1, 2: 2, -1: 2}.get(_go_rem(exponent, 3), 0)
-        scaled = mantissa * _pow10(step)
-        if INT64_MIN < scaled <= INT64_MAX:
-            return _signed_digits(scaled), _wrap32(exponent - step)
-        # An int64 overflow: upstream redoes the work on the big-decimal path.
-    mantissa, times = _strip_tens(quantity.mantissa)
+    """Signed digits and a multiple-of-3 exponent (upstream's AsCanonicalBytes)."""
+    sign = "-" if quantity.negative else ""
+    digits, times = _strip_tens(quantity.digits)
     exponent = _wrap32(quantity.exponent + times)
+    if quantity.small:
+        step = {1: 1, -2: 1, 2: 2, -1: 2}.get(_go_rem(exponent, 3), 0)
+        scaled = int(digits) * _pow10(step) * (-1 if quantity.negative else 1)
+        if INT64_MIN < scaled <= INT64_MAX:
+            return str(scaled), _wrap32(exponent - step)
+        # An int64 overflow: upstream redoes the work on the big-decimal path.
     while _go_rem(exponent, 3) != 0:
-        mantissa *= 10
+        digits += "0"
         exponent = _wrap32(exponent - 1)
-    return _signed_digits(mantissa), exponent
+    return sign + digits, exponent
 
 
 def _pow10(exponent: int) -> int:
@@ -353,29 +359,28 @@ def _pow10(exponent: int) -> int:
 def _is_whole(quantity: Quantity) -> bool:
     if quantity.exponent >= 0:
         return True
-    return quantity.mantissa % _pow10(-quantity.exponent) == 0
+    return _strip_tens(quantity.digits)[1] >= -quantity.exponent or quantity.digits == "0"
 
 
 def canonical_string(quantity: Quantity) -> str:
     """The text upstream's `String()` / `MarshalJSON` writes between the quotes."""
     if quantity.text:
         return quantity.text
-    if quantity.mantissa == 0:
+    if quantity.digits == "0":
         return "0"
     fmt = quantity.format
     if fmt is Format.BINARY_SI:
         if _is_between_1024(quantity) or not _is_whole(quantity):
             fmt = Format.DECIMAL_SI
         else:
+            # A binary-format value is at most 2**63 - 1 here (capped when parsed): short.
             value = _whole_value(quantity)
-            negative = value < 0
-            value = -value if negative else value
             times = 0
             while value % 1024 == 0:
                 value //= 1024
                 times += 1
             suffix = _BINARY_BY_EXPONENT.get(times * 10, "")
-            return ("-" if negative else "") + _digits_of(value) + suffix
+            return ("-" if quantity.negative else "") + str(value) + suffix
     digits, exponent = _canonical_decimal(quantity)
     if fmt is Format.DECIMAL_SI:
         return digits + _DECIMAL_BY_EXPONENT.get(exponent, "")
@@ -383,20 +388,15 @@ def canonical_string(quantity: Quantity) -> str:
 
 
 def _whole_value(quantity: Quantity) -> int:
+    """The magnitude of a whole binary-format value (short: at most 2**63 - 1)."""
     if quantity.exponent >= 0:
-        return quantity.mantissa * _pow10(quantity.exponent)
-    return quantity.mantissa // _pow10(-quantity.exponent)
+        return int(quantity.digits) * _pow10(quantity.exponent)
+    return int(quantity.digits[: quantity.exponent] or "0")
 
 
 def _is_between_1024(quantity: Quantity) -> bool:
-    """-1024 < value < 1024, without building huge powers of ten."""
-    mantissa, exponent = quantity.mantissa, quantity.exponent
-    if exponent >= 4:
-        return mantissa == 0
-    if exponent >= 0:
-        return -1024 < mantissa * _pow10(exponent) < 1024
-    bound = 1024 * _pow10(-exponent)
-    return -bound < mantissa < bound
+    """-1024 < value < 1024, on the digits."""
+    return _compare(quantity.digits, -quantity.exponent, 1024) < 0
 
 
 def go_trim_space(text: str) -> str:

@@ -151,11 +151,22 @@ def test_committed_lws_schema_is_the_stripped_lws_crd_spec() -> None:
 
 
 # The only keywords the role spec adds to the LWS spec schema: bounds the API server's CEL cost
-# budget needs (see test_cluster_install for the real server accepting the CRD).
-ADDED_BOUNDS = {
+# budget needs on the int-or-percent fields (tests/cluster/test_install.py has the real server
+# accept the CRD), and a maximum length on every resource.Quantity string.
+INT_OR_PERCENT_BOUNDS = {
     (".rolloutStrategy.rollingUpdateConfiguration.maxSurge", "maxLength"),
     (".rolloutStrategy.rollingUpdateConfiguration.maxUnavailable", "maxLength"),
 }
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+QUANTITY_BOUNDS = {
+    (path, "maxLength")
+    for path, node in _nodes(crdgen.load_lws_spec_schema())
+    if node.get("pattern") == QUANTITY_PATTERN
+}
+ADDED_BOUNDS = INT_OR_PERCENT_BOUNDS | QUANTITY_BOUNDS
 
 
 def _without_added_bounds(schema: JsonObject) -> JsonObject:
@@ -178,11 +189,16 @@ def test_role_spec_schema_is_the_lws_spec_schema_plus_bounds(ds_root: JsonObject
     assert _without_added_bounds(role_spec) == lws_spec
 
 
-def test_int_or_percent_fields_are_bounded(ds_root: JsonObject) -> None:
+def test_int_or_percent_and_quantity_fields_are_bounded(ds_root: JsonObject) -> None:
     nodes = dict(_nodes(_role_spec(ds_root)))
-    for path, keyword in ADDED_BOUNDS:
+    for path, keyword in INT_OR_PERCENT_BOUNDS:
         assert nodes[path][keyword] == api.INT_OR_PERCENT_MAX_LENGTH
         assert nodes[path]["x-kubernetes-int-or-string"] is True
+    assert len(QUANTITY_BOUNDS) == 38  # requests, limits, overhead, sizeLimit, divisor, ...
+    for path, keyword in QUANTITY_BOUNDS:
+        assert nodes[path][keyword] == api.QUANTITY_MAX_LENGTH
+    limits = ".leaderWorkerTemplate.workerTemplate.spec.containers[].resources.limits{}"
+    assert (limits, "maxLength") in QUANTITY_BOUNDS
 
 
 def test_role_spec_schema_equals_the_lws_crd_and_upstream_embedding(ds_root: JsonObject) -> None:

@@ -127,3 +127,26 @@ def test_quantities_longer_than_pythons_int_conversion_limit_work() -> None:
     assert _roundtrip(f'"{long_digits}"') == f'"{long_digits}"'
     assert _roundtrip('"0.' + "0" * 5000 + '1"') == '"1n"'
     assert _roundtrip('"1e' + "0" * 5000 + '3"') == '"1e' + "0" * 5000 + '3"'  # kept spelling
+
+
+MILLION = 1_000_000
+
+# Valid million-digit quantities (the CRD's pattern admits any length; upstream has no bound):
+# the value is exact, and the work is linear (bench/hostile_inputs.py times it; once 23 s).
+LONG_CASES = [
+    ('"' + "1" * MILLION + '"', '"' + "1" * MILLION + '"'),
+    ('"1' + "0" * (MILLION - 1) + '"', '"1"'),  # 10^999999: exponent without an SI suffix
+    ('"1.5' + "0" * MILLION + 'Gi"', '"1536Mi"'),
+    ('"0.' + "0" * MILLION + '1"', '"1n"'),
+    ('"0.' + "9" * MILLION + 'Ki"', '"1Ki"'),  # rounded up at the nano unit: 1024 exactly
+    ('"' + "1" * MILLION + 'Ki"', '"9223372036854775807"'),  # capped at 2^63 - 1
+    ('"-' + "9" * MILLION + '.5n"', '"-10"'),  # rounded away from zero: -10^999991
+    ('"12345' + "0" * MILLION + 'm"', '"123450"'),  # 12345e999997 = 123450e999996, no suffix
+]
+
+
+@pytest.mark.parametrize(
+    ("json_text", "expected"), LONG_CASES, ids=[f"case{i}" for i in range(len(LONG_CASES))]
+)
+def test_million_digit_quantities_are_exact(json_text: str, expected: str) -> None:
+    assert _roundtrip(json_text) == expected

@@ -222,3 +222,31 @@ def test_impossible_status_counts_are_ignored_and_reported(
         assert name in condition["message"]
     available = [c for c in response["status"]["conditions"] if c["type"] == "Available"]
     assert available[0]["status"] == "False"
+
+
+# --- 5. every valid request costs time linear in its size ------------------------------------
+
+
+def _with_limit(request: JsonObject, value: str) -> JsonObject:
+    request = copy.deepcopy(request)
+    role = request["parent"]["spec"]["roles"][0]
+    container = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"cpu": value}}
+    return request
+
+
+def test_a_quantity_longer_than_the_crd_allows_holds_the_set(three_slices: JsonObject) -> None:
+    """Regression: a limit of "1" repeated 1,000,000 times matches the quantity pattern; one
+    sync took 23 s (past Metacontroller's 10 s timeout) and 1.4 M digits killed the worker."""
+    response = answer(_with_limit(three_slices, "1" * 1_000_000))
+    assert_keeps_every_child(three_slices, response)
+    condition = degraded(response)
+    assert (condition["status"], condition["reason"]) == ("True", "InvalidSpec")
+    assert "containers[0].resources.limits.cpu" in condition["message"]
+    assert "1000000 characters" in condition["message"]
+
+
+def test_a_quantity_at_the_crd_maximum_is_a_template_change(three_slices: JsonObject) -> None:
+    response = answer(_with_limit(three_slices, "1" * api.QUANTITY_MAX_LENGTH))
+    assert degraded(response)["status"] == "False"
+    assert response["status"]["revision"] != three_slices["parent"]["status"]["revision"]

@@ -778,9 +778,38 @@ def large() -> Scenario:
     )
 
 
+
+
+
+def large_rollout() -> Scenario:
+    """The largest request of the large set's rollout: both revisions in every slice."""
+    cluster = Cluster(parent(_LARGE, slices=100, placement=_LARGE_PLACEMENT))
+    _passes(cluster, limit=MAX_SETTLE_PASSES)
+    updated = tuple(
+        RoleShape(
+            shape.name,
+            shape.engine,
+            shape.model,
+            replicas=shape.replicas,
+            size=shape.size,
+            gpus=shape.gpus,
+            image_tag="v0.11.1",
+        )
+        for shape in _LARGE
+    )
+    status = cluster.status
+    cluster.parent = parent(updated, slices=100, placement=_LARGE_PLACEMENT, generation=2)
+    cluster.status = status
+    requests = _passes(cluster, limit=MAX_ROLLOUT_PASSES)
+    request = max(requests, key=lambda item: len(orjson.dumps(item)))
+    description = "10 roles x 100 slices mid-rollout (two revisions per slice), largest pass"
+    return _scenario("large-rollout", description, request)
+
+
 CASES: Final[Mapping[str, Callable[[], Scenario]]] = {
     "small": small,
     "medium": medium,
     "medium-rollout": medium_rollout,
     "large": large,
+    "large-rollout": large_rollout,
 }

@@ -32,6 +32,7 @@ from hooks import (
     api,
     crdgen,
     envelope,
+    limits,
     manifests,
     planner,
     plans,
@@ -43,11 +44,8 @@ from hooks import (
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
-DEFAULT_WORKERS: Final = 2
-DEFAULT_TIMEOUT_SECONDS: Final = 30
-# Same value as app.DEFAULT_MAX_BODY_BYTES: hooks.app may only be imported once `serve` has set
-# up Prometheus multiprocess mode (see hooks.server), so the CLI cannot read it from there.
-DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_WORKERS: Final = 1
+DEFAULT_TIMEOUT_SECONDS: Final = 9
 DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
@@ -83,21 +81,32 @@ def _add_serve(commands: _Subcommands) -> None:
         type=_positive_int,
         default=DEFAULT_WORKERS,
         metavar="N",
-        help=f"gunicorn worker processes (default {DEFAULT_WORKERS})",
+        help="gunicorn worker processes, each serving many connections (default "
+        f"{DEFAULT_WORKERS})",
     )
     parser.add_argument(
         "--max-body-bytes",
         type=_positive_int,
-        default=DEFAULT_MAX_BODY_BYTES,
+        default=limits.DEFAULT_MAX_BODY_BYTES,
         metavar="N",
-        help="larger hook requests are answered 413 (default 64 MiB)",
+        help="larger hook requests are answered 413 (default "
+        f"{_mib(limits.DEFAULT_MAX_BODY_BYTES)})",
+    )
+    parser.add_argument(
+        "--max-parse-bytes",
+        type=_positive_int,
+        default=limits.DEFAULT_MAX_PARSE_BYTES,
+        metavar="N",
+        help="requests whose parsed form could take more memory are answered 413 before "
+        f"parsing (default {_mib(limits.DEFAULT_MAX_PARSE_BYTES)})",
     )
     parser.add_argument(
         "--timeout",
         type=_positive_int,
         default=DEFAULT_TIMEOUT_SECONDS,
         metavar="S",
-        help=f"seconds before a silent worker is restarted (default {DEFAULT_TIMEOUT_SECONDS})",
+        help="seconds a worker may be busy before it is restarted (default "
+        f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
     parser.set_defaults(run=_run_serve)
@@ -110,11 +119,17 @@ def _run_serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             timeout=args.timeout,
             log_level=args.log_level,
-            max_body_bytes=args.max_body_bytes,
+            limits=limits.Limits(
+                max_body_bytes=args.max_body_bytes, max_parse_bytes=args.max_parse_bytes
+            ),
         )
     except server.ServerError as error:
         raise CliError(str(error)) from None
     return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size // limits.MIB} MiB"
 
 
 # --- render --------------------------------------------------------------------------------------

@@ -1,22 +1,35 @@
 """The HTTP edge: Flask factory, routes, the one exception→HTTP map, the per-call log line, metrics.
 
-A view only translates HTTP to a pure hook function and back. For each call it checks the body size
-(the Content-Length header before reading, then the bytes actually read), decodes the body once
-with orjson (whatever the Content-Type says: Metacontroller always sends JSON, curl users often
-forget the header), reads the clock once, runs the hook (`envelope.parse_*`, then the hook
-function), serialises the answer once and returns 200 application/json. Nothing here decides
-anything about DisaggregatedSets.
+A view only translates HTTP to a pure hook function and back. For each call it reads the body
+within limits, decodes it once with orjson (whatever the Content-Type says: Metacontroller always
+sends JSON, curl users often forget the header), reads the clock once, runs the hook
+(`envelope.parse_*`, then the hook function), serialises the answer once and returns 200
+application/json. Nothing here decides anything about DisaggregatedSets.
+
+Limits that keep one process answering, whatever a client sends (`hooks.limits.Limits`):
+
+- a body larger than `max_body_bytes` (the Content-Length, then the bytes actually read) → 413;
+- a body still incomplete `body_deadline_seconds` after its first byte, or whose socket stays
+  silent (the server's read timeout) → 408;
+- request bodies buffered at once in this process past `buffered_bytes` → 503 (the server is
+  busy; Metacontroller retries): many slow uploads cannot add up to an out-of-memory kill;
+- a body whose parsed form could take more than `max_parse_bytes` → 413, before it is parsed.
+  `parse_cost` bounds what orjson allocates from counts of structural bytes (objects, arrays,
+  string quotes, commas) plus twice the length: an upper bound for Kubernetes requests (about 3x
+  the real size) and for hostile shapes alike (a 57 MiB body of `{}` would take 1.4 GiB).
 
 Failures never produce a partial 200. The map (`_failure_for`) is the only place that turns an
 exception into an HTTP status:
 
-- body larger than `max_body_bytes` → 413;
+- body larger than `max_body_bytes`, or too costly to parse → 413; too slow → 408; too many
+  bodies buffered at once → 503;
 - body that is not JSON, or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad
   shape) → 400 (the request itself is at fault; Metacontroller retries with backoff either way);
 - `sync.UnsafeDeletionError` and every other exception → 500.
 
-Error answers carry a small JSON body `{"error": ..., "hook": ...}`; an unexpected exception's text
-stays in the log (with its traceback), not in the answer.
+Error answers carry a small JSON body `{"error": ..., "hook": ...}` whose message is capped (a
+request can hold megabytes in a field an error names); an unexpected exception's text stays in
+the log (with its traceback), not in the answer.
 
 Logging: one JSON line per hook call, written through the `hooks` logger to stderr by the formatter
 that `create_app` installs: INFO for a 200, WARNING for a 4xx, ERROR with the traceback for a 5xx.
@@ -52,8 +65,10 @@ from prometheus_client import multiprocess
 from werkzeug.exceptions import HTTPException
 
 from hooks import envelope, records, scalers, sync
+from hooks.limits import Limits
 
-DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024
+MAX_ERROR_MESSAGE: Final = 500
+DEFAULT_LIMITS: Final = Limits()
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 LOGGER_NAME: Final = "hooks"
 LATENCY_BUCKETS: Final = (
@@ -147,6 +162,10 @@ def _failure_for(error: Exception) -> _Failure:
     """The one exception→HTTP map of the hook server."""
     if isinstance(error, _BodyError):
         return error.failure
+    # The read timeout of the socket, or the body deadline; werkzeug reports a failed read of
+    # the body as a client disconnect raised while handling it.
+    if isinstance(error, TimeoutError) or isinstance(error.__context__, TimeoutError):
+        return _Failure(408, "body_timeout", "request body not received in time")
     if isinstance(error, envelope.RequestError):
         return _Failure(400, "invalid_request", str(error))
     if isinstance(error, HTTPException):
@@ -267,13 +286,56 @@ def mark_process_dead(pid: int) -> None:
         multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
 
 
+# --- limits --------------------------------------------------------------------------------------
+
+
+class _BufferedBodies:
+    """Bytes of request bodies this process holds right now, against `Limits.buffered_bytes`.
+
+    Calls share one process (the async worker serves many connections); taking and releasing
+    happen between reads, never concurrently with each other in one process.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> None:
+        if self.held + size > self._limit:
+            raise _BodyError(
+                _Failure(503, "busy", "too many request bodies in flight; retry shortly")
+            )
+        self.held += size
+
+    def release(self, size: int) -> None:
+        self.held -= size
+
+
+def parse_cost(body: bytes) -> int:
+    """An upper bound of the bytes `orjson.loads(body)` allocates, from a few byte counts.
+
+    Weights: 200 per `{` (a dict and its table), 64 per `[`, 28 per unescaped `"` (a string is two
+    quotes and about 56 bytes of header), 48 per `,` (an entry: a list slot or a dict item with
+    its value), plus twice the length (string contents). `{` inside strings count too, so real
+    requests come out about 3x their parsed size: safe, never under.
+    """
+    quotes = body.count(b'"') - body.count(b'\\"')
+    return (
+        200 * body.count(b"{")
+        + 64 * body.count(b"[")
+        + 28 * quotes
+        + 48 * body.count(b",")
+        + 2 * len(body)
+    )
+
+
 # --- the app -------------------------------------------------------------------------------------
 
 
 def create_app(
     *,
     hooks: Mapping[str, Hook] = DEFAULT_HOOKS,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], str] = utc_now,
     log_level: str | int = "INFO",
 ) -> flask.Flask:
@@ -282,17 +344,20 @@ def create_app(
     Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
     set in the environment at this point, a registry of this app otherwise.
     """
-    if max_body_bytes < 1:
-        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    if limits.max_body_bytes < 1 or limits.max_parse_bytes < 1:
+        raise ValueError(f"limits must be positive, got {limits}")
     configure_logging(log_level)
     metrics = _Metrics.create(os.environ.get(MULTIPROC_ENV) or None)
+    buffered = _BufferedBodies(limits.buffered_bytes)
     app = flask.Flask(__name__)
 
     for path, hook in hooks.items():
         app.add_url_rule(
             path,
             endpoint=f"hook:{hook.name}",
-            view_func=_hook_view(hook, metrics=metrics, max_body_bytes=max_body_bytes, clock=clock),
+            view_func=_hook_view(
+                hook, metrics=metrics, limits=limits, buffered=buffered, clock=clock
+            ),
             methods=["POST"],
         )
 
@@ -315,15 +380,17 @@ def create_app(
 
 
 def _hook_view(
-    hook: Hook, *, metrics: _Metrics, max_body_bytes: int, clock: Callable[[], str]
+    hook: Hook,
+    *,
+    metrics: _Metrics,
+    limits: Limits,
+    buffered: _BufferedBodies,
+    clock: Callable[[], str],
 ) -> Callable[[], flask.Response]:
     def view() -> flask.Response:
         started = time.perf_counter()
         try:
-            with collector_paused():
-                body = _decode(_read_body(flask.request, limit=max_body_bytes))
-                result = hook.run(body, clock())
-                payload = orjson.dumps(result.response)
+            result, payload = _answer(hook, flask.request, limits, buffered, clock)
         except Exception as error:
             return _answer_failure(hook, metrics, error, seconds=time.perf_counter() - started)
         seconds = time.perf_counter() - started
@@ -342,11 +409,42 @@ def _hook_view(
     return view
 
 
+def _answer(
+    hook: Hook,
+    request: flask.Request,
+    limits: Limits,
+    buffered: _BufferedBodies,
+    clock: Callable[[], str],
+) -> tuple[records.HookResult, bytes]:
+    """Read, decode, run and serialise one call; the body's bytes are let go before the hook."""
+    chunks = _read_body(request, limits=limits, buffered=buffered)
+    size = sum(len(chunk) for chunk in chunks)
+    try:
+        raw = b"".join(chunks)
+        chunks.clear()
+        if parse_cost(raw) > limits.max_parse_bytes:
+            raise _BodyError(
+                _Failure(413, "body_too_complex", "request body would take too much memory")
+            )
+        # Parsing and the hook are pure work on memory: no reads or writes happen inside, so
+        # pausing the collector for them is safe whatever the worker model.
+        with collector_paused():
+            body = _decode(raw)
+            del raw
+            result = hook.run(body, clock())
+            del body
+            payload = orjson.dumps(result.response)
+    finally:
+        buffered.release(size)
+    return result, payload
+
+
 def _answer_failure(
     hook: Hook, metrics: _Metrics, error: Exception, *, seconds: float
 ) -> flask.Response:
     """Count, log (once; with the traceback for a 5xx) and answer a failed call."""
     failure = _failure_for(error)
+    failure = _Failure(failure.status, failure.kind, cap_message(failure.message))
     _record(hook, metrics, status=failure.status, outcome=failure.kind, seconds=seconds)
     metrics.errors.labels(hook=hook.name, error=failure.kind).inc()
     fields = {
@@ -365,20 +463,33 @@ def _answer_failure(
     return _json_response({"error": failure.message, "hook": hook.name}, status=failure.status)
 
 
-def _read_body(request: flask.Request, *, limit: int) -> bytes:
-    """The raw body, refusing more than `limit` bytes before and while reading."""
+def _read_body(request: flask.Request, *, limits: Limits, buffered: _BufferedBodies) -> list[bytes]:
+    """The raw body in chunks, within the size, time and buffering limits.
+
+    The bytes read are taken from `buffered`; the caller releases them. On a failure here they
+    are released before raising.
+    """
+    limit = limits.max_body_bytes
     declared = request.content_length
     if declared is not None and declared > limit:
         raise _BodyError(_too_large(limit))
+    deadline = time.monotonic() + limits.body_deadline_seconds
     chunks: list[bytes] = []
     size = 0
-    # Without a Content-Length (chunked upload) only the bytes read can be checked.
-    while chunk := request.stream.read(_READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise _BodyError(_too_large(limit))
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        # Without a Content-Length (chunked upload) only the bytes read can be checked.
+        while chunk := request.stream.read(_READ_CHUNK):
+            buffered.take(len(chunk))
+            size += len(chunk)
+            chunks.append(chunk)
+            if size > limit:
+                raise _BodyError(_too_large(limit))
+            if time.monotonic() > deadline:
+                raise TimeoutError("request body not received in time")
+    except BaseException:
+        buffered.release(size)
+        raise
+    return chunks
 
 
 @contextlib.contextmanager
@@ -388,7 +499,7 @@ def collector_paused() -> Iterator[None]:
     A large request parses into millions of containers; each allocation burst would trigger
     collections that walk the whole heap and find nothing (parsed JSON has no reference cycles;
     reference counting frees it), which made large syncs about 4x slower in the benchmark.
-    gunicorn's sync workers serve one request per process at a time, so pausing per call is safe.
+    Only pure computation runs inside (no I/O, so no other call of this process can interleave).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -407,6 +518,14 @@ def _decode(body: bytes) -> object:
             _Failure(400, "invalid_json", f"request body is not valid JSON: {error}")
         ) from None
     return decoded
+
+
+def cap_message(text: str) -> str:
+    """An error message short enough to answer and log (a request can hold megabytes in a field
+    that an error names)."""
+    if len(text) <= MAX_ERROR_MESSAGE:
+        return text
+    return f"{text[:MAX_ERROR_MESSAGE]}... ({len(text) - MAX_ERROR_MESSAGE} more characters)"
 
 
 def _too_large(limit: int) -> _Failure:

@@ -7,6 +7,7 @@ Waiting is by polling with a deadline, never by a fixed sleep; nothing asserts o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -172,3 +173,72 @@ def test_server_logs_json_lines_and_stops_cleanly_on_sigterm(server: Server) -> 
     assert isinstance(hook_lines[0]["duration_ms"], float)
     assert any(line.get("logger") == "gunicorn.error" for line in lines)
     assert list(server.tmpdir.glob("hooks-metrics-*")) == [], "removed on exit"
+
+
+def _raw_exchange(server: Server, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes, read the whole answer: (status, headers, body)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    answer = b""
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(request)
+        # The server may close with our unread bytes still queued: a reset after the answer.
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := connection.recv(65536):
+                answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {
+        name.lower(): value.strip() for name, value in (line.split(":", 1) for line in header_lines)
+    }
+    return int(status_line.split()[1]), headers, body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"NOT A REQUEST\r\n\r\n", 400),
+        (b"GET /" + b"x" * 10_000 + b" HTTP/1.1\r\nHost: h\r\n\r\n", 414),
+        (b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", 431),
+    ],
+    ids=["bad-request-line", "uri-too-long", "too-many-headers"],
+)
+def test_the_servers_own_errors_answer_capped_json(
+    server: Server, request_bytes: bytes, status: int
+) -> None:
+    """Regression: gunicorn answered its own 400/414/431 with HTML pages echoing the input."""
+    code, headers, body = _raw_exchange(server, request_bytes)
+    assert code == status
+    assert headers["content-type"] == "application/json"
+    document = json.loads(body)
+    assert set(document) == {"error"}
+    assert len(body) < 1000
+
+
+def test_idle_and_slow_clients_do_not_take_the_server_away(server: Server) -> None:
+    """Regression: two idle connections blocked both sync workers until their 30 s timeout,
+    and 50 clients dribbling a body kept /healthz and /sync at 0% availability.
+    (bench/hostile_inputs.py measures the latency under this load.)"""
+    host, port = server.url.removeprefix("http://").split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(20)]
+    dribbling = []
+    for _ in range(50):
+        connection = socket.create_connection((host, int(port)), timeout=30)
+        connection.sendall(
+            b"POST /sync HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100000\r\n\r\n{"
+        )
+        dribbling.append(connection)
+    try:
+        with requests.Session() as session:
+            health = session.get(f"{server.url}/healthz", timeout=10)
+            answer = session.post(
+                f"{server.url}/sync",
+                data=(FIXTURES / "ds-sync-first.json").read_bytes(),
+                timeout=10,
+            )
+        assert health.status_code == 200
+        assert answer.status_code == 200
+        assert answer.headers.get("Connection", "keep-alive").lower() != "close"
+    finally:
+        for connection in idle + dribbling:
+            connection.close()

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import flask
+import orjson
 import pytest
 from flask.testing import FlaskClient
 
 from hooks import app as hook_app
 from hooks import envelope, records, sync
+from hooks.limits import Limits
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -69,10 +71,13 @@ def raising(error: Exception) -> Callable[[object, str], records.HookResult]:
     return answer
 
 
+DEFAULT_LIMITS = Limits()
+
+
 def make_client(
     answers: Mapping[str, Callable[[object, str], records.HookResult]] | None = None,
     *,
-    max_body_bytes: int = hook_app.DEFAULT_MAX_BODY_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[FlaskClient, dict[str, FakeHook]]:
     fakes = {
         path: FakeHook(
@@ -82,7 +87,7 @@ def make_client(
         for path, name in HOOK_PATHS.items()
     }
     table = {path: hook_app.Hook(fake.name, fake) for path, fake in fakes.items()}
-    application = hook_app.create_app(hooks=table, max_body_bytes=max_body_bytes, clock=lambda: NOW)
+    application = hook_app.create_app(hooks=table, limits=limits, clock=lambda: NOW)
     return application.test_client(), fakes
 
 
@@ -206,7 +211,7 @@ def test_json_that_is_not_a_request_object_is_400(body: bytes) -> None:
 
 
 def test_body_over_the_declared_limit_is_413_without_calling_the_hook() -> None:
-    client, fakes = make_client(max_body_bytes=16)
+    client, fakes = make_client(limits=Limits(max_body_bytes=16))
 
     answer = client.post("/sync", data=b'{"padding": "' + b"x" * 64 + b'"}')
 
@@ -218,7 +223,7 @@ def test_body_over_the_declared_limit_is_413_without_calling_the_hook() -> None:
 
 def test_body_at_the_limit_is_accepted() -> None:
     body = b'{"k": "' + b"x" * 8 + b'"}'
-    client, fakes = make_client(max_body_bytes=len(body))
+    client, fakes = make_client(limits=Limits(max_body_bytes=len(body)))
 
     answer = client.post("/sync", data=body)
 
@@ -227,7 +232,7 @@ def test_body_at_the_limit_is_accepted() -> None:
 
 
 def test_streamed_body_without_content_length_is_limited_by_the_bytes_read() -> None:
-    client, fakes = make_client(max_body_bytes=16)
+    client, fakes = make_client(limits=Limits(max_body_bytes=16))
     body = b'{"padding": "' + b"x" * 64 + b'"}'
 
     # A chunked upload: no Content-Length, the server marks the stream as terminated.
@@ -242,7 +247,7 @@ def test_streamed_body_without_content_length_is_limited_by_the_bytes_read() -> 
 
 
 def test_streamed_body_within_the_limit_is_read_whole() -> None:
-    client, fakes = make_client(max_body_bytes=64)
+    client, fakes = make_client(limits=Limits(max_body_bytes=64))
 
     answer = client.post(
         "/sync",
@@ -298,9 +303,91 @@ def test_unknown_path_and_wrong_method_answer_json() -> None:
     assert "error" in wrong_method.get_json()
 
 
-def test_max_body_bytes_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="max_body_bytes"):
-        hook_app.create_app(max_body_bytes=0)
+def test_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_body_bytes=0"):
+        hook_app.create_app(limits=Limits(max_body_bytes=0))
+
+
+# --- limits that keep the process answering ------------------------------------------------------
+
+
+def test_a_body_too_costly_to_parse_is_413_before_it_is_parsed() -> None:
+    """Regression: a 60 MiB body of `{}` objects drove a worker to 2 GB while parsing."""
+    body = b"[" + b"{}," * 2000 + b"{}]"
+    assert hook_app.parse_cost(body) > 200 * 2000
+    client, fakes = make_client(limits=Limits(max_parse_bytes=200 * 2000))
+
+    answer = client.post("/sync", data=body)
+
+    assert answer.status_code == 413
+    assert answer.get_json()["error"] == "request body would take too much memory"
+    assert fakes["/sync"].calls == []
+
+
+def test_parse_cost_bounds_what_parsing_allocates() -> None:
+    request = load_request("ds-sync-mid-rollout.json")
+    cost = hook_app.parse_cost(request)
+    # The Kubernetes request: above its parsed size, and within a small factor of its length.
+    assert len(request) < cost < 16 * len(request)
+
+
+def test_bodies_in_flight_past_the_process_budget_are_503() -> None:
+    limits = Limits(max_body_bytes=64)  # two bodies of 64 bytes at once
+    client, fakes = make_client(limits=limits)
+    app = client.application
+    buffered = next(
+        cell.cell_contents
+        for view in app.view_functions.values()
+        for cell in (view.__closure__ or ())
+        if isinstance(cell.cell_contents, hook_app._BufferedBodies)
+    )
+    buffered.take(100)  # other uploads hold most of the budget
+
+    answer = client.post("/sync", data=b'{"padding": "' + b"x" * 40 + b'"}')
+
+    assert answer.status_code == 503
+    assert fakes["/sync"].calls == []
+    buffered.release(100)
+    assert client.post("/sync", data=b"{}").status_code == 200
+    assert buffered.held == 0
+
+
+def test_a_body_that_takes_too_long_is_408() -> None:
+    class Silent(io.RawIOBase):
+        """A socket whose read timeout expires (the server's read timeout)."""
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            raise TimeoutError("timed out")
+
+    client, fakes = make_client()
+
+    answer = client.post(
+        "/sync", environ_overrides={"wsgi.input": Silent(), "CONTENT_LENGTH": "10"}
+    )
+
+    assert answer.status_code == 408
+    assert answer.get_json()["error"] == "request body not received in time"
+    assert fakes["/sync"].calls == []
+
+
+def test_error_messages_echo_at_most_a_few_hundred_characters(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression: a 5 MB `kind` was echoed whole in the error body and the log line."""
+    caplog.set_level(logging.INFO, logger="hooks")
+    client = hook_app.create_app(clock=lambda: NOW).test_client()
+    kind = "K" * 5_000_000
+
+    answer = client.post("/sync", data=orjson.dumps({"parent": {"kind": kind}}))
+
+    assert answer.status_code == 400
+    assert len(answer.get_data()) < 1000
+    assert answer.get_json()["error"].endswith("more characters)")
+    assert all(len(record.getMessage()) < 1000 for record in hook_lines(caplog))
+    assert all(len(str(fields_of(record)["error"])) < 1000 for record in hook_lines(caplog))
 
 
 # --- healthz and metrics -------------------------------------------------------------------------

@@ -638,7 +638,5 @@ def test_plan_default_pass_limit_covers_rollouts_longer_than_upstreams_helper_li
     assert "complete after 51 passes" in out
 
 
-def test_serve_default_body_limit_is_the_apps() -> None:
-    from hooks import app
-
-    assert cli.DEFAULT_MAX_BODY_BYTES == app.DEFAULT_MAX_BODY_BYTES
+def test_serve_timeout_is_below_metacontrollers_webhook_timeout() -> None:
+    assert cli.DEFAULT_TIMEOUT_SECONDS < 10

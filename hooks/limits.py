@@ -1,0 +1,31 @@
+"""What one hook server process accepts: body size, parse cost, body deadline (the defaults).
+
+Shared by the app (which enforces them), the server and the command line (which set them), so
+that each number is written once. Plain data: no imports from `hooks`, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+MIB: Final = 1024 * 1024
+# The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields, is
+# about 65 MiB, and its parse cost estimate about 11x that: the README's sizing table.
+DEFAULT_MAX_BODY_BYTES: Final = 80 * MIB
+DEFAULT_MAX_PARSE_BYTES: Final = 900 * MIB
+DEFAULT_BODY_DEADLINE_SECONDS: Final = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one process accepts (see the module docstring)."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
+    body_deadline_seconds: float = DEFAULT_BODY_DEADLINE_SECONDS
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Request bodies held at once by this process: two of the largest."""
+        return 2 * self.max_body_bytes

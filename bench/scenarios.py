@@ -778,9 +778,6 @@ def large() -> Scenario:
     )
 
 
-
-
-
 def large_rollout() -> Scenario:
     """The largest request of the large set's rollout: both revisions in every slice."""
     cluster = Cluster(parent(_LARGE, slices=100, placement=_LARGE_PLACEMENT))

@@ -8,8 +8,8 @@ For each case (see `bench/scenarios.py`) it times, on the same request body:
 - in-process: what the Flask view does between reading the body and writing the answer:
   `orjson.loads`, `envelope.parse_sync_request`, `sync.sync`, `orjson.dumps` of the response;
 - HTTP: a POST to `python -m hooks serve --workers 1` on 127.0.0.1 through a
-  `requests.Session`, from sending the body to having the whole answer (gunicorn's sync worker
-  closes the connection after each answer, so every call also opens a TCP connection).
+  `requests.Session`, from sending the body to having the whole answer, over a kept-alive
+  connection (as Metacontroller's Go client calls).
 
 Each timing loop warms up first, runs `gc.collect()` before it and keeps the garbage collector
 disabled while it runs (unless `--gc`), so that a collection triggered by the previous case or

@@ -77,6 +77,12 @@ def _add_serve(commands: _Subcommands) -> None:
         "--bind", default=DEFAULT_BIND, metavar="HOST:PORT", help=f"default {DEFAULT_BIND}"
     )
     parser.add_argument(
+        "--metrics-bind",
+        metavar="HOST:PORT",
+        help="also listen here, serving only /metrics and /healthz (for a network policy that "
+        "admits Prometheus to metrics but not to the hooks); default: metrics on --bind only",
+    )
+    parser.add_argument(
         "--workers",
         type=_positive_int,
         default=DEFAULT_WORKERS,
@@ -122,6 +128,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             limits=limits.Limits(
                 max_body_bytes=args.max_body_bytes, max_parse_bytes=args.max_parse_bytes
             ),
+            metrics_bind=args.metrics_bind,
         )
     except server.ServerError as error:
         raise CliError(str(error)) from None

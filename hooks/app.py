@@ -338,11 +338,14 @@ def create_app(
     limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], str] = utc_now,
     log_level: str | int = "INFO",
+    metrics_port: int | None = None,
 ) -> flask.Flask:
     """The hook server: one POST route per entry of `hooks` (path → Hook), /healthz, /metrics.
 
     Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
-    set in the environment at this point, a registry of this app otherwise.
+    set in the environment at this point, a registry of this app otherwise. With `metrics_port`,
+    requests that arrive on that port reach only /metrics and /healthz (a network policy can then
+    admit Prometheus there without admitting it to the hooks).
     """
     if limits.max_body_bytes < 1 or limits.max_parse_bytes < 1:
         raise ValueError(f"limits must be positive, got {limits}")
@@ -360,6 +363,15 @@ def create_app(
             ),
             methods=["POST"],
         )
+
+    if metrics_port is not None:
+
+        @app.before_request
+        def hooks_not_on_the_metrics_port() -> flask.Response | None:
+            on_metrics_port = flask.request.environ.get("SERVER_PORT") == str(metrics_port)
+            if on_metrics_port and flask.request.path not in ("/metrics", "/healthz"):
+                return _json_response({"error": "only /metrics is served on this port"}, status=404)
+            return None
 
     @app.get("/healthz")
     def healthz() -> flask.Response:

@@ -147,8 +147,21 @@ def _worker_class() -> type:
     return HookWorker
 
 
-def serve(*, bind: str, workers: int, timeout: int, log_level: str, limits: Limits) -> None:
-    """Run the hook server until gunicorn's arbiter exits."""
+def serve(
+    *,
+    bind: str,
+    workers: int,
+    timeout: int,
+    log_level: str,
+    limits: Limits,
+    metrics_bind: str | None = None,
+) -> None:
+    """Run the hook server until gunicorn's arbiter exits.
+
+    With `metrics_bind`, the server also listens there, and serves only /metrics and /healthz on
+    that address.
+    """
+    metrics_port = _port_of(metrics_bind) if metrics_bind is not None else None
     if "prometheus_client" in sys.modules:
         raise ServerError("serve must start in a fresh process (prometheus_client already loaded)")
     from gevent import monkey
@@ -180,7 +193,7 @@ def serve(*, bind: str, workers: int, timeout: int, log_level: str, limits: Limi
                 handler.setFormatter(app.JsonFormatter())
 
     options: dict[str, object] = {
-        "bind": [bind],
+        "bind": [bind] if metrics_bind is None else [bind, metrics_bind],
         "workers": workers,
         "worker_class": _worker_class(),
         "worker_connections": WORKER_CONNECTIONS,
@@ -196,9 +209,16 @@ def serve(*, bind: str, workers: int, timeout: int, log_level: str, limits: Limi
     }
     arbiter = _GunicornServer(
         _supported_options(options),
-        lambda: app.create_app(limits=limits, log_level=log_level),
+        lambda: app.create_app(limits=limits, log_level=log_level, metrics_port=metrics_port),
     )
     arbiter.run()
+
+
+def _port_of(address: str) -> int:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ServerError(f"{address!r} is not HOST:PORT")
+    return int(port)
 
 
 def _supported_options(options: dict[str, object]) -> dict[str, object]:

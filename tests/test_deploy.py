@@ -53,6 +53,7 @@ BASE_OBJECTS = {
     ("Deployment", HOOK_NAME),
     ("Service", HOOK_NAME),
     ("PodDisruptionBudget", HOOK_NAME),
+    ("NetworkPolicy", HOOK_NAME),
     ("CompositeController", "disaggregatedset-controller"),
     ("CompositeController", "disaggregatedsetrolescaler-controller"),
 }
@@ -274,8 +275,17 @@ def test_hook_deployment_runs_two_probed_replicas(rendered: list[Manifest]) -> N
     deployment = _one(rendered, "Deployment", HOOK_NAME)
     assert deployment["spec"]["replicas"] >= 2
     container = _container(deployment)
-    assert container["args"] == ["serve", "--bind", "0.0.0.0:8080", "--workers", "2"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["args"] == [
+        "serve",
+        "--bind",
+        "0.0.0.0:8080",
+        "--metrics-bind",
+        "0.0.0.0:9090",
+    ]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 9090, "protocol": "TCP"},
+    ]
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
     for bound in ("requests", "limits"):
@@ -349,6 +359,41 @@ def test_service_and_pdb_select_the_hook_pods(rendered: list[Manifest]) -> None:
     assert pdb["spec"]["selector"] == {"matchLabels": selector}
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def test_network_policy_admits_metacontroller_to_hooks_and_prometheus_to_metrics(
+    rendered: list[Manifest],
+) -> None:
+    deployment = _one(rendered, "Deployment", HOOK_NAME)
+    policy = _one(rendered, "NetworkPolicy", HOOK_NAME)["spec"]
+    assert policy["podSelector"] == deployment["spec"]["selector"]
+    assert policy["policyTypes"] == ["Ingress"]
+    admitted = {
+        (
+            rule["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            rule["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
+        ): [port["port"] for port in rule["ports"]]
+        for rule in policy["ingress"]
+    }
+    assert admitted == {
+        ("metacontroller", "metacontroller"): ["http"],
+        ("monitoring", "prometheus"): ["metrics"],
+    }
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    container_ports = {p["name"]: p["containerPort"] for p in _container(deployment)["ports"]}
+    assert annotations["prometheus.io/port"] == str(container_ports["metrics"])
+
+
+def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]) -> None:
+    """The limit holds a parse of --max-parse-bytes, two buffered bodies and the process."""
+    from hooks import limits
+
+    container = _container(_one(rendered, "Deployment", HOOK_NAME))
+    limit = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi")
+    worst = limits.DEFAULT_MAX_PARSE_BYTES + limits.Limits().buffered_bytes + 200 * limits.MIB
+    assert int(limit[:-2]) * limits.MIB >= worst
+    assert "--workers" not in container["args"]  # one worker, which the sizing assumes
 
 
 def test_image_is_settable_with_kustomize_edit_set_image() -> None:

@@ -639,3 +639,21 @@ def test_the_cyclic_collector_is_paused_during_a_call_and_restored_after() -> No
     with pytest.raises(RuntimeError), hook_app.collector_paused():
         raise RuntimeError("hook failed")
     assert gc.isenabled()
+
+
+def test_the_metrics_port_serves_only_metrics_and_healthz() -> None:
+    """A NetworkPolicy can admit Prometheus to the metrics port without admitting it to hooks."""
+    client = hook_app.create_app(clock=lambda: NOW, metrics_port=9090).test_client()
+    on_metrics_port = {"SERVER_PORT": "9090"}
+    on_hook_port = {"SERVER_PORT": "8080"}
+
+    refused = client.post("/sync", data=b"{}", environ_overrides=on_metrics_port)
+    metrics = client.get("/metrics", environ_overrides=on_metrics_port)
+    health = client.get("/healthz", environ_overrides=on_metrics_port)
+    hook = client.post("/customize", data=b"{}", environ_overrides=on_hook_port)
+
+    assert refused.status_code == 404
+    assert refused.get_json() == {"error": "only /metrics is served on this port"}
+    assert metrics.status_code == 200
+    assert health.status_code == 200
+    assert hook.status_code == 400  # reached the hook (an empty body is not a request)

@@ -22,7 +22,9 @@ from typing import Any, Final
 
 import orjson
 
-from hooks import api, envelope, records, sync
+from hooks import api
+from hooks.core import records, sync
+from hooks.edge import envelope
 
 JsonObject = dict[str, Any]
 ChildKey = tuple[str, str]
@@ -663,7 +665,7 @@ def _passes(cluster: Cluster, *, limit: int) -> list[JsonObject]:
             return requests
         requests.append(request)
         previous = encoded
-        cluster.apply(run_sync(request).response)
+        cluster.apply(envelope.render_answer(run_sync(request).answer))
     raise RuntimeError(f"no steady state after {limit} passes")
 
 

@@ -49,7 +49,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
-from hooks import app, envelope, sync  # noqa: E402 (as above)
+from hooks.core import sync  # noqa: E402 (as above)
+from hooks.edge import app, envelope  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
 LARGE_FLOOR_RATIO_LIMIT: Final = 2.0
@@ -114,7 +115,7 @@ def json_floor(body: bytes) -> bytes:
 def in_process(body: bytes) -> bytes:
     """What the view does with a sync body: decode, parse, sync, encode the answer."""
     request = envelope.parse_sync_request(orjson.loads(body))
-    return orjson.dumps(sync.sync(request, now=scenarios.NOW).response)
+    return orjson.dumps(envelope.render_answer(sync.sync(request, now=scenarios.NOW).answer))
 
 
 # --- the HTTP server -----------------------------------------------------------------------------

@@ -27,7 +27,8 @@ import celpy
 import jsonschema
 from celpy import celtypes
 
-from hooks import api, crdgen, rules
+from hooks import api, rules
+from hooks.edge import crdgen
 
 JsonObject = dict[str, Any]
 

@@ -386,7 +386,7 @@ def test_network_policy_admits_metacontroller_to_hooks_and_prometheus_to_metrics
 
 def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]) -> None:
     """The limit holds a parse of --max-parse-bytes, two buffered bodies and the process."""
-    from hooks import limits
+    from hooks.edge import limits
 
     container = _container(_one(rendered, "Deployment", HOOK_NAME))
     limit = container["resources"]["limits"]["memory"]

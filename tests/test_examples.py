@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import api, envelope, manifests, naming, validation
+from hooks import api
+from hooks.core import naming, validation
+from hooks.edge import envelope, manifests
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PATHS = sorted(EXAMPLES.glob("*.yaml"))

@@ -2,7 +2,7 @@
 
 The drift test needs the Go sources checked out side by side in one directory (`api/` for
 k8s.io/api, `apimachinery/` for k8s.io/apimachinery, `lws/` for sigs.k8s.io/lws at the pinned
-versions), named by the DS_GO_SOURCES environment variable; see `hooks/typetable_gen.py`.
+versions), named by the DS_GO_SOURCES environment variable; see `tools/typetable_gen.py`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hooks import goparse, typetable_gen
+from tools import goparse, typetable_gen
 
-TABLE_PATH = Path(typetable_gen.__file__).resolve().parent / "typetable.json"
+TABLE_PATH = typetable_gen.default_output()
 
 
 def test_committed_table_matches_the_go_sources() -> None:
@@ -30,8 +30,8 @@ def test_committed_table_matches_the_go_sources() -> None:
     regenerated = typetable_gen.render_table(src)
     committed = TABLE_PATH.read_text(encoding="utf-8")
     assert regenerated == committed, (
-        "hooks/typetable.json is out of date: run "
-        f"`python -m hooks.typetable_gen --src {src}` and commit the result"
+        "hooks/gocompat/typetable.json is out of date: run "
+        f"`python -m tools.typetable_gen --src {src}` and commit the result"
     )
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import api, crdgen, rules
+from hooks import api, rules
+from hooks.edge import crdgen
 from tests.cluster import kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.shared import REPO_ROOT

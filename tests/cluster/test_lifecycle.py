@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hooks import revision
+from hooks.gocompat import revision
 from tests.cluster import kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.lws import FakeLwsController
@@ -62,10 +62,17 @@ def test_set_gets_its_children_names_labels_services_and_status(
             timeout=sets.WAIT_SECONDS,
             message="one LWS per (slice, role)",
         )
-        # Not ready yet: no Services, and the set is progressing.
+        # Not ready yet: the set reports progress (its status follows the children) and has no
+        # Services.
+        kube.wait_for(
+            lambda: (
+                (c := sets.condition(_get_set(client, namespace), "Progressing")) is not None
+                and c["status"] == "True"
+            ),
+            timeout=sets.WAIT_SECONDS,
+            message="Progressing=True while nothing is ready",
+        )
         assert _services(client, namespace) == {}
-        progressing = sets.condition(_get_set(client, namespace), "Progressing")
-        assert progressing is not None and progressing["status"] == "True"
     uid = ds["metadata"]["uid"]
     for name, (slice_index, role, replicas) in expected.items():
         lws = children[name]

@@ -16,7 +16,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from hooks import api, revision, rules
+from hooks import api, rules
+from hooks.gocompat import revision
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL
 from tests.cluster import kube

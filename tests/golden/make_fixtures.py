@@ -18,7 +18,9 @@ from typing import Any
 
 import orjson
 
-from hooks import api, envelope, records, scalers, sync
+from hooks import api
+from hooks.core import records, scalers, sync
+from hooks.edge import envelope
 from tests import builders
 from tests.sim.cluster import Cluster
 
@@ -107,7 +109,9 @@ def build_requests() -> dict[str, JsonObject]:
     fresh = Cluster(seed=0)
     fresh.create(_set("vllm/vllm-openai:v0.11.0"))
     conflict = _next_request(fresh)
-    taken = sync.sync(envelope.parse_sync_request(conflict), now=NOW).response["children"][0]
+    taken = envelope.render_answer(
+        sync.sync(envelope.parse_sync_request(conflict), now=NOW).answer
+    )["children"][0]
     foreign = builders.observe(taken, owner_uid="someone-else", owner_name="other")
     group = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     conflict["related"].setdefault(group, {})[foreign["metadata"]["name"]] = foreign
@@ -127,7 +131,7 @@ def main() -> None:
         (REQUESTS / name).write_bytes(render_json(request))
     for request_path in sorted(REQUESTS.glob("*.json")):
         body = orjson.loads(request_path.read_bytes())
-        response = hook_for(request_path.name)(body).response
+        response = envelope.render_answer(hook_for(request_path.name)(body).answer)
         (RESPONSES / request_path.name).write_bytes(render_json(response))
         print(f"wrote {RESPONSES / request_path.name}")
 

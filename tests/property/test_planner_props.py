@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from hooks import planner
-from hooks.planner import RoleConfig, Step, StepRule
+from hooks.core import planner
+from hooks.core.planner import RoleConfig, Step, StepRule
 
 MAX_ROLES = 5
 MAX_REPLICAS = 20

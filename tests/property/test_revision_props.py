@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hooks import gojson, gotext, revision
+from hooks.gocompat import gojson, gotext, revision
 
 TABLE: dict[str, Any] = json.loads(
-    resources.files("hooks").joinpath(gojson.TABLE_RESOURCE).read_text(encoding="utf-8")
+    resources.files("hooks.gocompat").joinpath(gojson.TABLE_RESOURCE).read_text(encoding="utf-8")
 )
 TYPES: dict[str, list[list[str]]] = TABLE["types"]
 ROOT: str = TABLE["root"]

@@ -29,7 +29,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hooks import api, envelope, gotext, revision, sync, validation
+from hooks import api
+from hooks.core import sync, validation
+from hooks.edge import envelope
+from hooks.gocompat import gotext, revision
 from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import apply, views
 from tests.sim.deletions import allowed_deletions, child_id
@@ -324,7 +327,7 @@ def requests(
 
 def run_sync(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    response: JsonObject = orjson.loads(orjson.dumps(result.response))
+    response: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
     return response
 
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from hooks import api, validation
+from hooks import api
+from hooks.core import validation
 from tests import cel_eval
 
 JsonObject = dict[str, Any]

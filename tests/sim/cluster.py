@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from hooks import api
+from hooks.edge import envelope
 from tests.builders import NAMESPACE
 from tests.sim import views
 from tests.sim.hpa import FakeHPA
@@ -228,11 +229,11 @@ class Cluster:
         parent = self.ds(name)
         first = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
         second = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
-        first_bytes = orjson.dumps(first.response)
-        second_bytes = orjson.dumps(second.response)
+        first_bytes = orjson.dumps(envelope.render_answer(first.answer))
+        second_bytes = orjson.dumps(envelope.render_answer(second.answer))
         stored = dict(parent.get("status") or {})
         answered = {
-            **first.response["status"],
+            **envelope.render_answer(first.answer)["status"],
             "observedGeneration": parent["metadata"]["generation"],
         }
         if orjson.loads(orjson.dumps(answered)) != stored:

@@ -28,7 +28,9 @@ from typing import Any
 
 import orjson
 
-from hooks import api, envelope, records, sync
+from hooks import api
+from hooks.core import records, sync
+from hooks.edge import envelope
 from tests.sim import apply
 from tests.sim.store import FakeClock, ObjectKey, Store, object_key, type_key
 
@@ -143,7 +145,7 @@ class FakeMetacontroller:
             {"controller": controller_object(name="ds", version=self.version), "parent": parent}
         )
         customized = sync.customize(envelope.parse_customize_request(customize_body))
-        rules = wire(customized.response)["relatedResources"]
+        rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
         children: JsonObject = {key: {} for key in DS_CHILD_TYPES}
         for obj in self.claimed_children(parent).values():
             children[type_key(obj)][inner_key(obj, version=self.version)] = obj
@@ -181,7 +183,7 @@ class FakeMetacontroller:
             raise SimulationError(
                 f"sync of {parent['metadata']['name']} raised {type(error).__name__}: {error}"
             ) from error
-        response = wire(result.response)
+        response = wire(envelope.render_answer(result.answer))
         observed = self.claimed_children(parent)
         before = {key: copy.deepcopy(obj) for key, obj in self.store.objects.items()}
         created, updated, deleted = self._apply_children(parent, observed, response["children"])

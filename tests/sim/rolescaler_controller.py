@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hooks import envelope, scalers
+from hooks.core import scalers
+from hooks.edge import envelope
 from tests.sim.metacontroller import SCALER_TYPE, collect_related, controller_object, wire
 from tests.sim.store import FakeClock, Store, object_key
 
@@ -27,7 +28,7 @@ class FakeRoleScalerController:
             controller = controller_object(name="rolescaler", version=VERSION)
             customize_body = wire({"controller": controller, "parent": scaler})
             customized = scalers.customize(envelope.parse_scaler_customize_request(customize_body))
-            rules = wire(customized.response)["relatedResources"]
+            rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
             body = {
                 "controller": controller,
                 "parent": scaler,
@@ -38,7 +39,7 @@ class FakeRoleScalerController:
             result = scalers.sync(
                 envelope.parse_scaler_sync_request(wire(body)), now=self.clock.iso()
             )
-            response = wire(result.response)
+            response = wire(envelope.render_answer(result.answer))
             if response["children"]:
                 raise AssertionError(
                     f"the RoleScaler sync returned children: {response['children']}"

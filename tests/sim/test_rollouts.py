@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hooks import api, revision
+from hooks import api
+from hooks.gocompat import revision
 from tests.builders import make_ds, make_role
 from tests.shared import load_golden_or_empty
 from tests.sim import views

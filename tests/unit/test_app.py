@@ -18,9 +18,11 @@ import orjson
 import pytest
 from flask.testing import FlaskClient
 
-from hooks import app as hook_app
-from hooks import envelope, records, sync
-from hooks.limits import Limits
+from hooks import api
+from hooks.core import records, sync
+from hooks.edge import app as hook_app
+from hooks.edge import envelope
+from hooks.edge.limits import Limits
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -55,13 +57,21 @@ class FakeHook:
         return self.answer(body, now)
 
 
-def answer_with(
-    response: dict[str, Any], summary: Mapping[str, object] | None = None
-) -> Callable[[object, str], records.HookResult]:
-    def answer(body: object, now: str) -> records.HookResult:
-        return records.HookResult(response=response, summary=summary or {})
+def sync_answer(*, replicas: int = 0, children: tuple[Any, ...] = ()) -> records.SyncAnswer:
+    """A small typed sync answer (a scaler's status, so that its JSON is short)."""
+    return records.SyncAnswer(
+        status=api.DisaggregatedSetRoleScalerStatus(replicas=replicas), children=children
+    )
 
-    return answer
+
+def answer_with(
+    answer: records.SyncAnswer | records.CustomizeAnswer,
+    summary: Mapping[str, object] | None = None,
+) -> Callable[[object, str], records.HookResult]:
+    def call(body: object, now: str) -> records.HookResult:
+        return records.HookResult(answer=answer, summary=summary or {})
+
+    return call
 
 
 def raising(error: Exception) -> Callable[[object, str], records.HookResult]:
@@ -82,7 +92,7 @@ def make_client(
     fakes = {
         path: FakeHook(
             name,
-            (answers or {}).get(path, answer_with({"status": {}, "children": []})),
+            (answers or {}).get(path, answer_with(sync_answer())),
         )
         for path, name in HOOK_PATHS.items()
     }
@@ -110,13 +120,13 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", sorted(HOOK_PATHS), ids=lambda path: path.strip("/"))
 def test_each_hook_route_answers_200_with_the_hook_response(path: str) -> None:
-    client, fakes = make_client({path: answer_with({"status": {"replicas": 3}, "children": []})})
+    client, fakes = make_client({path: answer_with(sync_answer(replicas=3))})
 
     answer = client.post(path, data=b'{"parent": {"kind": "X"}}', content_type="application/json")
 
     assert answer.status_code == 200
     assert answer.mimetype == "application/json"
-    assert answer.get_json() == {"status": {"replicas": 3}, "children": []}
+    assert answer.get_json() == {"status": {"replicas": 3, "conditions": []}, "children": []}
     assert fakes[path].calls == [({"parent": {"kind": "X"}}, NOW)]
 
 
@@ -142,7 +152,7 @@ def test_clock_is_read_once_per_call() -> None:
         ticks.append(NOW)
         return NOW
 
-    table = {"/sync": hook_app.Hook("sync", answer_with({"children": []}))}
+    table = {"/sync": hook_app.Hook("sync", answer_with(sync_answer()))}
     client = hook_app.create_app(hooks=table, clock=clock).test_client()
 
     client.post("/sync", data=b"{}")
@@ -283,7 +293,7 @@ def test_unsafe_deletion_is_500_naming_the_problem() -> None:
 
 
 def test_response_that_cannot_be_serialised_is_500_not_a_partial_200() -> None:
-    client, _ = make_client({"/sync": answer_with({"children": [{"odd": {1, 2}}]})})
+    client, _ = make_client({"/sync": answer_with(sync_answer(children=({"odd": {1, 2}},)))})
 
     answer = client.post("/sync", data=b"{}")
 
@@ -407,7 +417,7 @@ def test_healthz_is_ok_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
 def test_metrics_count_calls_errors_and_latency_by_hook() -> None:
     client, _ = make_client(
         {
-            "/sync": answer_with({"children": []}, {"outcome": "synced"}),
+            "/sync": answer_with(sync_answer(), {"outcome": "synced"}),
             "/customize": raising(RuntimeError("boom")),
         }
     )
@@ -462,7 +472,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
         "slices": {"0": "scale-up"},
         "children": {"LeaderWorkerSet": 4, "Service": 2},
     }
-    client, _ = make_client({"/sync": answer_with({"children": []}, summary)})
+    client, _ = make_client({"/sync": answer_with(sync_answer(), summary)})
 
     client.post("/sync", data=b'{"parent": {"spec": {"secret": "hunter2"}}}')
 
@@ -478,7 +488,9 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
 
 def test_a_call_without_outcome_logs_ok(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="hooks")
-    client, _ = make_client({"/customize": answer_with({"relatedResources": []}, {"rules": 1})})
+    client, _ = make_client(
+        {"/customize": answer_with(records.CustomizeAnswer(related=()), {"rules": 1})}
+    )
 
     client.post("/customize", data=b"{}")
 
@@ -535,7 +547,7 @@ def test_json_formatter_writes_one_line_and_keeps_its_own_keys() -> None:
 
 
 def test_log_lines_go_to_stderr_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    client, _ = make_client({"/sync": answer_with({"children": []}, {"object": "ns/a"})})
+    client, _ = make_client({"/sync": answer_with(sync_answer(), {"object": "ns/a"})})
 
     client.post("/sync", data=b"{}")
 

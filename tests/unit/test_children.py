@@ -7,7 +7,8 @@ import copy
 import pydantic
 import pytest
 
-from hooks import api, children
+from hooks import api
+from hooks.core import children
 from tests import builders
 
 FIVE_LABELS = {

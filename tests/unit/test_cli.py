@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import __main__ as cli
-from hooks import crdgen
+from hooks.edge import cli as cli
+from hooks.edge import crdgen
 
 State = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -504,7 +504,8 @@ def test_render_prints_children_and_status_of_every_example(
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hooks import manifests, revision
+    from hooks.edge import manifests
+    from hooks.gocompat import revision
 
     path = EXAMPLES / "slices-placement.yaml"
     (stored,) = manifests.load_sets(path)

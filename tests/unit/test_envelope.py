@@ -7,7 +7,9 @@ import copy
 import orjson
 import pytest
 
-from hooks import api, envelope, records
+from hooks import api
+from hooks.core import records
+from hooks.edge import envelope
 from tests import builders
 
 

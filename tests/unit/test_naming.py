@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import api, naming
+from hooks import api
+from hooks.core import naming
 
 
 def test_lws_name_joins_set_slice_revision_and_role() -> None:

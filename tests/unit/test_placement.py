@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from hooks import api, placement
+from hooks import api
+from hooks.core import placement
 
 NAME = api.LABEL_NAME
 SLICE = api.LABEL_SLICE

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from hooks import planner
-from hooks.planner import DEFAULT_CONFIG, RoleConfig, Step, StepRule
+from hooks.core import planner
+from hooks.core.planner import DEFAULT_CONFIG, RoleConfig, Step, StepRule
 from tests.shared import load_golden_or_empty
 from tests.spec_examples import WorkedExample, worked_example_params
 

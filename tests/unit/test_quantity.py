@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from hooks import quantity
+from hooks.gocompat import quantity
 from tests.shared import load_golden_or_empty
 
 VECTORS: list[Any] = load_golden_or_empty("quantity_vectors.json")

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from hooks import api, gojson, gotext, revision
+from hooks import api
+from hooks.gocompat import gojson, gotext, revision
 from tests.shared import load_golden_or_empty
 
 VECTORS: list[Any] = load_golden_or_empty("revision_vectors.json")
@@ -371,7 +372,11 @@ def test_errors_on_omitted_empty_values_are_still_raised() -> None:
 
 
 def test_table_ships_with_the_package_and_names_its_root() -> None:
-    text = resources.files("hooks").joinpath(gojson.TABLE_RESOURCE).read_text(encoding="utf-8")
+    text = (
+        resources.files("hooks.gocompat")
+        .joinpath(gojson.TABLE_RESOURCE)
+        .read_text(encoding="utf-8")
+    )
     table = json.loads(text)
     assert table["root"] == "leaderworkerset/v1.LeaderWorkerTemplate"
     assert table["pins"] == {"k8s.io/api": "v0.36.3", "k8s.io/apimachinery": "v0.36.3"}

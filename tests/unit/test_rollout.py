@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hooks import planner, rollout
+from hooks.core import planner, rollout
 from tests import builders
 
 OLD = "aaaaaaaa"

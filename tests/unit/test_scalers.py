@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hooks import api, children, envelope, records, scalers
+from hooks import api
+from hooks.core import children, records, scalers
+from hooks.edge import envelope
 from tests import builders
 
 NEW = "cccccccc"
@@ -129,8 +131,8 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
     result = scalers.sync(
         rolescaler_request(owners=[external_set()], lws=[*lws, foreign]), now=builders.NOW
     )
-    state = result.response["status"]
-    assert result.response["children"] == []
+    state = envelope.render_answer(result.answer)["status"]
+    assert envelope.render_answer(result.answer)["children"] == []
     assert state["replicas"] == 3
     assert state["selector"] == (
         "disaggregatedset.x-k8s.io/name=llm,disaggregatedset.x-k8s.io/role=decode,"
@@ -141,23 +143,24 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
 
 
 def test_rolescaler_without_owner_is_not_ready() -> None:
-    state = scalers.sync(rolescaler_request(owners=[], lws=[]), now=builders.NOW).response["status"]
+    state = envelope.render_answer(
+        scalers.sync(rolescaler_request(owners=[], lws=[]), now=builders.NOW).answer
+    )["status"]
     assert state["replicas"] == 0
     assert state["conditions"][0]["reason"] == scalers.REASON_OWNER_NOT_FOUND
 
 
 def test_rolescaler_of_a_static_role_is_not_ready() -> None:
     static = builders.make_ds()
-    state = scalers.sync(rolescaler_request(owners=[static], lws=[]), now=builders.NOW).response[
-        "status"
-    ]
+    result = scalers.sync(rolescaler_request(owners=[static], lws=[]), now=builders.NOW)
+    state = envelope.render_answer(result.answer)["status"]
     assert state["conditions"][0]["status"] == "False"
     assert state["conditions"][0]["reason"] == scalers.REASON_ROLE_NOT_EXTERNAL
 
 
 def test_rolescaler_customize_asks_for_role_lws_and_owner() -> None:
     request = envelope.parse_scaler_customize_request({"parent": owned_scaler("decode", 1)})
-    rules = scalers.customize(request).response["relatedResources"]
+    rules = envelope.render_answer(scalers.customize(request).answer)["relatedResources"]
     assert rules == [
         {
             "apiVersion": api.LWS_API_VERSION,

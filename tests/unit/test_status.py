@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hooks import api, records, status
+from hooks import api
+from hooks.core import records, status
+from hooks.edge import envelope
 from tests import builders
 
 NEW = "cccccccc"
@@ -141,12 +143,13 @@ def test_held_status_keeps_everything_but_degraded() -> None:
         generation=2,
         now=builders.NOW,
     )
-    assert held["roleStatuses"] == kept["roleStatuses"]
-    assert [c["type"] for c in held["conditions"]] == ["Available", "Degraded"]
-    degraded = held["conditions"][1]
-    assert degraded["status"] == "True"
-    assert degraded["reason"] == "InvalidSpec"
-    assert degraded["observedGeneration"] == 2
+    assert held.observed == kept
+    assert (held.degraded.status, held.degraded.reason) == ("True", "InvalidSpec")
+    assert held.degraded.observed_generation == 2
+    rendered = envelope.render_status(held)  # written at the edge: Degraded replaced in place
+    assert rendered["roleStatuses"] == kept["roleStatuses"]
+    assert [c["type"] for c in rendered["conditions"]] == ["Available", "Degraded"]
+    assert rendered["conditions"][1]["reason"] == "InvalidSpec"
 
 
 @pytest.mark.parametrize(("target", "slices", "desired"), [(2, 3, 6), (None, 3, None), (0, 2, 0)])

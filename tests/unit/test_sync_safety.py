@@ -14,7 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from hooks import api, envelope, sync
+from hooks import api
+from hooks.core import sync
+from hooks.edge import envelope
 from tests.builders import NOW, make_ds, make_role
 from tests.sim.cluster import Cluster
 from tests.sim.deletions import ChildId, child_id
@@ -47,7 +49,7 @@ def with_scaler() -> JsonObject:
 def answer(request: JsonObject) -> JsonObject:
     """The answer as it goes on the wire (serialisation included: it once failed there)."""
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    decoded: JsonObject = orjson.loads(orjson.dumps(result.response))
+    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
     return decoded
 
 

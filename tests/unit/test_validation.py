@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from hooks import api, rules, validation
+from hooks import api, rules
+from hooks.core import validation
 from tests.cel_eval import make_ds, make_role
 from tests.shared import load_golden_or_empty
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, gotext, planner, records, revision, sync
+from hooks import api
+from hooks.core import planner, records, sync
+from hooks.gocompat import gotext, revision
 
 
 class PlanError(Exception):

@@ -64,8 +64,9 @@ import prometheus_client
 from prometheus_client import multiprocess
 from werkzeug.exceptions import HTTPException
 
-from hooks import envelope, records, scalers, sync
-from hooks.limits import Limits
+from hooks.core import records, scalers, sync
+from hooks.edge import envelope
+from hooks.edge.limits import Limits
 
 MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()
@@ -445,7 +446,7 @@ def _answer(
             del raw
             result = hook.run(body, clock())
             del body
-            payload = orjson.dumps(result.response)
+            payload = orjson.dumps(envelope.render_answer(result.answer))
     finally:
         buffered.release(size)
     return result, payload

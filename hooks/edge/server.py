@@ -39,7 +39,7 @@ import gunicorn.glogging  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
 
-from hooks.limits import Limits
+from hooks.edge.limits import Limits
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 READ_TIMEOUT_SECONDS: Final = 10.0
@@ -88,7 +88,7 @@ def error_status(error: BaseException) -> tuple[int, str]:
 
 def error_response(status: int, reason: str, message: str) -> bytes:
     """A complete HTTP/1.1 error response with the app's JSON error body."""
-    from hooks import app  # imported late: see the module docstring
+    from hooks.edge import app  # imported late: see the module docstring
 
     body = orjson.dumps({"error": app.cap_message(message)})
     head = (
@@ -179,7 +179,7 @@ def serve(
     atexit.register(remove_metrics_dir)
     # prometheus_client chooses between in-process and multiprocess metric storage when it is
     # first imported, so the app (its only importer) may be imported only after the line above.
-    from hooks import app
+    from hooks.edge import app
 
     def child_exit(server: object, worker: Any) -> None:
         app.mark_process_dead(worker.pid)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hooks import api, naming, placement, records
+from hooks import api
+from hooks.core import naming, placement, records
 
 JsonObject = api.JsonObject
 

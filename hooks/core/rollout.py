@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypedDict
 
-from hooks import api, naming, planner, records
+from hooks import api
+from hooks.core import naming, planner, records
 
 
 class Phase(StrEnum):

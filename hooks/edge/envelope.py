@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 import pydantic
 
-from hooks import api, records
+from hooks import api
+from hooks.core import records
 
 JsonObject = api.JsonObject
 
@@ -373,23 +374,38 @@ def _string_map(value: object, where: str) -> Mapping[str, str]:
 # --- rendering -----------------------------------------------------------------------------------
 
 
-def render_status(status: pydantic.BaseModel) -> JsonObject:
-    """JSON of a status model: camelCase keys, unset optional fields left out."""
-    rendered: JsonObject = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return rendered
-
-
-def render_sync_response(
-    *,
-    status: JsonObject,
-    children: Sequence[JsonObject],
-    resync_after_seconds: float | None = None,
-) -> JsonObject:
-    """The sync answer: the complete list of desired children and the status."""
-    response: JsonObject = {"status": status, "children": list(children)}
-    if resync_after_seconds is not None:
-        response["resyncAfterSeconds"] = resync_after_seconds
+def render_answer(answer: records.SyncAnswer | records.CustomizeAnswer) -> JsonObject:
+    """The JSON a hook answers Metacontroller with: the one place answers become JSON."""
+    if isinstance(answer, records.CustomizeAnswer):
+        return render_customize_response(answer.related)
+    response: JsonObject = {
+        "status": render_status(answer.status),
+        "children": list(answer.children),
+    }
+    if answer.resync_after_seconds is not None:
+        response["resyncAfterSeconds"] = answer.resync_after_seconds
     return response
+
+
+def render_status(status: records.Status) -> JsonObject:
+    """JSON of a status: camelCase keys, unset optional fields left out.
+
+    A held status is the observed one as it was, its Degraded condition replaced (appended when
+    there was none), so a hold rewrites nothing else.
+    """
+    if isinstance(status, records.HeldStatus):
+        kept = [
+            condition
+            for condition in status.observed.get("conditions") or []
+            if isinstance(condition, dict) and condition.get("type") != api.ConditionType.DEGRADED
+        ]
+        return {**status.observed, "conditions": [*kept, _model_json(status.degraded)]}
+    return _model_json(status)
+
+
+def _model_json(model: pydantic.BaseModel) -> JsonObject:
+    rendered: JsonObject = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return rendered
 
 
 def render_customize_response(rules: Sequence[records.RelatedRule]) -> JsonObject:

@@ -1,4 +1,4 @@
-"""A tokenizer and declaration parser for the Go sources behind `hooks/typetable.json`.
+"""A tokenizer and declaration parser for the Go sources behind `hooks/gocompat/typetable.json`.
 
 It owns reading one Go source file's text into the facts `hooks.typetable_gen` needs: the package
 name, its imports (alias → path), its type declarations as `TypeRef` trees (struct fields with

@@ -19,7 +19,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Final
 
-from hooks import api, gojson, gotext
+from hooks import api
+from hooks.gocompat import gojson, gotext
 
 REVISION_LENGTH: Final = 8
 

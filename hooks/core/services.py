@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from hooks import api, children, naming, records
+from hooks import api
+from hooks.core import children, naming, records
 
 JsonObject = api.JsonObject
 

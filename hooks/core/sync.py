@@ -18,21 +18,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from hooks import (
-    api,
+from hooks import api
+from hooks.core import (
     children,
-    envelope,
-    gotext,
     naming,
     planner,
     records,
-    revision,
     rollout,
     scalers,
     services,
     status,
     validation,
 )
+from hooks.gocompat import gotext, revision
 
 RESYNC_SECONDS = 5.0
 
@@ -120,7 +118,7 @@ def customize(request: records.CustomizeRequest) -> records.HookResult:
             )
         )
     return records.HookResult(
-        response=envelope.render_customize_response(rules),
+        answer=records.CustomizeAnswer(related=tuple(rules)),
         summary={"hook": "customize", "object": _key(parent), "rules": len(rules)},
     )
 
@@ -309,13 +307,13 @@ def _reconcile(
         now=now,
     )
     ordered = children.sort_children(desired.values())
-    response = envelope.render_sync_response(
-        status=envelope.render_status(new_status),
-        children=ordered,
+    answer = records.SyncAnswer(
+        status=new_status,
+        children=tuple(ordered),
         resync_after_seconds=RESYNC_SECONDS if resync else None,
     )
     return records.HookResult(
-        response=response,
+        answer=answer,
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -344,7 +342,7 @@ def _hold(
         now=now,
     )
     return records.HookResult(
-        response=envelope.render_sync_response(status=held, children=children.sort_children(kept)),
+        answer=records.SyncAnswer(status=held, children=tuple(children.sort_children(kept))),
         summary={
             "hook": "sync",
             "object": _key(parent),

@@ -2,11 +2,10 @@
 
 This module owns their shapes: `ChildKind` (the `<Kind>.<apiVersion>` keys of `children` and
 `related`), the observed parent, scaler, children and conditions, one request record per hook, and
-the answer records `HookResult` and `RelatedRule`. Request records are built only by
-`hooks.envelope`, from a request body; `RelatedRule`s become JSON through its
-`render_customize_response`, and a `HookResult` carries a response rendered there. This module
-reads and writes no JSON, decides nothing and holds only data (pure: no I/O, clock, logging or
-state).
+the typed answers (`SyncAnswer`, `CustomizeAnswer`, inside a `HookResult`). Request records are
+built only by `hooks.edge.envelope`, from a request body, and answers become JSON only there
+(`render_answer`). This module reads and writes no JSON, decides nothing and holds only data
+(pure: no I/O, clock, logging or state).
 
 An observed child's `applied` is the object as this hook last returned it (`hooks.envelope` says
 how it is recovered). Never mutate it: copy the parts you change.
@@ -151,14 +150,6 @@ class ScalerCustomizeRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class HookResult:
-    """What a hook answers (`response`) and a summary of its decisions for the log line."""
-
-    response: api.JsonObject
-    summary: Mapping[str, object]
-
-
-@dataclass(frozen=True, slots=True)
 class RelatedRule:
     """One entry of a customize answer's `relatedResources`."""
 
@@ -167,3 +158,39 @@ class RelatedRule:
     namespace: str
     label_selector: Mapping[str, str] | None = None
     names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeldStatus:
+    """The status of a held set: the observed status as it is, with Degraded replaced."""
+
+    observed: api.JsonObject
+    degraded: api.Condition
+
+
+Status = api.DisaggregatedSetStatus | api.DisaggregatedSetRoleScalerStatus | HeldStatus
+
+
+@dataclass(frozen=True, slots=True)
+class SyncAnswer:
+    """A sync hook's answer: the complete desired children, the status, an optional resync."""
+
+    status: Status
+    children: tuple[api.JsonObject, ...] = ()
+    resync_after_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CustomizeAnswer:
+    """A customize hook's answer: which related objects Metacontroller should send."""
+
+    related: tuple[RelatedRule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """What a hook answers (typed; `hooks.edge.envelope` writes it as JSON) and a summary of its
+    decisions for the log line."""
+
+    answer: SyncAnswer | CustomizeAnswer
+    summary: Mapping[str, object]

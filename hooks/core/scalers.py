@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, children, envelope, naming, records, status
+from hooks import api
+from hooks.core import children, naming, records, status
 
 REASON_BOUND = "Bound"
 REASON_OWNER_NOT_FOUND = "OwnerNotFound"
@@ -126,7 +127,7 @@ def customize(request: records.ScalerCustomizeRequest) -> records.HookResult:
             )
         )
     return records.HookResult(
-        response=envelope.render_customize_response(rules),
+        answer=records.CustomizeAnswer(related=tuple(rules)),
         summary={"hook": "rolescaler-customize", "object": _key(scaler), "rules": len(rules)},
     )
 
@@ -161,15 +162,13 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
         conditions=condition,
     )
     return records.HookResult(
-        response=envelope.render_sync_response(
-            status=envelope.render_status(scaler_status), children=()
-        ),
+        answer=records.SyncAnswer(status=scaler_status),
         summary={
             "hook": "rolescaler-sync",
             "object": _key(scaler),
             "generation": scaler.generation,
             "replicas": replicas,
-            "ready": reason,
+            "ready_reason": reason,
         },
     )
 

@@ -55,7 +55,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
-from hooks import api, gotext, quantity
+from hooks import api
+from hooks.gocompat import gotext, quantity
 
 TABLE_RESOURCE: Final = "typetable.json"
 
@@ -410,5 +411,5 @@ def _compile(table: dict[str, Any]) -> Table:
 @functools.cache
 def committed_table() -> Table:
     """The committed type table, compiled once per process (read from the installed package)."""
-    text = resources.files("hooks").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
+    text = resources.files("hooks.gocompat").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
     return _compile(json.loads(text))

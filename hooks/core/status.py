@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, envelope, records
+from hooks import api
+from hooks.core import records
 
 REASON_ALL_ROLES_READY = "AllRolesReady"
 REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress"
@@ -122,18 +123,12 @@ def compute_held(
     observed: Sequence[records.ObservedCondition],
     generation: int,
     now: str,
-) -> api.JsonObject:
+) -> records.HeldStatus:
     """The observed status kept as it is, with Degraded set from `problems` (the hold path)."""
-    degraded = carry_over([_degraded(problems)], observed=observed, generation=generation, now=now)[
-        0
-    ]
-    rendered = envelope.render_status(degraded)
-    kept = [
-        condition
-        for condition in status.get("conditions") or []
-        if isinstance(condition, dict) and condition.get("type") != api.ConditionType.DEGRADED
-    ]
-    return {**status, "conditions": [*kept, rendered]}
+    (degraded,) = carry_over(
+        [_degraded(problems)], observed=observed, generation=generation, now=now
+    )
+    return records.HeldStatus(observed=status, degraded=degraded)
 
 
 @dataclass(frozen=True, slots=True)

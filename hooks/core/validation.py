@@ -26,7 +26,9 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from hooks import api, naming, planner, revision, rules
+from hooks import api, rules
+from hooks.core import naming, planner
+from hooks.gocompat import revision
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
 _ROLL_PATH: Final = "spec.rolloutStrategy"

@@ -1,14 +1,14 @@
-"""Generator of `hooks/typetable.json`: the Go type facts the `hooks.gojson` encoder needs.
+"""Generator of `hooks/gocompat/typetable.json`: the Go type facts the Go-compatible encoder needs.
 
 It owns reading the public Go sources of the types reachable from lws `LeaderWorkerTemplate`
 (sigs.k8s.io/lws `api/leaderworkerset/v1`, k8s.io/api `core/v1` and `apps/v1`,
 k8s.io/apimachinery `ObjectMeta` and friends) and writing, per struct type, its JSON fields in
 declaration order: JSON name, type expression and the `omitempty` / `omitzero` / `inline` flags.
 It records facts only (names, order, flags), never Go code or comments. It finds, reads and
-resolves the packages; `hooks.goparse` turns each file's text into declarations. It is a
+resolves the packages; `tools.goparse` turns each file's text into declarations. It is a
 development tool run by hand or by the drift test; the hook never imports it at run time.
 
-Usage: `python -m hooks.typetable_gen --src DIR [--check] [--out FILE]`, where DIR holds the three
+Usage: `python -m tools.typetable_gen --src DIR [--check] [--out FILE]`, where DIR holds the three
 source trees side by side: `DIR/api` (k8s.io/api), `DIR/apimachinery` (k8s.io/apimachinery) and
 `DIR/lws` (sigs.k8s.io/lws). `--check` compares instead of writing and exits 1 on drift.
 
@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hooks import goparse
+from tools import goparse
 
 ROOT_PACKAGE = "sigs.k8s.io/lws/api/leaderworkerset/v1"
 ROOT_TYPE = "LeaderWorkerTemplate"
@@ -306,7 +306,7 @@ def render_table(src: Path) -> str:
     types = TableBuilder(Universe(src)).build()
     lines = [
         "{",
-        f'"generator": {json.dumps(__name__.replace("__main__", "hooks.typetable_gen"))},',
+        f'"generator": {json.dumps(__name__.replace("__main__", "tools.typetable_gen"))},',
         f'"root": {json.dumps(package_label(ROOT_PACKAGE) + "." + ROOT_TYPE)},',
         f'"pins": {json.dumps(module_pins(src), separators=(",", ":"))},',
         '"types": {',
@@ -322,12 +322,12 @@ def render_table(src: Path) -> str:
 
 
 def default_output() -> Path:
-    return Path(__file__).resolve().parent / "typetable.json"
+    return Path(__file__).resolve().parents[1] / "hooks" / "gocompat" / "typetable.json"
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point: write or check the committed table."""
-    parser = argparse.ArgumentParser(prog="python -m hooks.typetable_gen", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.typetable_gen", description=__doc__)
     parser.add_argument(
         "--src", type=Path, required=True, help="directory with api/, apimachinery/, lws/"
     )

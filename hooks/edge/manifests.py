@@ -13,7 +13,9 @@ from typing import Any, Final
 
 import yaml
 
-from hooks import api, crdgen, envelope, records
+from hooks import api
+from hooks.core import records
+from hooks.edge import crdgen, envelope
 
 RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
 DEFAULT_NAMESPACE: Final = "default"

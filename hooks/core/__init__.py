@@ -1,0 +1,1 @@
+"""The reconcile core: pure functions from parsed requests to typed answers."""

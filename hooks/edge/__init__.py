@@ -1,0 +1,1 @@
+"""The edges: HTTP app and server, command line, wire format, manifests, CRD generation."""

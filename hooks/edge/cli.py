@@ -1,0 +1,454 @@
+"""The command line: `python -m hooks serve | render | plan | crds`.
+
+It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
+subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
+`_run_<name>(args) -> exit code` function; `COMMANDS` lists them in `--help` order.
+
+- `serve` runs the Flask app (`hooks.app`) under gunicorn, configured here in code: no config file,
+  no control socket, worker heartbeat files in /dev/shm (else TMPDIR), a fresh Prometheus
+  multiprocess directory under TMPDIR (removed when the arbiter exits). Nothing is written
+  anywhere else, so the server runs as a non-root user on a read-only root filesystem where only
+  /tmp is writable.
+- `plan` prints the pass-by-pass table of a coordinated rollout (`planner.rollout_sequence`), from
+  replica vectors (`--old/--target`) or from two DisaggregatedSet manifests (`--from/--to`).
+- `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
+
+Exit codes: 0 success, 1 failure (stale CRDs, a plan that does not complete, unreadable input),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final, TypeAlias
+
+import yaml
+
+from hooks import api
+from hooks.core import planner, records, sync, validation
+from hooks.edge import crdgen, envelope, limits, manifests, plans, server
+
+PROG: Final = "python -m hooks"
+DEFAULT_BIND: Final = "127.0.0.1:8080"
+DEFAULT_WORKERS: Final = 1
+DEFAULT_TIMEOUT_SECONDS: Final = 9
+DEFAULT_CRDS_DIR: Final = Path("crds")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+_ROLE_NAME: Final = re.compile(api.ROLE_NAME_PATTERN)
+_BUDGET_VALUE: Final = re.compile(r"[0-9]+%?")
+_RENDER_NOW: Final = "2026-01-01T00:00:00Z"
+
+
+class CliError(Exception):
+    """A command cannot do what was asked; main prints the message and exits with `exit_code`."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- serve ---------------------------------------------------------------------------------------
+
+
+def _add_serve(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the hook server under gunicorn",
+        description="Serve the Metacontroller hooks (POST /sync, /customize, /rolescaler/sync, "
+        "/rolescaler/customize; GET /healthz, /metrics) with gunicorn.",
+    )
+    parser.add_argument(
+        "--bind", default=DEFAULT_BIND, metavar="HOST:PORT", help=f"default {DEFAULT_BIND}"
+    )
+    parser.add_argument(
+        "--metrics-bind",
+        metavar="HOST:PORT",
+        help="also listen here, serving only /metrics and /healthz (for a network policy that "
+        "admits Prometheus to metrics but not to the hooks); default: metrics on --bind only",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help="gunicorn worker processes, each serving many connections (default "
+        f"{DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=limits.DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="larger hook requests are answered 413 (default "
+        f"{_mib(limits.DEFAULT_MAX_BODY_BYTES)})",
+    )
+    parser.add_argument(
+        "--max-parse-bytes",
+        type=_positive_int,
+        default=limits.DEFAULT_MAX_PARSE_BYTES,
+        metavar="N",
+        help="requests whose parsed form could take more memory are answered 413 before "
+        f"parsing (default {_mib(limits.DEFAULT_MAX_PARSE_BYTES)})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="S",
+        help="seconds a worker may be busy before it is restarted (default "
+        f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    parser.set_defaults(run=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    try:
+        server.serve(
+            bind=args.bind,
+            workers=args.workers,
+            timeout=args.timeout,
+            log_level=args.log_level,
+            limits=limits.Limits(
+                max_body_bytes=args.max_body_bytes, max_parse_bytes=args.max_parse_bytes
+            ),
+            metrics_bind=args.metrics_bind,
+        )
+    except server.ServerError as error:
+        raise CliError(str(error)) from None
+    return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size // limits.MIB} MiB"
+
+
+# --- render --------------------------------------------------------------------------------------
+
+
+def _add_render(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "render",
+        help="print the children and status a manifest gets on an empty cluster",
+        description="Apply the CRD defaults to each DisaggregatedSet in FILE, validate it and "
+        "print, as YAML, the children and status the sync hook returns on its first sync. "
+        "Invalid manifests print the broken rules and exit 1.",
+    )
+    parser.add_argument("file", type=Path, metavar="FILE", help="YAML with DisaggregatedSets")
+    parser.add_argument(
+        "--now",
+        default=_RENDER_NOW,
+        metavar="TIME",
+        help="RFC 3339 time stamped on new conditions (default: a fixed time, for stable output)",
+    )
+    parser.set_defaults(run=_run_render)
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    try:
+        documents = manifests.load_sets(args.file)
+    except manifests.ManifestError as error:
+        raise CliError(str(error)) from None
+    invalid = False
+    outputs = []
+    for document in documents:
+        parent = envelope.parse_parent(document)
+        violations = parent.spec_violations
+        if parent.spec is not None:
+            violations = validation.check(name=parent.name, spec=parent.spec)
+        if violations:
+            invalid = True
+            print(f"{api.DS_KIND} {parent.name} is invalid:", file=sys.stderr)
+            for violation in violations:
+                print(f"  {violation.field}: {violation.message}", file=sys.stderr)
+            continue
+        request = envelope.parse_sync_request(manifests.empty_cluster_request(document))
+        response = envelope.render_answer(sync.sync(request, now=args.now).answer)
+        outputs.append({"children": response["children"], "status": response["status"]})
+    if outputs:
+        print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
+    return 1 if invalid else 0
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+def _add_plan(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="print the pass-by-pass table of a coordinated rolling update",
+        description="Print every pass of a coordinated rolling update of one slice, assuming\n"
+        "each pass becomes ready before the next. Give the replicas either as vectors\n"
+        "(--old and --target) or as two DisaggregatedSet manifests (--from and --to).",
+        epilog="examples:\n"
+        f"  {PROG} plan --old prefill=5,decode=2 --target prefill=5,decode=2 "
+        "--max-surge 2 --max-unavailable 1\n"
+        f"  {PROG} plan --old prefill=4,decode=4 --target prefill=4,decode=4 "
+        "--max-surge 1 --max-surge decode=50%\n"
+        f"  {PROG} plan --from old.yaml --to new.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vectors = parser.add_argument_group("replica vectors")
+    vectors.add_argument(
+        "--old",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="replicas of the old revision per role, in role order",
+    )
+    vectors.add_argument(
+        "--target",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="target replicas per role; a role only in --old is removed (target 0)",
+    )
+    vectors.add_argument(
+        "--max-surge",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="an integer or a percentage of the role's target (rounded up); repeat or "
+        "comma-separate ROLE=VALUE for per-role values",
+    )
+    vectors.add_argument(
+        "--max-unavailable",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="like --max-surge (percentages rounded down); with neither option a role gets "
+        "maxSurge 1, maxUnavailable 0",
+    )
+    files = parser.add_argument_group("manifests")
+    files.add_argument(
+        "--from",
+        dest="from_file",
+        type=Path,
+        metavar="OLD.yaml",
+        help="the DisaggregatedSet before the change (its replicas are the old replicas)",
+    )
+    files.add_argument(
+        "--to",
+        dest="to_file",
+        type=Path,
+        metavar="NEW.yaml",
+        help="the DisaggregatedSet after the change (targets and rollingUpdateConfiguration)",
+    )
+    parser.add_argument(
+        "--max-passes",
+        type=_positive_int,
+        metavar="N",
+        help="stop after N passes (default: the sum of all old and target replicas + 1, "
+        "a bound every rollout meets)",
+    )
+    parser.set_defaults(run=_run_plan)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    try:
+        return _plan(args)
+    except plans.PlanError as error:
+        raise CliError(str(error), exit_code=2 if error.usage else 1) from None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    vectors = args.old is not None or args.target is not None
+    from_files = args.from_file is not None or args.to_file is not None
+    if vectors == from_files:
+        raise CliError("give either --old and --target, or --from and --to", exit_code=2)
+    if vectors:
+        if args.old is None or args.target is None:
+            raise CliError("--old and --target go together", exit_code=2)
+        roles = plans.roles_from_vectors(
+            old=args.old,
+            target=args.target,
+            max_surge=plans.fold_budget(args.max_surge),
+            max_unavailable=plans.fold_budget(args.max_unavailable),
+        )
+        notes: list[str] = []
+    else:
+        if args.from_file is None or args.to_file is None:
+            raise CliError("--from and --to go together", exit_code=2)
+        if args.max_surge or args.max_unavailable:
+            raise CliError(
+                "with --from/--to the budgets come from the --to manifest's "
+                "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
+                exit_code=2,
+            )
+        old_parent = _load_manifest(args.from_file)
+        new_parent = _load_manifest(args.to_file)
+        old_revision = plans.revision_of(old_parent)
+        new_revision = plans.revision_of(new_parent)
+        if old_revision == new_revision:
+            print(
+                f"no rollout: both manifests have revision {new_revision} (only role names and "
+                "leaderWorkerTemplates decide it); replica changes are applied in place"
+            )
+            return 0
+        roles, notes = plans.roles_from_manifests(old=old_parent, new=new_parent)
+        notes.insert(0, f"revision {old_revision} -> {new_revision}")
+    max_passes = args.max_passes or plans.default_max_passes(roles)
+    sequence = planner.rollout_sequence(
+        initial_old=[role.initial_old for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config for role in roles],
+        max_passes=max_passes,
+    )
+    for line in notes:
+        print(line)
+    for role in roles:
+        print(
+            f"role {role.name}: old {role.initial_old} -> target {role.target} "
+            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
+        )
+    print()
+    print(plans.render_table(roles, sequence))
+    print()
+    complete, summary = plans.outcome(roles, sequence, max_passes=max_passes)
+    print(summary)
+    return 0 if complete else 1
+
+
+def _load_manifest(path: Path) -> records.Parent:
+    try:
+        parent = manifests.load_set(path)
+    except manifests.ManifestError as error:
+        raise CliError(str(error)) from None
+    if parent.spec is None:
+        problems = "; ".join(f"{v.field}: {v.message}" for v in parent.spec_violations)
+        raise CliError(f"{path}: the spec does not fit the API: {problems}")
+    return parent
+
+
+def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
+    pairs = []
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or not _ROLE_NAME.fullmatch(name) or not value.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not ROLE=N (a role name and a non-negative integer)"
+            )
+        pairs.append((name, int(value)))
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a role appears twice in {text!r}")
+    return tuple(pairs)
+
+
+def _budget_items(text: str) -> tuple[tuple[str | None, int | str], ...]:
+    items: list[tuple[str | None, int | str]] = []
+    for item in text.split(","):
+        name, sep, value = item.strip().rpartition("=")
+        if sep and not _ROLE_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a role name")
+        if not _BUDGET_VALUE.fullmatch(value):
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a non-negative integer or a percentage such as 25%"
+            )
+        items.append((name if sep else None, value if value.endswith("%") else int(value)))
+    return tuple(items)
+
+
+# --- crds ----------------------------------------------------------------------------------------
+
+
+def _add_crds(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "crds",
+        help="regenerate the CRDs, or --check the committed ones",
+        description="Write the CustomResourceDefinitions generated from the API models, or "
+        "check that the committed files match them.",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 when a file differs from what would be generated",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_CRDS_DIR,
+        metavar="DIR",
+        help="directory of the CRD files (default: crds/ in the current directory)",
+    )
+    parser.add_argument(
+        "--import-lws",
+        type=Path,
+        metavar="LWS_CRD",
+        help="first refresh the embedded role spec schema (hooks/lws_spec_schema.json) from a "
+        "LeaderWorkerSet CRD file, descriptions dropped",
+    )
+    parser.set_defaults(run=_run_crds)
+
+
+def _run_crds(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    if args.import_lws is not None:
+        try:
+            print(f"wrote {crdgen.import_lws(args.import_lws)}")
+        except (OSError, crdgen.CrdGenError) as error:
+            raise CliError(f"cannot import {args.import_lws}: {error}") from None
+    if args.check:
+        stale = crdgen.check_crds(directory)
+        if stale:
+            command = f"{PROG} crds"
+            if directory != DEFAULT_CRDS_DIR:
+                command += f" --dir {directory}"
+            print(
+                f"CRDs in {directory} are out of date: {', '.join(stale)}\n"
+                f"regenerate them with `{command}` and commit the result",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"CRDs in {directory} are up to date")
+        return 0
+    for name in crdgen.write_crds(directory):
+        print(f"wrote {directory / name}")
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+# Subcommands in --help order; each registers its parser and sets `run`.
+COMMANDS: Final[tuple[Callable[[_Subcommands], None], ...]] = (
+    _add_serve,
+    _add_render,
+    _add_plan,
+    _add_crds,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand of COMMANDS."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, title="commands"
+    )
+    for add in COMMANDS:
+        add(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code."""
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except CliError as error:
+        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        return error.exit_code

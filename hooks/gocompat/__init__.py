@@ -1,0 +1,2 @@
+"""Go-compatible encoding: upstream's revision hash, byte for byte (Go encoding/json and
+resource.Quantity)."""

@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
 from bench.sync_latency import Server, Stats, running_server  # noqa: E402
-from hooks.edge import app, limits  # noqa: E402
+from hooks.edge import app, settings  # noqa: E402
 from hooks.gocompat import quantity  # noqa: E402
 
 SLOW_CLIENTS: Final = 50
@@ -210,9 +210,9 @@ def run_sizing(tmpdir: Path) -> list[tuple[bool, str]]:
                 _ok(answer)
             peak = _peak_rss_mib(_worker_pid(server))
         median = sorted(times)[1]
-        cost = app.parse_cost(case.body) / limits.MIB
+        cost = app.parse_cost(case.body) / settings.MIB
         print(
-            f"| {name} | {case.children} | {len(case.body) / limits.MIB:.1f} | {cost:.0f} | "
+            f"| {name} | {case.children} | {len(case.body) / settings.MIB:.1f} | {cost:.0f} | "
             f"{peak:.0f} | {_ms(median):.0f} |"
         )
         results.append((name, median, peak, cost))
@@ -227,9 +227,9 @@ def run_sizing(tmpdir: Path) -> list[tuple[bool, str]]:
             f"{name} peak {peak:.0f} MiB < the Deployment's {DEPLOYMENT_MEMORY_LIMIT_MIB} MiB",
         ),
         (
-            cost * limits.MIB < limits.DEFAULT_MAX_PARSE_BYTES,
+            cost * settings.MIB < settings.DEFAULT_MAX_PARSE_BYTES,
             f"{name} parse cost {cost:.0f} MiB < --max-parse-bytes "
-            f"{limits.DEFAULT_MAX_PARSE_BYTES // limits.MIB} MiB",
+            f"{settings.DEFAULT_MAX_PARSE_BYTES // settings.MIB} MiB",
         ),
     ]
 

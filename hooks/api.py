@@ -65,6 +65,7 @@ ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE_NAME_MAX_LENGTH: Final = 63
 INT32_MAX: Final = 2**31 - 1
 LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
+LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
 # Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
 # maxUnavailable): the CEL rules match them against regular expressions, and the API server
 # refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
@@ -227,6 +228,11 @@ class Role(_Model):
         """`spec.replicas` as stored (None when unset)."""
         value: int | None = self.spec.get("replicas")
         return value
+
+    @property
+    def replicas_or_default(self) -> int:
+        """`spec.replicas`, or the LWS default when unset (what a Static role targets)."""
+        return LWS_DEFAULT_REPLICAS if self.replicas is None else self.replicas
 
     @property
     def leader_worker_template(self) -> JsonObject:

@@ -1,8 +1,16 @@
-"""Validation rules of the DisaggregatedSet API (SPEC §2), one definition each.
+"""Validation rules of the DisaggregatedSet API, one definition each (docs/api.md lists them).
 
-The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`crdgen` attaches it at its
-`path`); `validation` re-checks the same rule in Python under the same id and message, for clusters
-that run an older or hand-edited CRD. Nothing here evaluates anything: it is a table of facts.
+The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.edge.crdgen` attaches
+it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
+message, for clusters that run an older or hand-edited CRD. Nothing here evaluates anything: it is
+a table of facts.
+
+Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
+may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
+guards stay wherever a field is optional, so that a rule also reads an undefaulted object the way
+the Python check does. The server bounds every rule's estimated cost: `spec.roles[]` rules count
+ten times (maxItems), and regular expressions run over strings only as long as their `maxLength`
+(the int-or-percent fields are bounded for that; tests/cluster installs the CRD for real).
 """
 
 from __future__ import annotations
@@ -12,17 +20,6 @@ from enum import StrEnum
 from typing import Final
 
 from hooks import api
-
-# Validation rules (SPEC §2). The CRD carries each rule as a CEL `x-kubernetes-validations` entry
-# (crdgen attaches it at `path`); `validation` re-checks the same rule in Python under the same id
-# and message, for clusters that run an older or hand-edited CRD. The API server evaluates CEL only
-# on objects that already passed the OpenAPI schema and after defaulting, so a rule may rely on the
-# required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()` guards remain
-# wherever the field is optional, so that a rule also reads an object that was never defaulted
-# the way the Python check does. Cost: the API server bounds every rule's static cost estimate.
-# Strings in `x-kubernetes-int-or-string` fields are unbounded (estimated at 3 MiB), so the rules
-# on maxSurge/maxUnavailable use few, short regular expressions; roles (maxItems 10) multiply the
-# cost of the `spec.roles[]` rules by 10.
 
 
 class RuleNode(StrEnum):

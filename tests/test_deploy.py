@@ -386,13 +386,13 @@ def test_network_policy_admits_metacontroller_to_hooks_and_prometheus_to_metrics
 
 def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]) -> None:
     """The limit holds a parse of --max-parse-bytes, two buffered bodies and the process."""
-    from hooks.edge import limits
+    from hooks.edge import settings
 
     container = _container(_one(rendered, "Deployment", HOOK_NAME))
     limit = container["resources"]["limits"]["memory"]
     assert limit.endswith("Mi")
-    worst = limits.DEFAULT_MAX_PARSE_BYTES + limits.Limits().buffered_bytes + 200 * limits.MIB
-    assert int(limit[:-2]) * limits.MIB >= worst
+    worst = settings.DEFAULT_MAX_PARSE_BYTES + settings.Limits().buffered_bytes + 200 * settings.MIB
+    assert int(limit[:-2]) * settings.MIB >= worst
     assert "--workers" not in container["args"]  # one worker, which the sizing assumes
 
 

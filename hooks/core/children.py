@@ -13,8 +13,6 @@ autoscaler owns it). Nothing here mutates its inputs: every change is made on a 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from hooks import api
 from hooks.core import naming, placement, records
 
@@ -117,9 +115,13 @@ def reemit_scaler(child: records.ObservedObject) -> JsonObject:
     return {**applied, "spec": spec}
 
 
-def sort_children(children: Iterable[JsonObject]) -> list[JsonObject]:
-    """Children in a stable order: by kind, then name."""
-    return sorted(children, key=lambda child: (child["kind"], child["metadata"]["name"]))
+def unchanged(child: records.ObservedObject) -> JsonObject:
+    """An existing child exactly as it is now (the hold path): identity and replicas observed."""
+    if child.kind is records.ChildKind.LWS:
+        return reemit_lws(child, replicas=child.replicas, initial_replicas=None)
+    if child.kind is records.ChildKind.SCALER:
+        return reemit_scaler(child)
+    return reemit(child)
 
 
 def _with_template_labels(template: object, labels: dict[str, str]) -> JsonObject:

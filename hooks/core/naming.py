@@ -7,8 +7,6 @@ formats; it decides nothing and performs no checks beyond what a name is made of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from hooks import api
 
 SERVICE_SUFFIX = "-prv"
@@ -58,14 +56,3 @@ def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
 def leader_selector(*, set_name: str, role: str) -> str:
     """Selector (string form) matching one pod per LWS group, the leader, across revisions."""
     return f"{api.LABEL_NAME}={set_name},{api.LABEL_ROLE}={role},{api.LWS_WORKER_INDEX_LABEL}=0"
-
-
-def parse_slice(labels: Mapping[str, str]) -> int | None:
-    """The slice index from the slice label: 0 when absent or empty (objects from before slices
-    existed), None when it is not a canonical decimal number."""
-    value = labels.get(api.LABEL_SLICE, "")
-    if value == "":
-        return 0
-    if not value.isascii() or not value.isdigit() or str(int(value)) != value:
-        return None
-    return int(value)

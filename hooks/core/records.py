@@ -64,8 +64,16 @@ class ObservedObject:
     spec_replicas: int | None
     status: ReplicaStatus
     applied: api.JsonObject
+    slice_index: int | None = 0
+    """The slice label: 0 when absent or empty (objects from before slices existed), None when
+    it is not a canonical decimal number (such a child is kept but never planned)."""
     status_error: str | None = None
     """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
+
+    @property
+    def replicas(self) -> int:
+        """`spec.replicas`, or the LWS default when unset."""
+        return api.LWS_DEFAULT_REPLICAS if self.spec_replicas is None else self.spec_replicas
 
     def is_controlled_by(self, uid: str) -> bool:
         return self.controller_uid is not None and self.controller_uid == uid
@@ -123,7 +131,6 @@ class SyncRequest:
     parent: Parent
     children: tuple[ObservedObject, ...]
     related: tuple[ObservedObject, ...]
-    finalizing: bool
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,11 @@ revision and per-role targets. Output: a `SlicePlan` saying which LWS keep which
 get the `initial-replicas` annotation, which target LWS are created and which LWS are deleted.
 It never renders objects (that is `children`) and never reads anything but its arguments.
 
-The rules, in order (SPEC §5 step 3 and §5a):
+`plan_slice` reads like the algorithm: it takes stock of the slice (`SliceState`: LWS grouped by
+revision and role, drained revisions, current replicas), then hands it to exactly one phase
+(`_steady`, `_start`, `_wait`, `_step`), each a pure function that returns the `SlicePlan`.
+
+The rules, in order (docs/rollout.md walks through an example):
 
 1. A revision other than the target whose LWS are all at 0 replicas is deleted, all roles at once.
    Several LWS for one (revision, role) in a slice (for example an old, unsliced name next to the
@@ -78,14 +82,7 @@ class SlicePlan:
     """Target LWS to create, role -> replicas."""
     dropped: tuple[str, ...] = ()
     """LWS deleted because their revision finished draining."""
-    unplanned: tuple[str, ...] = ()
-    """LWS kept unchanged: their role or revision label is missing, or they duplicate another."""
     step: planner.Step | None = None
-
-
-def replicas_of(lws: records.ObservedObject) -> int:
-    """`spec.replicas`, 1 when unset (the LWS default)."""
-    return 1 if lws.spec_replicas is None else lws.spec_replicas
 
 
 def initial_of(lws: records.ObservedObject) -> int:
@@ -94,11 +91,115 @@ def initial_of(lws: records.ObservedObject) -> int:
     try:
         return int(value)
     except ValueError:
-        return replicas_of(lws)
+        return lws.replicas
+
+
+def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
+    """The planner's surge/unavailable for a role, resolved against its target replicas."""
+    config = role.rolling_update_configuration
+    if config is None:
+        return planner.DEFAULT_CONFIG
+    return planner.resolve_config(
+        replicas=target or 0,
+        max_surge=config.get("maxSurge"),
+        max_unavailable=config.get("maxUnavailable"),
+    )
 
 
 Group = Mapping[str, records.ObservedObject]
 """The LWS of one revision in one slice, by role."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grouping:
+    """A slice's LWS by revision and role."""
+
+    groups: Mapping[str, Group]
+    """revision -> role -> the LWS planned for it."""
+    members: Mapping[str, tuple[records.ObservedObject, ...]]
+    """revision -> every LWS labelled with it, duplicates included."""
+
+
+def group(lws: Sequence[records.ObservedObject], *, set_name: str, slice_index: int) -> Grouping:
+    """Group by revision and role. Of several LWS for one (revision, role), the one with the
+    canonical name is planned (else the first by name); the others are kept unchanged. LWS
+    without a role or revision label are in no group."""
+    groups: dict[str, dict[str, records.ObservedObject]] = {}
+    members: dict[str, list[records.ObservedObject]] = {}
+    for item in sorted(lws, key=lambda x: x.name):
+        revision = item.labels.get(api.LABEL_REVISION, "")
+        role = item.labels.get(api.LABEL_ROLE, "")
+        if not revision or not role:
+            continue
+        members.setdefault(revision, []).append(item)
+        by_role = groups.setdefault(revision, {})
+        canonical = naming.lws_name(
+            set_name=set_name, slice_index=slice_index, revision=revision, role=role
+        )
+        if role not in by_role or item.name == canonical:
+            by_role[role] = item
+    return Grouping(
+        groups=groups, members={revision: tuple(items) for revision, items in members.items()}
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SliceState:
+    """What a slice holds at the start of the pass."""
+
+    index: int
+    old: Mapping[str, Group]
+    """Old revisions that still have replicas, revision -> role -> LWS."""
+    new: Group
+    """The target revision's LWS by role."""
+    dropped: tuple[str, ...]
+    """LWS of drained old revisions (every LWS labelled with them, duplicates included)."""
+    replicas: Mapping[str, int]
+    """Current spec.replicas of every LWS that stays, by name."""
+
+    def plan(
+        self,
+        phase: Phase,
+        *,
+        replicas: Mapping[str, int] | None = None,
+        created: Mapping[str, int] | None = None,
+        initial_replicas: Mapping[str, int] | None = None,
+        step: planner.Step | None = None,
+    ) -> SlicePlan:
+        """A plan in `phase`; every LWS keeps its replicas unless `replicas` names it."""
+        return SlicePlan(
+            slice_index=self.index,
+            phase=phase,
+            replicas={**self.replicas, **(replicas or {})},
+            initial_replicas=initial_replicas or {},
+            created=created or {},
+            dropped=self.dropped,
+            step=step,
+        )
+
+
+def take_stock(
+    lws: Sequence[records.ObservedObject], *, set_name: str, slice_index: int, revision: str
+) -> SliceState:
+    """Group the slice's LWS and set aside old revisions that finished draining (rule 1)."""
+    grouping = group(lws, set_name=set_name, slice_index=slice_index)
+    drained = {
+        rev
+        for rev, items in grouping.members.items()
+        if rev != revision and all(item.replicas == 0 for item in items)
+    }
+    dropped = tuple(sorted(item.name for rev in drained for item in grouping.members[rev]))
+    return SliceState(
+        index=slice_index,
+        old={
+            rev: by_role
+            for rev, by_role in grouping.groups.items()
+            if rev != revision and rev not in drained
+        },
+        new=grouping.groups.get(revision, {}),
+        dropped=dropped,
+        replicas={item.name: item.replicas for item in lws if item.name not in dropped},
+    )
 
 
 def plan_slice(
@@ -110,97 +211,90 @@ def plan_slice(
     lws: Sequence[records.ObservedObject],
 ) -> SlicePlan:
     """Decide this pass for one slice (see the module docstring for the rules)."""
-    grouping = _group(lws, set_name=set_name, slice_index=slice_index)
-    groups = grouping.groups
-    # A revision is drained only when every LWS labelled with it is at 0, duplicates included.
-    drained = {
-        rev
-        for rev, items in grouping.members.items()
-        if rev != revision and all(replicas_of(item) == 0 for item in items)
-    }
-    dropped = tuple(sorted(item.name for rev in drained for item in grouping.members[rev]))
-    unplanned = tuple(sorted(x.name for x in grouping.unplanned if x.name not in dropped))
-    replicas = {item.name: replicas_of(item) for item in lws if item.name not in dropped}
-    old = {rev: group for rev, group in groups.items() if rev != revision and rev not in drained}
-    current = groups.get(revision, {})
+    state = take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
+    if not _old_serves_spec_roles(state, roles):
+        return _steady(state, roles)
+    if not state.new:
+        return _start(state, roles)
+    if not _is_stable(state, roles):
+        return _wait(state, roles)
+    return _step(state, roles)
 
-    def result(
-        phase: Phase,
-        *,
-        created: Mapping[str, int] | None = None,
-        initial: Mapping[str, int] | None = None,
-        step: planner.Step | None = None,
-    ) -> SlicePlan:
-        return SlicePlan(
-            slice_index=slice_index,
-            phase=phase,
-            replicas=replicas,
-            initial_replicas=initial or {},
-            created=created or {},
-            dropped=dropped,
-            unplanned=unplanned,
-            step=step,
-        )
 
-    if not _serves_spec_roles(old, roles):
-        created = {}
-        for role in roles:
-            existing = current.get(role.name)
-            target = role.target
-            if target is None:
-                target = replicas_of(existing) if existing is not None else 0
-            if existing is None:
-                created[role.name] = target
-            else:
-                replicas[existing.name] = target
-        return result(Phase.STEADY, created=created)
-
-    if not current:
-        initial = {
-            item.name: replicas_of(item) for group in old.values() for item in group.values()
-        }
-        return result(Phase.STARTING, created={role.name: 0 for role in roles}, initial=initial)
-
-    missing = {role.name: 0 for role in roles if role.name not in current}
-    if missing or any(
-        replicas_of(current[role.name]) != current[role.name].status.ready_replicas
+def _old_serves_spec_roles(state: SliceState, roles: Sequence[RoleInput]) -> bool:
+    """Whether an old revision still has replicas on a spec role (removed roles do not count)."""
+    return any(
+        by_role[role.name].replicas > 0
+        for by_role in state.old.values()
         for role in roles
-    ):
-        return result(Phase.WAITING, created=missing)
+        if role.name in by_role
+    )
 
-    order = _role_order(roles, old)
-    vectors = _vectors(order, roles=roles, old=old, current=current)
+
+def _steady(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
+    """Rule 2: each spec role gets a target LWS at its target (unknown targets keep what runs)."""
+    created: dict[str, int] = {}
+    replicas: dict[str, int] = {}
+    for role in roles:
+        existing = state.new.get(role.name)
+        target = role.target
+        if target is None:
+            target = existing.replicas if existing is not None else 0
+        if existing is None:
+            created[role.name] = target
+        else:
+            replicas[existing.name] = target
+    return state.plan(Phase.STEADY, created=created, replicas=replicas)
+
+
+def _start(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
+    """Rule 3: snapshot every old LWS's replicas and create the target LWS at 0."""
+    initial = {
+        item.name: item.replicas for by_role in state.old.values() for item in by_role.values()
+    }
+    created = {role.name: 0 for role in roles}
+    return state.plan(Phase.STARTING, created=created, initial_replicas=initial)
+
+
+def _is_stable(state: SliceState, roles: Sequence[RoleInput]) -> bool:
+    """Rule 4: every spec role has a target LWS whose replicas are all ready."""
+    return all(
+        role.name in state.new
+        and state.new[role.name].replicas == state.new[role.name].status.ready_replicas
+        for role in roles
+    )
+
+
+def _wait(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
+    """Rule 4: change nothing, except recreating a target LWS that went missing (at 0)."""
+    missing = {role.name: 0 for role in roles if role.name not in state.new}
+    return state.plan(Phase.WAITING, created=missing)
+
+
+def _step(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
+    """Rules 5 and 6: one planner step, new LWS scaled up, old LWS drained newest first."""
+    order = _role_order(roles, state.old)
+    vectors = _vectors(order, roles=roles, state=state)
     step = planner.next_step(**vectors)
     if step is None:
-        return result(Phase.STALLED)
-    for name, now_new, next_new in zip(order, vectors["current_new"], step.new, strict=True):
-        if name in current and next_new > now_new:
-            replicas[current[name].name] = next_new
+        return state.plan(Phase.STALLED)
+    replicas = {
+        state.new[name].name: next_new
+        for name, now_new, next_new in zip(order, vectors["current_new"], step.new, strict=True)
+        if name in state.new and next_new > now_new
+    }
     budget = {
         name: now_old - next_old
         for name, now_old, next_old in zip(order, vectors["current_old"], step.old, strict=True)
     }
-    for group in _newest_first(old):
-        if all(value <= 0 for value in budget.values()):
-            break
-        _drain_revision(group, budget=budget, replicas=replicas, order=order)
-    return result(Phase.STEPPING, step=step)
-
-
-def _serves_spec_roles(old: Mapping[str, Group], roles: Sequence[RoleInput]) -> bool:
-    """Whether an old revision still has replicas on a spec role (removed roles do not count)."""
-    return any(
-        replicas_of(group[role.name]) > 0
-        for group in old.values()
-        for role in roles
-        if role.name in group
-    )
+    replicas.update(_drain(state.old, budget=budget, order=order))
+    return state.plan(Phase.STEPPING, replicas=replicas, step=step)
 
 
 def _role_order(roles: Sequence[RoleInput], old: Mapping[str, Group]) -> list[str]:
     """Spec roles in spec order, then roles found only in old revisions, by name."""
     spec_names = [role.name for role in roles]
-    removed = {name for group in old.values() for name in group} - set(spec_names)
+    removed = {name for by_role in old.values() for name in by_role} - set(spec_names)
     return [*spec_names, *sorted(removed)]
 
 
@@ -212,13 +306,7 @@ class _Vectors(TypedDict):
     config: tuple[planner.RoleConfig, ...]
 
 
-def _vectors(
-    order: Sequence[str],
-    *,
-    roles: Sequence[RoleInput],
-    old: Mapping[str, Group],
-    current: Group,
-) -> _Vectors:
+def _vectors(order: Sequence[str], *, roles: Sequence[RoleInput], state: SliceState) -> _Vectors:
     """The planner's inputs, one entry per role of `order` (removed roles target 0)."""
     by_name = {role.name: role for role in roles}
     initial_old = []
@@ -227,18 +315,18 @@ def _vectors(
     target = []
     config = []
     for name in order:
-        groups = [group[name] for group in old.values() if name in group]
-        initial_old.append(sum(initial_of(item) for item in groups))
-        current_old.append(sum(replicas_of(item) for item in groups))
+        olds = [by_role[name] for by_role in state.old.values() if name in by_role]
+        initial_old.append(sum(initial_of(item) for item in olds))
+        current_old.append(sum(item.replicas for item in olds))
         role = by_name.get(name)
-        new = replicas_of(current[name]) if role is not None else 0
+        new = state.new[name].replicas if role is not None else 0
         current_new.append(new)
         if role is None:
             target.append(0)
             config.append(planner.DEFAULT_CONFIG)
             continue
         wanted = new if role.target is None else role.target
-        target.append(max(wanted, new))
+        target.append(max(wanted, new))  # the no-shrink guard (rule 5)
         config.append(role.config)
     return _Vectors(
         initial_old=tuple(initial_old),
@@ -249,25 +337,45 @@ def _vectors(
     )
 
 
+def _drain(
+    old: Mapping[str, Group], *, budget: Mapping[str, int], order: Sequence[str]
+) -> dict[str, int]:
+    """Rule 6: new replicas of old LWS, by name, spending `budget` newest revision first."""
+    replicas: dict[str, int] = {}
+    remaining = dict(budget)
+    for by_role in _newest_first(old):
+        if all(value <= 0 for value in remaining.values()):
+            break
+        drained, charged = _drain_revision(by_role, budget=remaining, order=order)
+        replicas.update(drained)
+        for name, amount in charged.items():
+            remaining[name] -= amount
+    return replicas
+
+
 def _drain_revision(
-    by_role: Group,
-    *,
-    budget: dict[str, int],
-    replicas: dict[str, int],
-    order: Sequence[str],
-) -> None:
+    by_role: Group, *, budget: Mapping[str, int], order: Sequence[str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """One old revision's drain: (new replicas by LWS name, budget charged by role).
+
+    Each role drains min(budget, replicas); when one would reach 0, all of the revision's roles go
+    to 0 together (coordinated drain), charged to the roles that reached 0 by themselves (or to
+    every role when none did). Old LWS never grow.
+    """
     present = [name for name in order if name in by_role]
-    planned = {name: min(budget[name], replicas_of(by_role[name])) for name in present}
-    reaching_zero = {name for name in present if replicas_of(by_role[name]) - planned[name] == 0}
+    planned = {name: min(budget[name], by_role[name].replicas) for name in present}
+    reaching_zero = {name for name in present if by_role[name].replicas - planned[name] == 0}
+    replicas: dict[str, int] = {}
+    charged: dict[str, int] = {}
     for name in present:
-        item = by_role[name]
-        now = replicas_of(item)
+        now = by_role[name].replicas
         after = 0 if reaching_zero else now - planned[name]
         if now <= after:
             continue
-        replicas[item.name] = after
+        replicas[by_role[name].name] = after
         if name in reaching_zero or not reaching_zero:
-            budget[name] -= planned[name]
+            charged[name] = planned[name]
+    return replicas, charged
 
 
 def _newest_first(old: Mapping[str, Group]) -> list[Group]:
@@ -277,40 +385,3 @@ def _newest_first(old: Mapping[str, Group]) -> list[Group]:
     # Sorting is stable, so revisions created at the same second keep their name order.
     ordered = sorted(sorted(old), key=newest, reverse=True)
     return [old[rev] for rev in ordered]
-
-
-@dataclass(frozen=True, slots=True)
-class _Grouping:
-    groups: dict[str, dict[str, records.ObservedObject]]
-    """revision -> role -> the LWS planned for it."""
-    members: dict[str, list[records.ObservedObject]]
-    """revision -> every LWS labelled with it, duplicates included."""
-    unplanned: tuple[records.ObservedObject, ...]
-    """LWS without role or revision label, and duplicates of a planned LWS."""
-
-
-def _group(lws: Sequence[records.ObservedObject], *, set_name: str, slice_index: int) -> _Grouping:
-    """Group by revision and role; of several LWS for one (revision, role), plan the one with the
-    canonical name (else the first by name) and keep the others unchanged."""
-    groups: dict[str, dict[str, records.ObservedObject]] = {}
-    members: dict[str, list[records.ObservedObject]] = {}
-    unplanned = []
-    for item in sorted(lws, key=lambda x: x.name):
-        revision = item.labels.get(api.LABEL_REVISION, "")
-        role = item.labels.get(api.LABEL_ROLE, "")
-        if not revision or not role:
-            unplanned.append(item)
-            continue
-        members.setdefault(revision, []).append(item)
-        by_role = groups.setdefault(revision, {})
-        canonical = naming.lws_name(
-            set_name=set_name, slice_index=slice_index, revision=revision, role=role
-        )
-        if role not in by_role:
-            by_role[role] = item
-        elif item.name == canonical:
-            unplanned.append(by_role[role])
-            by_role[role] = item
-        else:
-            unplanned.append(item)
-    return _Grouping(groups=groups, members=members, unplanned=tuple(unplanned))

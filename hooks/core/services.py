@@ -10,11 +10,10 @@ updated once created. `lws` must be the slice's LWS that remain after this pass.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 from hooks import api
-from hooks.core import children, naming, records
+from hooks.core import children, naming, records, rollout
 
 JsonObject = api.JsonObject
 
@@ -29,12 +28,7 @@ def plan_slice(
     services: Sequence[records.ObservedObject],
 ) -> tuple[list[JsonObject], list[str]]:
     """The slice's Services, and the names of the observed ones that go."""
-    groups: dict[str, dict[str, records.ObservedObject]] = defaultdict(dict)
-    for item in lws:
-        item_revision = item.labels.get(api.LABEL_REVISION, "")
-        item_role = item.labels.get(api.LABEL_ROLE, "")
-        if item_revision and item_role:
-            groups[item_revision].setdefault(item_role, item)
+    groups = rollout.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:
         group = groups.get(candidate, {})

@@ -209,7 +209,7 @@ def _describe_lag(status: api.RoleStatus, role: RoleProgress) -> str:
     )
 
 
-def role_targets(
+def role_progress(
     roles: Sequence[api.Role], targets: Mapping[str, int | None], *, slices: int
 ) -> list[RoleProgress]:
     """Per spec role, its per-slice target times the slice count (None when unknown)."""

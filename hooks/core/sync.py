@@ -1,28 +1,30 @@
-"""DisaggregatedSet customize and sync hooks: orchestration only.
+"""DisaggregatedSet customize and sync hooks: the top of the reconcile, orchestration only.
 
-`sync` validates the parent, computes the target revision, plans the scalers, plans every slice
-(`rollout`), renders the children (`children`), decides the Services and computes the status. It
-returns the complete list of desired children, because Metacontroller deletes every observed
-child that the answer leaves out. Before answering it checks that every observed child missing
-from the answer is one the spec allows to go (SPEC §8): a drained revision, a removed slice, a
-Service of a revision that stopped serving, or the scaler of a role that is no longer External.
-Anything else is a bug and raises `UnsafeDeletionError`, which the server turns into a non-200
-answer (nothing changes).
+`sync` reads like the algorithm (docs/architecture.md walks one request through it):
 
-An invalid spec is not an error: the hold path returns every observed child unchanged, keeps the
-status and sets Degraded=True with reason InvalidSpec and the broken rules.
+1. validate the parent; an invalid spec holds the set (every observed child returned unchanged,
+   the status kept, Degraded=True with the broken rules);
+2. compute the target revision;
+3. plan the scalers of External roles (`scalers`), which fixes every role's target;
+4. reconcile each slice on its own (`reconcile_slice`: its rollout step from `rollout`, its
+   LWS from `children`, its Services from `services`);
+5. collect the answer (`desired.DesiredChildren`), whose guard refuses to drop an observed child
+   the spec does not let go, and compute the status (`status`).
+
+It returns a typed answer (`records.SyncAnswer`); `hooks.edge.envelope` writes it as JSON.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from hooks import api
 from hooks.core import (
     children,
+    desired,
     naming,
-    planner,
     records,
     rollout,
     scalers,
@@ -35,61 +37,7 @@ from hooks.gocompat import gotext, revision
 RESYNC_SECONDS = 5.0
 
 JsonObject = api.JsonObject
-ChildKey = tuple[str, str]
-
-
-class UnsafeDeletionError(Exception):
-    """A pass would delete an observed child that the spec does not allow to go."""
-
-
-class DesiredChildren:
-    """The children of one answer, by (kind, name), and the observed ones allowed to go.
-
-    Two different objects under one name mean the observed children contradict each other (a
-    child whose slice, revision or role label was removed or edited is claimed by two slices, or
-    by a slice and a revision). That is a state of the cluster, not a bug of the request: the
-    name is held (an observed child under it is returned exactly as it is, a new one is not
-    created) and reported, and everything else reconciles.
-    """
-
-    def __init__(self, observed: Iterable[records.ObservedObject]) -> None:
-        self._observed = {_child_key(item): item for item in observed}
-        self._children: dict[ChildKey, JsonObject] = {}
-        self._allowed: set[ChildKey] = set()
-        self.conflicts: set[ChildKey] = set()
-
-    def add(self, child: JsonObject) -> None:
-        key = (child["kind"], child["metadata"]["name"])
-        if key in self.conflicts:
-            return
-        existing = self._children.get(key)
-        if existing is None or existing == child:
-            self._children[key] = child
-            return
-        self.conflicts.add(key)
-        observed = self._observed.get(key)
-        if observed is not None:
-            self._children[key] = _unchanged(observed)
-
-    def __contains__(self, key: ChildKey) -> bool:
-        return key in self._children
-
-    def allow_deletion(self, key: ChildKey) -> None:
-        self._allowed.add(key)
-
-    def check(self) -> None:
-        """Raise `UnsafeDeletionError` if an observed child would go without a reason."""
-        missing = set(self._observed) - set(self._children)
-        unexpected = sorted(missing - self._allowed)
-        if unexpected:
-            listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
-            raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
-
-    def values(self) -> list[JsonObject]:
-        return list(self._children.values())
-
-    def deleted(self) -> int:
-        return len(set(self._observed) - set(self._children))
+Objects = Sequence[records.ObservedObject]
 
 
 def customize(request: records.CustomizeRequest) -> records.HookResult:
@@ -126,32 +74,189 @@ def customize(request: records.CustomizeRequest) -> records.HookResult:
 def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     """The desired children and status of one DisaggregatedSet."""
     parent = request.parent
-    spec = parent.spec
-    violations = parent.spec_violations
-    if spec is not None:
-        violations += validation.check(name=parent.name, spec=spec)
-    if spec is None or violations:
+    violations = validation.violations(parent)
+    if parent.spec is None or violations:
         return _hold(request, [_invalid(v) for v in violations], now=now)
+    spec = parent.spec
     try:
         target = revision.compute_revision(
             [(role.name, role.leader_worker_template) for role in spec.roles]
         )
     except gotext.EncodingError as error:
-        return _hold(
-            request,
-            [status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")],
-            now=now,
-        )
+        problem = status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")
+        return _hold(request, [problem], now=now)
     return _reconcile(request, spec, target, now=now)
+
+
+# --- one slice ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetContext:
+    """What every slice of one pass shares."""
+
+    set_name: str
+    spec: api.DisaggregatedSetSpec
+    revision: str
+    roles: tuple[rollout.RoleInput, ...]
+    foreign_lws: frozenset[str]
+    """Names of LWS that exist but are not this set's (never created over)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    """One slice's part of the answer."""
+
+    plan: rollout.SlicePlan
+    children: tuple[JsonObject, ...]
+    """The slice's LWS (kept and new) and Services."""
+    deletions: tuple[desired.ChildKey, ...]
+    """Observed children this slice lets go: drained LWS, Services that stopped serving."""
+    kept_lws: tuple[records.ObservedObject, ...]
+    """Observed LWS that stay (for the status)."""
+    created: Mapping[str, str]
+    """LWS name -> role, for the LWS this slice creates."""
+    foreign: Mapping[str, str]
+    """LWS name -> role, for LWS this slice wants but a foreign object holds."""
+
+
+def reconcile_slice(
+    context: SetContext, index: int, *, lws: Objects, services_: Objects
+) -> SliceResult:
+    """One slice, one pass: its rollout step, its LWS and its Services."""
+    plan = rollout.plan_slice(
+        set_name=context.set_name,
+        slice_index=index,
+        revision=context.revision,
+        roles=context.roles,
+        lws=lws,
+    )
+    dropped = set(plan.dropped)
+    kept = tuple(item for item in lws if item.name not in dropped)
+    existing = [
+        children.reemit_lws(
+            item,
+            replicas=plan.replicas[item.name],
+            initial_replicas=plan.initial_replicas.get(item.name),
+        )
+        for item in kept
+    ]
+    new, created, foreign = _new_lws(context, index, plan)
+    slice_services, dropped_services = services.plan_slice(
+        set_name=context.set_name,
+        slice_index=index,
+        revision=context.revision,
+        role_names=[role.name for role in context.roles],
+        lws=kept,
+        services=services_,
+    )
+    return SliceResult(
+        plan=plan,
+        children=(*existing, *new, *slice_services),
+        deletions=(
+            *((api.LWS_KIND, name) for name in sorted(dropped)),
+            *((api.SERVICE_KIND, name) for name in dropped_services),
+        ),
+        kept_lws=kept,
+        created=created,
+        foreign=foreign,
+    )
+
+
+def _new_lws(
+    context: SetContext, index: int, plan: rollout.SlicePlan
+) -> tuple[list[JsonObject], dict[str, str], dict[str, str]]:
+    """The LWS the plan creates, rendered; and by name, the roles created and those whose name a
+    foreign object holds (never created over)."""
+    rendered: list[JsonObject] = []
+    created: dict[str, str] = {}
+    foreign: dict[str, str] = {}
+    for role_name, replicas in plan.created.items():
+        name = naming.lws_name(
+            set_name=context.set_name, slice_index=index, revision=context.revision, role=role_name
+        )
+        role = context.spec.role(role_name)
+        if role is None:
+            raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
+        if name in context.foreign_lws:
+            foreign[name] = role_name
+            continue
+        created[name] = role_name
+        rendered.append(
+            children.render_lws(
+                set_name=context.set_name,
+                role=role,
+                slice_index=index,
+                revision=context.revision,
+                replicas=replicas,
+                policy=context.spec.placement_policy,
+            )
+        )
+    return rendered, created, foreign
+
+
+# --- the whole set ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _SetPlan:
+    """The decisions every slice depends on, and the observed children sorted by slice."""
+
+    context: SetContext
+    scalers: scalers.ScalerPlan
+    targets: Mapping[str, int | None]
+    lws: _BySlice
+    services: _BySlice
 
 
 def _reconcile(
     request: records.SyncRequest, spec: api.DisaggregatedSetSpec, target: str, *, now: str
 ) -> records.HookResult:
     parent = request.parent
+    plan = _plan_set(request, spec, target)
+    results = [
+        reconcile_slice(
+            plan.context,
+            index,
+            lws=plan.lws.by_slice[index],
+            services_=plan.services.by_slice[index],
+        )
+        for index in range(spec.slices)
+    ]
+    answer = _collect(request.children, plan, results)
+    answer.check()
+    resync = any(result.plan.phase is not rollout.Phase.STEADY for result in results)
+    ordered = answer.sorted_children()
+    return records.HookResult(
+        answer=records.SyncAnswer(
+            status=_status(request, plan, results, answer, now=now),
+            children=ordered,
+            resync_after_seconds=RESYNC_SECONDS if resync else None,
+        ),
+        summary={
+            "hook": "sync",
+            "object": _key(parent),
+            "generation": parent.generation,
+            "revision": target,
+            "outcome": "synced",
+            "slices": {str(index): _describe(r.plan) for index, r in enumerate(results)},
+            "children": _count_kinds(ordered),
+            "deleted": answer.deleted(),
+            "scalers_created": len(plan.scalers.created),
+            "conflicts": len(answer.conflicts)
+            + len(plan.scalers.conflicts)
+            + sum(len(result.foreign) for result in results),
+        },
+    )
+
+
+def _plan_set(
+    request: records.SyncRequest, spec: api.DisaggregatedSetSpec, target: str
+) -> _SetPlan:
+    """Scalers first (they fix the External roles' targets), then what every slice shares."""
+    parent = request.parent
     observed = _by_kind(request.children)
     foreign = _foreign_names(request.related, uid=parent.uid)
-
     scaler_plan = scalers.plan(
         set_name=parent.name,
         spec=spec,
@@ -159,108 +264,94 @@ def _reconcile(
         lws=observed[records.ChildKind.LWS],
         foreign_names=foreign[records.ChildKind.SCALER],
     )
-    targets = _role_targets(spec, scaler_plan)
-    roles = [
+    targets = _per_slice_targets(spec, scaler_plan)
+    roles = tuple(
         rollout.RoleInput(
             name=role.name,
             target=targets[role.name],
-            config=role_config(role, targets[role.name]),
+            config=rollout.role_config(role, targets[role.name]),
         )
         for role in spec.roles
-    ]
-
-    lws_by_slice, lws_elsewhere, lws_removed = _split_by_slice(
-        observed[records.ChildKind.LWS], slices=spec.slices
     )
-    svc_by_slice, svc_elsewhere, svc_removed = _split_by_slice(
-        observed[records.ChildKind.SERVICE], slices=spec.slices
-    )
-
-    desired = DesiredChildren(request.children)
-    for item in [*lws_removed, *svc_removed]:
-        desired.allow_deletion(_child_key(item))
-    for name in scaler_plan.dropped:
-        desired.allow_deletion((api.SCALER_KIND, name))
-    for child in scaler_plan.children:
-        desired.add(child)
-    blocked_roles_by_child: dict[str, str] = {}
-    kept_lws = list(lws_elsewhere)
-    for item in lws_elsewhere:
-        desired.add(
-            children.reemit_lws(item, replicas=rollout.replicas_of(item), initial_replicas=None)
-        )
-    for item in svc_elsewhere:
-        desired.add(children.reemit(item))
-
-    conflicts: list[tuple[str, str]] = []
-    slice_summaries: dict[str, str] = {}
-    resync = False
-    for index in range(spec.slices):
-        plan = rollout.plan_slice(
+    return _SetPlan(
+        context=SetContext(
             set_name=parent.name,
-            slice_index=index,
+            spec=spec,
             revision=target,
             roles=roles,
-            lws=lws_by_slice[index],
-        )
-        slice_summaries[str(index)] = _describe(plan)
-        resync = resync or plan.phase is not rollout.Phase.STEADY
-        dropped = set(plan.dropped)
-        for name in dropped:
-            desired.allow_deletion((api.LWS_KIND, name))
-        slice_lws = [item for item in lws_by_slice[index] if item.name not in dropped]
-        for item in slice_lws:
-            desired.add(
-                children.reemit_lws(
-                    item,
-                    replicas=plan.replicas[item.name],
-                    initial_replicas=plan.initial_replicas.get(item.name),
-                )
-            )
-        for role_name, replicas in plan.created.items():
-            name = naming.lws_name(
-                set_name=parent.name, slice_index=index, revision=target, role=role_name
-            )
-            if name in foreign[records.ChildKind.LWS]:
-                conflicts.append((role_name, name))
-                continue
-            role = spec.role(role_name)
-            if role is None:
-                raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
-            rendered = children.render_lws(
-                set_name=parent.name,
-                role=role,
-                slice_index=index,
-                revision=target,
-                replicas=replicas,
-                policy=spec.placement_policy,
-            )
-            desired.add(rendered)
-            if (api.LWS_KIND, name) in desired.conflicts:
-                blocked_roles_by_child[name] = role_name
-        kept_lws.extend(slice_lws)
-        slice_services, dropped_services = services.plan_slice(
-            set_name=parent.name,
-            slice_index=index,
-            revision=target,
-            role_names=[role.name for role in spec.roles],
-            lws=slice_lws,
-            services=svc_by_slice[index],
-        )
-        for service in slice_services:
-            desired.add(service)
-        for name in dropped_services:
-            desired.allow_deletion((api.SERVICE_KIND, name))
+            foreign_lws=foreign[records.ChildKind.LWS],
+        ),
+        scalers=scaler_plan,
+        targets=targets,
+        lws=_split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices),
+        services=_split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
+    )
 
-    desired.check()
 
+def _collect(
+    observed: Objects, plan: _SetPlan, results: Sequence[SliceResult]
+) -> desired.DesiredChildren:
+    """The answer: scalers, children of removed or unparsable slices, and every slice's part."""
+    answer = desired.DesiredChildren(observed)
+    for item in (*plan.lws.removed, *plan.services.removed):
+        answer.allow_deletion(desired.key_of(item))
+    for name in plan.scalers.dropped:
+        answer.allow_deletion((api.SCALER_KIND, name))
+    for child in plan.scalers.children:
+        answer.add(child)
+    for item in (*plan.lws.elsewhere, *plan.services.elsewhere):
+        answer.add(children.unchanged(item))
+    for result in results:
+        for child in result.children:
+            answer.add(child)
+        for key in result.deletions:
+            answer.allow_deletion(key)
+    return answer
+
+
+def _status(
+    request: records.SyncRequest,
+    plan: _SetPlan,
+    results: Sequence[SliceResult],
+    answer: desired.DesiredChildren,
+    *,
+    now: str,
+) -> api.DisaggregatedSetStatus:
+    foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
+    # A role whose new LWS cannot be created has no known target: it is never Available.
+    blocked = set(foreign_lws.values()) | {
+        role
+        for result in results
+        for name, role in result.created.items()
+        if (api.LWS_KIND, name) in answer.conflicts
+    }
+    known = {name: None if name in blocked else value for name, value in plan.targets.items()}
+    spec = plan.context.spec
+    return status.compute(
+        roles=status.role_progress(spec.roles, known, slices=spec.slices),
+        lws=[*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)],
+        revision=plan.context.revision,
+        generation=request.parent.generation,
+        problems=_problems(request, foreign_lws, plan.scalers, answer.conflicts),
+        observed=request.parent.conditions,
+        now=now,
+    )
+
+
+def _problems(
+    request: records.SyncRequest,
+    foreign_lws: Mapping[str, str],
+    scaler_plan: scalers.ScalerPlan,
+    conflicts: Iterable[desired.ChildKey],
+) -> list[status.Problem]:
+    """Why the set is Degraded, most actionable first."""
     problems = [
         status.Problem(
             status.REASON_NAME_CONFLICT,
             f"LeaderWorkerSet {name!r} exists and is not controlled by this DisaggregatedSet; "
             "delete or rename it so the set can create its own",
         )
-        for name in sorted({name for _, name in conflicts})
+        for name in sorted(foreign_lws)
     ]
     problems.extend(
         status.Problem(
@@ -277,7 +368,7 @@ def _reconcile(
             f" {api.GROUP} label of a child was removed or edited): it is kept exactly as it"
             " is; restore the labels its name implies",
         )
-        for kind, name in sorted(desired.conflicts)
+        for kind, name in sorted(conflicts)
     )
     problems.extend(
         status.Problem(
@@ -289,51 +380,17 @@ def _reconcile(
         for item in request.children
         if item.status_error is not None
     )
-    blocked_roles = {role for role, _ in conflicts} | set(blocked_roles_by_child.values())
-    progress = [
-        status.RoleProgress(
-            name=entry.name,
-            desired=None if entry.name in blocked_roles else entry.desired,
-        )
-        for entry in status.role_targets(spec.roles, targets, slices=spec.slices)
-    ]
-    new_status = status.compute(
-        roles=progress,
-        lws=kept_lws,
-        revision=target,
-        generation=parent.generation,
-        problems=problems,
-        observed=parent.conditions,
-        now=now,
-    )
-    ordered = children.sort_children(desired.values())
-    answer = records.SyncAnswer(
-        status=new_status,
-        children=tuple(ordered),
-        resync_after_seconds=RESYNC_SECONDS if resync else None,
-    )
-    return records.HookResult(
-        answer=answer,
-        summary={
-            "hook": "sync",
-            "object": _key(parent),
-            "generation": parent.generation,
-            "revision": target,
-            "outcome": "synced",
-            "slices": slice_summaries,
-            "children": _count_kinds(ordered),
-            "deleted": desired.deleted(),
-            "scalers_created": len(scaler_plan.created),
-            "conflicts": len(problems),
-        },
-    )
+    return problems
 
 
 def _hold(
     request: records.SyncRequest, problems: Sequence[status.Problem], *, now: str
 ) -> records.HookResult:
+    """Every observed child unchanged, the status kept, Degraded set from `problems`."""
     parent = request.parent
-    kept = [_unchanged(child) for child in request.children]
+    answer = desired.DesiredChildren(request.children)
+    for child in request.children:
+        answer.add(children.unchanged(child))
     held = status.compute_held(
         status=parent.status,
         problems=problems,
@@ -341,8 +398,9 @@ def _hold(
         generation=parent.generation,
         now=now,
     )
+    kept = answer.sorted_children()
     return records.HookResult(
-        answer=records.SyncAnswer(status=held, children=tuple(children.sort_children(kept))),
+        answer=records.SyncAnswer(status=held, children=kept),
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -355,16 +413,6 @@ def _hold(
     )
 
 
-def _unchanged(child: records.ObservedObject) -> JsonObject:
-    if child.kind is records.ChildKind.LWS:
-        return children.reemit_lws(
-            child, replicas=rollout.replicas_of(child), initial_replicas=None
-        )
-    if child.kind is records.ChildKind.SCALER:
-        return children.reemit_scaler(child)
-    return children.reemit(child)
-
-
 def _invalid(violation: api.Violation) -> status.Problem:
     reason = (
         status.REASON_INVALID_METADATA
@@ -374,28 +422,17 @@ def _invalid(violation: api.Violation) -> status.Problem:
     return status.Problem(reason, f"{violation.field}: {violation.message}")
 
 
-def _role_targets(
+def _per_slice_targets(
     spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
 ) -> dict[str, int | None]:
-    targets: dict[str, int | None] = {}
-    for role in spec.roles:
-        if role.is_external:
-            targets[role.name] = scaler_plan.targets.get(role.name)
-        else:
-            targets[role.name] = 1 if role.replicas is None else role.replicas
-    return targets
-
-
-def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
-    """The planner's surge/unavailable for a role, resolved against its target replicas."""
-    config = role.rolling_update_configuration
-    if config is None:
-        return planner.DEFAULT_CONFIG
-    return planner.resolve_config(
-        replicas=target or 0,
-        max_surge=config.get("maxSurge"),
-        max_unavailable=config.get("maxUnavailable"),
-    )
+    """Each spec role's replicas per slice: the scaler's for External roles (None when unknown),
+    spec.replicas (default applied) for Static ones."""
+    return {
+        role.name: scaler_plan.targets.get(role.name)
+        if role.is_external
+        else role.replicas_or_default
+        for role in spec.roles
+    }
 
 
 def _by_kind(
@@ -419,30 +456,28 @@ def _foreign_names(
     return {kind: frozenset(found) for kind, found in names.items()}
 
 
-def _split_by_slice(
-    objects: Iterable[records.ObservedObject], *, slices: int
-) -> tuple[
-    dict[int, list[records.ObservedObject]],
-    list[records.ObservedObject],
-    list[records.ObservedObject],
-]:
-    """Objects by slice index; those with an unparsable slice label; those in removed slices."""
-    by_slice: dict[int, list[records.ObservedObject]] = defaultdict(list)
+@dataclass(frozen=True, slots=True)
+class _BySlice:
+    by_slice: Mapping[int, Objects]
+    """Objects of kept slices, by index (every index present)."""
+    elsewhere: Objects
+    """Objects whose slice label is not a number: kept unchanged, never planned."""
+    removed: Objects
+    """Objects of slices >= spec.slices: deleted."""
+
+
+def _split_by_slice(objects: Iterable[records.ObservedObject], *, slices: int) -> _BySlice:
+    by_slice: dict[int, list[records.ObservedObject]] = {index: [] for index in range(slices)}
     elsewhere = []
     removed = []
     for item in objects:
-        index = naming.parse_slice(item.labels)
-        if index is None:
+        if item.slice_index is None:
             elsewhere.append(item)
-        elif index >= slices:
+        elif item.slice_index >= slices:
             removed.append(item)
         else:
-            by_slice[index].append(item)
-    return by_slice, elsewhere, removed
-
-
-def _child_key(item: records.ObservedObject) -> ChildKey:
-    return (item.kind.kind, item.name)
+            by_slice[item.slice_index].append(item)
+    return _BySlice(by_slice=by_slice, elsewhere=tuple(elsewhere), removed=tuple(removed))
 
 
 def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from hooks import api, rules
-from hooks.core import naming, planner
+from hooks.core import naming, planner, records
 from hooks.gocompat import revision
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
@@ -37,6 +37,14 @@ _DNS1035_MAX: Final = 63
 _NAME_MAX: Final = 253
 _DEFAULT_MAX_SURGE: Final = 0
 _DEFAULT_MAX_UNAVAILABLE: Final = 1
+
+
+def violations(parent: records.Parent) -> tuple[api.Violation, ...]:
+    """Every broken rule of a parent: what parsing found (structure, metadata), then `check`."""
+    found = parent.spec_violations
+    if parent.spec is not None:
+        found += check(name=parent.name, spec=parent.spec)
+    return found
 
 
 def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, ...]:

@@ -6,7 +6,7 @@ sends JSON, curl users often forget the header), reads the clock once, runs the 
 (`envelope.parse_*`, then the hook function), serialises the answer once and returns 200
 application/json. Nothing here decides anything about DisaggregatedSets.
 
-Limits that keep one process answering, whatever a client sends (`hooks.limits.Limits`):
+Limits that keep one process answering, whatever a client sends (`hooks.settings.Limits`):
 
 - a body larger than `max_body_bytes` (the Content-Length, then the bytes actually read) → 413;
 - a body still incomplete `body_deadline_seconds` after its first byte, or whose socket stays
@@ -25,7 +25,7 @@ exception into an HTTP status:
   bodies buffered at once → 503;
 - body that is not JSON, or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad
   shape) → 400 (the request itself is at fault; Metacontroller retries with backoff either way);
-- `sync.UnsafeDeletionError` and every other exception → 500.
+- `desired.UnsafeDeletionError` and every other exception → 500.
 
 Error answers carry a small JSON body `{"error": ..., "hook": ...}` whose message is capped (a
 request can hold megabytes in a field an error names); an unexpected exception's text stays in
@@ -64,13 +64,12 @@ import prometheus_client
 from prometheus_client import multiprocess
 from werkzeug.exceptions import HTTPException
 
-from hooks.core import records, scalers, sync
-from hooks.edge import envelope
-from hooks.edge.limits import Limits
+from hooks.core import desired, records, scalers, sync
+from hooks.edge import envelope, settings
+from hooks.edge.settings import Limits
 
 MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 LOGGER_NAME: Final = "hooks"
 LATENCY_BUCKETS: Final = (
     0.0005,
@@ -172,7 +171,7 @@ def _failure_for(error: Exception) -> _Failure:
     if isinstance(error, HTTPException):
         # Werkzeug's own (for example a client that disconnects while sending the body).
         return _Failure(error.code or 500, "http", error.description or error.name)
-    if isinstance(error, sync.UnsafeDeletionError):
+    if isinstance(error, desired.UnsafeDeletionError):
         return _Failure(500, "unsafe_deletion", str(error))
     return _Failure(
         500, "internal", f"internal error ({type(error).__name__}); see the hook server log"
@@ -282,7 +281,7 @@ class _Metrics:
 
 def mark_process_dead(pid: int) -> None:
     """Drop the metric files of a worker that exited (gunicorn's child_exit hook calls this)."""
-    directory = os.environ.get(MULTIPROC_ENV)
+    directory = os.environ.get(settings.MULTIPROC_ENV)
     if directory:
         multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
 
@@ -351,7 +350,7 @@ def create_app(
     if limits.max_body_bytes < 1 or limits.max_parse_bytes < 1:
         raise ValueError(f"limits must be positive, got {limits}")
     configure_logging(log_level)
-    metrics = _Metrics.create(os.environ.get(MULTIPROC_ENV) or None)
+    metrics = _Metrics.create(os.environ.get(settings.MULTIPROC_ENV) or None)
     buffered = _BufferedBodies(limits.buffered_bytes)
     app = flask.Flask(__name__)
 

@@ -4,11 +4,9 @@ It parses arguments, calls the modules below it and prints; it decides nothing i
 subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
 `_run_<name>(args) -> exit code` function; `COMMANDS` lists them in `--help` order.
 
-- `serve` runs the Flask app (`hooks.app`) under gunicorn, configured here in code: no config file,
-  no control socket, worker heartbeat files in /dev/shm (else TMPDIR), a fresh Prometheus
-  multiprocess directory under TMPDIR (removed when the arbiter exits). Nothing is written
-  anywhere else, so the server runs as a non-root user on a read-only root filesystem where only
-  /tmp is writable.
+- `serve` runs the hook server (`hooks.edge.server`: the Flask app of `hooks.edge.app` under
+  gunicorn with gevent workers).
+- `render` prints the children and status a manifest gets on an empty cluster.
 - `plan` prints the pass-by-pass table of a coordinated rollout (`planner.rollout_sequence`), from
   replica vectors (`--old/--target`) or from two DisaggregatedSet manifests (`--from/--to`).
 - `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
@@ -30,7 +28,7 @@ import yaml
 
 from hooks import api
 from hooks.core import planner, records, sync, validation
-from hooks.edge import crdgen, envelope, limits, manifests, plans, server
+from hooks.edge import crdgen, envelope, manifests, plans, server, settings
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
@@ -83,18 +81,18 @@ def _add_serve(commands: _Subcommands) -> None:
     parser.add_argument(
         "--max-body-bytes",
         type=_positive_int,
-        default=limits.DEFAULT_MAX_BODY_BYTES,
+        default=settings.DEFAULT_MAX_BODY_BYTES,
         metavar="N",
         help="larger hook requests are answered 413 (default "
-        f"{_mib(limits.DEFAULT_MAX_BODY_BYTES)})",
+        f"{_mib(settings.DEFAULT_MAX_BODY_BYTES)})",
     )
     parser.add_argument(
         "--max-parse-bytes",
         type=_positive_int,
-        default=limits.DEFAULT_MAX_PARSE_BYTES,
+        default=settings.DEFAULT_MAX_PARSE_BYTES,
         metavar="N",
         help="requests whose parsed form could take more memory are answered 413 before "
-        f"parsing (default {_mib(limits.DEFAULT_MAX_PARSE_BYTES)})",
+        f"parsing (default {_mib(settings.DEFAULT_MAX_PARSE_BYTES)})",
     )
     parser.add_argument(
         "--timeout",
@@ -115,7 +113,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             workers=args.workers,
             timeout=args.timeout,
             log_level=args.log_level,
-            limits=limits.Limits(
+            limits=settings.Limits(
                 max_body_bytes=args.max_body_bytes, max_parse_bytes=args.max_parse_bytes
             ),
             metrics_bind=args.metrics_bind,
@@ -126,7 +124,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _mib(size: int) -> str:
-    return f"{size // limits.MIB} MiB"
+    return f"{size // settings.MIB} MiB"
 
 
 # --- render --------------------------------------------------------------------------------------
@@ -159,9 +157,7 @@ def _run_render(args: argparse.Namespace) -> int:
     outputs = []
     for document in documents:
         parent = envelope.parse_parent(document)
-        violations = parent.spec_violations
-        if parent.spec is not None:
-            violations = validation.check(name=parent.name, spec=parent.spec)
+        violations = validation.violations(parent)
         if violations:
             invalid = True
             print(f"{api.DS_KIND} {parent.name} is invalid:", file=sys.stderr)

@@ -19,7 +19,6 @@ name, labels, annotations, spec). Never mutate it: copy the parts you change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import orjson
 import pydantic
@@ -41,18 +40,14 @@ def parse_sync_request(body: object) -> records.SyncRequest:
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
-    children = _parse_object_groups(
+    # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
+    children, _ = _parse_object_groups(
         request.get("children"), "children", allowed=records.DS_CHILD_KINDS
     )
-    related = _parse_object_groups(
+    related, _ = _parse_object_groups(
         request.get("related", {}), "related", allowed=frozenset(records.ChildKind)
     )
-    finalizing = request.get("finalizing", False)
-    if not isinstance(finalizing, bool):
-        raise RequestError("finalizing must be a boolean")
-    return records.SyncRequest(
-        parent=parent, children=children, related=related, finalizing=finalizing
-    )
+    return records.SyncRequest(parent=parent, children=children, related=related)
 
 
 def parse_customize_request(body: object) -> records.CustomizeRequest:
@@ -67,14 +62,12 @@ def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
     """A RoleScaler sync request; related LWS and DisaggregatedSets are read from `related`."""
     request = _require_object(body, "request body")
     scaler = _parse_scaler(_require_object(request.get("parent"), "parent"))
-    related = _parse_object_groups(
+    lws, owners = _parse_object_groups(
         request.get("related", {}),
         "related",
         allowed=frozenset(records.ChildKind),
         keep_parents=True,
     )
-    lws = tuple(obj for obj in related if isinstance(obj, records.ObservedObject))
-    owners = tuple(obj for obj in related if isinstance(obj, records.Parent))
     return records.ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
 
 
@@ -153,10 +146,13 @@ def _parse_object_groups(
     *,
     allowed: frozenset[records.ChildKind],
     keep_parents: bool = False,
-) -> tuple[Any, ...]:
+) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...]]:
+    """The objects of `children` or `related`, sorted by kind, namespace and name; with
+    `keep_parents`, DisaggregatedSets come back as parents, apart."""
     if not isinstance(groups, dict):
         raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
-    parsed: list[Any] = []
+    observed: list[records.ObservedObject] = []
+    parents: list[records.Parent] = []
     for key, objects in groups.items():
         try:
             kind = records.ChildKind(key)
@@ -171,16 +167,13 @@ def _parse_object_groups(
         for inner_key, obj in objects.items():
             label = f"{where}[{key!r}][{inner_key!r}]"
             if kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
-                parsed.append(parse_parent(_require_object(obj, label)))
+                parents.append(parse_parent(_require_object(obj, label)))
             else:
-                parsed.append(_parse_observed(kind, _require_object(obj, label), label))
-    return tuple(sorted(parsed, key=_sort_key))
-
-
-def _sort_key(obj: records.ObservedObject | records.Parent) -> tuple[str, str, str]:
-    if isinstance(obj, records.Parent):
-        return (records.ChildKind.DISAGGREGATED_SET.value, obj.namespace, obj.name)
-    return (obj.kind.value, obj.namespace, obj.name)
+                observed.append(_parse_observed(kind, _require_object(obj, label), label))
+    return (
+        tuple(sorted(observed, key=lambda obj: (obj.kind.value, obj.namespace, obj.name))),
+        tuple(sorted(parents, key=lambda obj: (obj.namespace, obj.name))),
+    )
 
 
 def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> records.ObservedObject:
@@ -205,8 +198,20 @@ def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> rec
         spec_replicas=_optional_int(spec.get("replicas"), f"{where} spec.replicas"),
         status=replica_status,
         applied=_applied_object(kind, obj, name, labels, annotations),
+        slice_index=_slice_index(labels),
         status_error=status_error,
     )
+
+
+def _slice_index(labels: Mapping[str, str]) -> int | None:
+    """The slice label as a number: 0 when absent or empty (objects from before slices existed),
+    None when it is not a canonical decimal (no sign, no leading zero, ASCII digits only)."""
+    value = labels.get(api.LABEL_SLICE, "")
+    if value == "":
+        return 0
+    if not value.isascii() or not value.isdigit() or str(int(value)) != value:
+        return None
+    return int(value)
 
 
 _STATUS_COUNTS = (

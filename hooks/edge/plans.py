@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.core import planner, records, sync
+from hooks.core import planner, records, rollout
 from hooks.gocompat import gotext, revision
 
 
@@ -94,7 +94,7 @@ def roles_from_manifests(
                 name=role.name,
                 initial_old=old_by_role.get(role.name, 0),
                 target=target,
-                config=sync.role_config(role, target),
+                config=rollout.role_config(role, target),
             )
         )
         if role.is_external:

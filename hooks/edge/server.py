@@ -39,9 +39,9 @@ import gunicorn.glogging  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
 
-from hooks.edge.limits import Limits
+from hooks.edge import settings
+from hooks.edge.settings import Limits
 
-MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 READ_TIMEOUT_SECONDS: Final = 10.0
 KEEPALIVE_SECONDS: Final = 75  # longer than Go's default idle timeout would waste nothing
 WORKER_CONNECTIONS: Final = 1000
@@ -168,7 +168,7 @@ def serve(
 
     monkey.patch_all()
     metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
-    os.environ[MULTIPROC_ENV] = metrics_dir
+    os.environ[settings.MULTIPROC_ENV] = metrics_dir
     arbiter_pid = os.getpid()
 
     def remove_metrics_dir() -> None:

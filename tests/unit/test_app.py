@@ -19,10 +19,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from hooks import api
-from hooks.core import records, sync
+from hooks.core import desired, records
 from hooks.edge import app as hook_app
-from hooks.edge import envelope
-from hooks.edge.limits import Limits
+from hooks.edge import envelope, settings
+from hooks.edge.settings import Limits
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -103,7 +103,7 @@ def make_client(
 
 @pytest.fixture(autouse=True)
 def single_process_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(hook_app.MULTIPROC_ENV, raising=False)
+    monkeypatch.delenv(settings.MULTIPROC_ENV, raising=False)
 
 
 def hook_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -283,7 +283,7 @@ def test_unexpected_exception_is_500_with_a_small_json_body_and_no_children() ->
 
 
 def test_unsafe_deletion_is_500_naming_the_problem() -> None:
-    error = sync.UnsafeDeletionError("would delete LeaderWorkerSet llm-0-6ad7c921-prefill")
+    error = desired.UnsafeDeletionError("would delete LeaderWorkerSet llm-0-6ad7c921-prefill")
     client, _ = make_client({"/sync": raising(error)})
 
     answer = client.post("/sync", data=b"{}")

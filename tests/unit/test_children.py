@@ -129,17 +129,3 @@ def test_reemit_scaler_echoes_the_observed_replicas_not_the_seed() -> None:
     scaler = children.render_scaler(set_name="llm", role="decode", replicas=1)
     (observed,) = builders.parse_children(builders.observe(scaler, spec_overrides={"replicas": 6}))
     assert children.reemit_scaler(observed)["spec"] == {"replicas": 6}
-
-
-def test_children_sort_by_kind_then_name() -> None:
-    objects = [
-        {"kind": "Service", "metadata": {"name": "a"}},
-        {"kind": "LeaderWorkerSet", "metadata": {"name": "b"}},
-        {"kind": "LeaderWorkerSet", "metadata": {"name": "a"}},
-    ]
-    ordered = children.sort_children(objects)
-    assert [(c["kind"], c["metadata"]["name"]) for c in ordered] == [
-        ("LeaderWorkerSet", "a"),
-        ("LeaderWorkerSet", "b"),
-        ("Service", "a"),
-    ]

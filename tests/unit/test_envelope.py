@@ -149,7 +149,6 @@ def broken(path: str, value: object) -> api.JsonObject:
         pytest.param(broken("children", KeyError), id="no-children"),
         pytest.param(broken("children", []), id="children-not-a-map"),
         pytest.param(broken("children/Pod.v1", {}), id="unexpected-child-type"),
-        pytest.param(broken("finalizing", "yes"), id="finalizing-not-bool"),
         pytest.param(broken("parent/metadata/generation", "1"), id="generation-not-int"),
     ],
 )
@@ -225,3 +224,24 @@ def test_parsing_does_not_mutate_the_body() -> None:
     before = copy.deepcopy(body)
     envelope.parse_sync_request(body)
     assert body == before
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        pytest.param({}, 0, id="no-label-is-slice-0"),
+        pytest.param({api.LABEL_SLICE: ""}, 0, id="empty-label-is-slice-0"),
+        pytest.param({api.LABEL_SLICE: "7"}, 7, id="decimal"),
+        pytest.param({api.LABEL_SLICE: "07"}, None, id="leading-zero-unparsable"),
+        pytest.param({api.LABEL_SLICE: "-1"}, None, id="negative-unparsable"),
+        pytest.param({api.LABEL_SLICE: "x"}, None, id="garbage-unparsable"),
+        pytest.param({api.LABEL_SLICE: "\u0663"}, None, id="non-ascii-digit-unparsable"),
+    ],
+)
+def test_slice_index_from_the_slice_label(labels: dict[str, str], expected: int | None) -> None:
+    child = lws_child()
+    child["metadata"]["labels"] = {**labels, api.LABEL_ROLE: "prefill"}
+    (parsed,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child])
+    ).children
+    assert parsed.slice_index == expected

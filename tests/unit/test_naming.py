@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from hooks import api
 from hooks.core import naming
 
@@ -42,19 +40,3 @@ def test_leader_selector_matches_worker_index_zero() -> None:
         "disaggregatedset.x-k8s.io/name=llm,disaggregatedset.x-k8s.io/role=prefill,"
         "leaderworkerset.sigs.k8s.io/worker-index=0"
     )
-
-
-@pytest.mark.parametrize(
-    ("labels", "expected"),
-    [
-        pytest.param({}, 0, id="no-label-is-slice-0"),
-        pytest.param({api.LABEL_SLICE: ""}, 0, id="empty-label-is-slice-0"),
-        pytest.param({api.LABEL_SLICE: "7"}, 7, id="decimal"),
-        pytest.param({api.LABEL_SLICE: "07"}, None, id="leading-zero-unparsable"),
-        pytest.param({api.LABEL_SLICE: "-1"}, None, id="negative-unparsable"),
-        pytest.param({api.LABEL_SLICE: "x"}, None, id="garbage-unparsable"),
-        pytest.param({api.LABEL_SLICE: "٣"}, None, id="non-ascii-digit-unparsable"),
-    ],
-)
-def test_parse_slice(labels: dict[str, str], expected: int | None) -> None:
-    assert naming.parse_slice(labels) == expected

@@ -221,17 +221,16 @@ def test_no_role_shrinks_below_current_new_mid_rollout() -> None:
 def test_lws_without_role_or_revision_label_is_kept_unplanned() -> None:
     stray = builders.make_lws("prefill", revision=NEW, labels={"app": "x"})
     result = plan([role("prefill", 1), role("decode", 1)], stray)
-    assert result.unplanned == (name(NEW, "prefill"),)
-    assert result.replicas == {name(NEW, "prefill"): 1}
+    assert result.replicas == {name(NEW, "prefill"): 1}  # kept as it is, in no group
     assert dict(result.created) == {"prefill": 1, "decode": 1}
 
 
-def test_replicas_of_defaults_to_one_and_initial_falls_back() -> None:
+def test_replicas_default_to_one_and_initial_falls_back() -> None:
     unset, bad = builders.parse_children(
         builders.make_lws("decode", revision=OLD, replicas=None),
         builders.make_lws("prefill", revision=OLD, replicas=3, initial="many"),
     )
-    assert rollout.replicas_of(unset) == 1
+    assert unset.replicas == 1
     assert rollout.initial_of(bad) == 3
 
 
@@ -246,8 +245,7 @@ def test_duplicate_lws_keeps_its_revision_until_every_copy_is_drained() -> None:
         legacy,
     )
     assert result.dropped == ()
-    assert result.unplanned == (f"llm-{OLD}-decode",)
-    assert result.replicas[f"llm-{OLD}-decode"] == 2
+    assert result.replicas[f"llm-{OLD}-decode"] == 2  # the duplicate is kept as it is
 
 
 def test_canonical_name_is_planned_over_a_duplicate() -> None:

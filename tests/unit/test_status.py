@@ -153,9 +153,9 @@ def test_held_status_keeps_everything_but_degraded() -> None:
 
 
 @pytest.mark.parametrize(("target", "slices", "desired"), [(2, 3, 6), (None, 3, None), (0, 2, 0)])
-def test_role_targets_multiply_by_slices(
+def test_role_progress_multiplies_targets_by_slices(
     target: int | None, slices: int, desired: int | None
 ) -> None:
     role = api.Role.model_validate(builders.make_role("prefill"))
-    (progress,) = status.role_targets([role], {"prefill": target}, slices=slices)
+    (progress,) = status.role_progress([role], {"prefill": target}, slices=slices)
     assert progress.desired == desired

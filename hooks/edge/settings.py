@@ -1,7 +1,6 @@
-"""What one hook server process accepts: body size, parse cost, body deadline (the defaults).
-
-Shared by the app (which enforces them), the server and the command line (which set them), so
-that each number is written once. Plain data: no imports from `hooks`, no I/O.
+"""Settings of the hook server shared by the app, the server and the command line, written once:
+what one process accepts (body size, parse cost, body deadline) and the environment variable of
+Prometheus's multiprocess directory. Plain data: no imports from `hooks`, no I/O.
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 MIB: Final = 1024 * 1024
 # The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields, is
 # about 65 MiB, and its parse cost estimate about 11x that: the README's sizing table.

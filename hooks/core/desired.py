@@ -1,0 +1,73 @@
+"""The children of one sync answer, and the deletion guard.
+
+Metacontroller deletes every observed child whose (apiVersion, kind, name) the answer leaves out.
+`DesiredChildren` collects the answer by (kind, name) (apiVersion follows from the kind: one
+version per kind), records which observed children the spec allows to go, and `check` refuses an
+answer that would drop any other (`UnsafeDeletionError`: a bug, answered non-200, so nothing
+changes). docs/safety.md lists the reasons a child may go.
+
+Two different objects under one name mean the observed children contradict each other (a child
+whose slice, revision or role label was removed or edited is claimed by two slices, or by a slice
+and a revision). That is a state of the cluster, not a bug of the request: the name is held (an
+observed child under it is returned exactly as it is, a new one is not created), reported in
+`conflicts`, and everything else reconciles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hooks import api
+from hooks.core import children, records
+
+ChildKey = tuple[str, str]
+"""(kind, name)."""
+
+
+class UnsafeDeletionError(Exception):
+    """A pass would delete an observed child that the spec does not allow to go."""
+
+
+def key_of(item: records.ObservedObject) -> ChildKey:
+    return (item.kind.kind, item.name)
+
+
+class DesiredChildren:
+    """The answer's children by (kind, name), and the observed ones allowed to go."""
+
+    def __init__(self, observed: Iterable[records.ObservedObject]) -> None:
+        self._observed = {key_of(item): item for item in observed}
+        self._children: dict[ChildKey, api.JsonObject] = {}
+        self._allowed: set[ChildKey] = set()
+        self.conflicts: set[ChildKey] = set()
+
+    def add(self, child: api.JsonObject) -> None:
+        key = (child["kind"], child["metadata"]["name"])
+        if key in self.conflicts:
+            return
+        existing = self._children.get(key)
+        if existing is None or existing == child:
+            self._children[key] = child
+            return
+        self.conflicts.add(key)
+        observed = self._observed.get(key)
+        if observed is not None:
+            self._children[key] = children.unchanged(observed)
+
+    def allow_deletion(self, key: ChildKey) -> None:
+        self._allowed.add(key)
+
+    def check(self) -> None:
+        """Raise `UnsafeDeletionError` if an observed child would go without a reason."""
+        unexpected = sorted(set(self._observed) - set(self._children) - self._allowed)
+        if unexpected:
+            listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
+            raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
+
+    def sorted_children(self) -> tuple[api.JsonObject, ...]:
+        """The answer's children by kind, then name."""
+        return tuple(self._children[key] for key in sorted(self._children))
+
+    def deleted(self) -> int:
+        """How many observed children this answer deletes."""
+        return len(set(self._observed) - set(self._children))

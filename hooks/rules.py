@@ -281,4 +281,4 @@ CEL_RULES: Final[tuple[CelRule, ...]] = (
     GENERATED_NAMES_FIT,
     SCALER_NAME_FITS,
 )
-"""Every CEL rule of the DisaggregatedSet CRD, in the order of SPEC §2."""
+"""Every CEL rule of the DisaggregatedSet CRD, in the order of the README's Validation section."""

@@ -1,8 +1,8 @@
-"""The worked rollout examples of SPEC §5a as literal data, shared by the planner and sim tests.
+"""The worked rollout examples of docs/rollout.md as literal data, for planner and sim tests.
 
 Each example: two roles (prefill, decode), their old replicas, their targets, the surge and
-unavailability both roles use, and every state of the rollout as (old, new) per role. SPEC writes
-states as (newP, newD, oldP, oldD); they are written here as ((oldP, oldD), (newP, newD)).
+unavailability both roles use, and every state of the rollout as (old, new) per role, written here
+as ((oldP, oldD), (newP, newD)).
 """
 
 from __future__ import annotations

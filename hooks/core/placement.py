@@ -1,8 +1,9 @@
 """Placement: the affinity terms that keep a slice in one topology domain.
 
 Given a pod template, returns a copy whose `spec.affinity` has the placement terms appended to
-whatever affinity the template already had (SPEC §6). It never mutates its input. It runs only
-when an LWS is created, so a placement change reaches a slice on its next rollout.
+whatever affinity the template already had (docs/rollout.md, Placement). It never mutates its
+input. It runs only when an LWS is created, so a placement change reaches a slice on its next
+rollout.
 
 All terms are `requiredDuringSchedulingIgnoredDuringExecution` with the policy's topology key:
 

@@ -1,10 +1,10 @@
 """Rolling-update planner: the next step of a coordinated rollout, over integer vectors per role.
 
-This module owns the arithmetic of SPEC §5a and nothing else: it reads no Kubernetes objects, keeps
-no state, and uses only the standard library (no logging, clock, environment or randomness). Every
-vector holds one entry per role, in the same role order; all vectors of a call must have the same
-length. It reproduces upstream's planner (kubernetes-sigs/lws, DisaggregatedSet) step for step;
-the golden vectors in `../shared/golden/planner_*.json` are the judge.
+This module owns the arithmetic of the rolling update (docs/rollout.md) and nothing else: it reads
+no Kubernetes objects, keeps no state, and uses only the standard library (no logging, clock,
+environment or randomness). Every vector holds one entry per role, in the same role order; all
+vectors of a call must have the same length. It reproduces upstream's planner (kubernetes-sigs/lws,
+DisaggregatedSet) step for step; vectors recorded from upstream's code are the judge (the tests).
 
 The plan. Each role has a batch (`max_surge`, or `max(1, max_unavailable)` when the surge is 0).
 The rollout is cut into `steps` = the largest `ceil(max(initial_old, target) / batch)` over the
@@ -83,7 +83,7 @@ DEFAULT_CONFIG = RoleConfig(max_surge=1, max_unavailable=0)
 
 
 class StepRule(StrEnum):
-    """Which rule of SPEC §5a produced a step (`START` marks the first state of a sequence)."""
+    """Which planner rule produced a step (`START` marks the first state of a sequence)."""
 
     START = "start"
     ABNORMAL = "abnormal"
@@ -228,7 +228,7 @@ def next_step(
     target: Sequence[int],
     config: Sequence[RoleConfig],
 ) -> Step | None:
-    """The next state of the rollout, or None when there is nothing to do (SPEC §5a rules 1-7).
+    """The next state of the rollout, or None when there is nothing to do (docs/rollout.md).
 
     Raises ValueError when the vectors and the config do not all have the same length.
     """
@@ -317,7 +317,7 @@ def scaled_value(value: int | str, *, total: int, round_up: bool) -> int:
 def resolve_config(
     *, replicas: int, max_surge: int | str | None, max_unavailable: int | str | None
 ) -> RoleConfig:
-    """A role's planner budget from its rollingUpdateConfiguration (SPEC §5a step 3).
+    """A role's planner budget from its rollingUpdateConfiguration (docs/rollout.md).
 
     Both values resolve against the role's target `replicas` (surge rounds up, unavailable rounds
     down); None (absent) and strings that are not percentages count as 0, as upstream ignores the

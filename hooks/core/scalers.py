@@ -1,6 +1,6 @@
 """DisaggregatedSetRoleScalers: the children for External roles, and the RoleScaler controller.
 
-For the DisaggregatedSet sync (SPEC §5b):
+For the DisaggregatedSet sync (docs/rollout.md):
 
 - An External role without an owned scaler gets one named `<set>-<role>`, seeded with 1 when the
   role has no LWS at all, else with the sum of replicas over all its LWS (all slices and
@@ -12,8 +12,8 @@ For the DisaggregatedSet sync (SPEC §5b):
 - A scaler name held by an object this set does not control is never adopted or overwritten: the
   role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
 
-For the RoleScaler controller (SPEC §5c): customize asks for the role's LWS and the owning set;
-sync reports the observed groups, the leader-only selector and a Ready condition.
+For the RoleScaler controller (docs/rollout.md): customize asks for the role's LWS and the owning
+set; sync reports the observed groups, the leader-only selector and a Ready condition.
 """
 
 from __future__ import annotations

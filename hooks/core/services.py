@@ -1,4 +1,4 @@
-"""Headless Services of one slice (SPEC §3, §5 step 3c).
+"""Headless Services of one slice (docs/rollout.md).
 
 A revision is ready in a slice when every spec role has an LWS of that revision whose status
 reports at least one ready replica. When the target revision is ready, its Services are kept or

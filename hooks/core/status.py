@@ -2,7 +2,7 @@
 
 Computed from observed LWS and the decisions of the pass; the clock is injected (`now`), never read.
 
-Rules (SPEC §7):
+Rules (docs/rollout.md):
 
 - `roleStatuses` lists the spec roles in spec order. `replicas` and `readyReplicas` sum the LWS
   `status` over all slices and revisions; `updatedReplicas` sums only target-revision LWS. A role

@@ -1,8 +1,8 @@
-"""The hook's re-check of the DisaggregatedSet CRD's validation rules (SPEC §2 rules 1-7).
+"""The hook's re-check of the CRD's validation rules (the README's Validation section lists them).
 
 The CRD enforces every rule at admission (OpenAPI structure plus the CEL rules of
 `rules.CEL_RULES`). A cluster may still run an older or hand-edited CRD, so `sync` re-checks the
-rules here before it acts and holds the set when one is broken (SPEC §8). Each check reports
+rules here before it acts and holds the set when one is broken (docs/safety.md). Each check reports
 under the id and message of its CEL rule (or of `rules.ROLE_NAMES_UNIQUE`, which the schema's
 list-map keys enforce), so the CRD and the hook cannot drift apart in wording. The property tests
 hold the two implementations to the same verdicts on defaulted objects.

@@ -214,7 +214,7 @@ def test_image_change_rolls_out_along_the_planners_trajectory(
         assert history.values[old_name] == _without_repeats(plan[f"old {role}"]), role
         assert history.values[new_name] == _without_repeats(plan[f"new {role}"]), role
         assert old_name in history.deleted
-    assert plan["old prefill"] == [5, 5, 4, 3, 2, 2, 0]  # the plan is the SPEC's worked example
+    assert plan["old prefill"] == [5, 5, 4, 3, 2, 2, 0]  # docs/rollout.md's worked example
 
 
 def test_external_role_follows_kubectl_scale_and_scale_reads_back(

@@ -3,8 +3,9 @@
     python -m tests.golden.make_fixtures
 
 The captured requests in tests/fixtures/requests/ (from a real Metacontroller v4.17.2) are never
-touched. The built ones come from the simulation in tests/sim (a steady set, a set mid-rollout,
-the same set with an invalid spec, a set whose LWS name is taken by a foreign object); their
+touched. The built ones come from the simulation in tests/sim (a steady set, a set mid-rollout
+whose new LWS are ready so that the sync takes a step, the same set with an invalid spec, a set
+whose LWS name is taken by a foreign object); their
 answers, and those of the captured requests, are written to tests/fixtures/responses/. Run it
 after an intended change of behaviour and review the diff: the golden test fails until then.
 """
@@ -98,6 +99,7 @@ def build_requests() -> dict[str, JsonObject]:
     rolling = _settled("vllm/vllm-openai:v0.10.0")
     rolling.edit("llm", lambda spec: _set_image(spec, "vllm/vllm-openai:v0.11.0"))
     rolling.run(until=lambda c: c.slice_states()[0].new.get("prefill", 0) >= 2)
+    rolling.lws.run(rolling.tick)  # the new LWS become ready: the next sync takes a step
     requests["ds-sync-mid-rollout.json"] = _next_request(rolling)
 
     invalid = copy.deepcopy(requests["ds-sync-mid-rollout.json"])

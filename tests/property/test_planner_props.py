@@ -126,7 +126,7 @@ def test_rollout_terminates_at_target(rollout: Rollout) -> None:
 def test_counts_move_one_way(rollout: Rollout) -> None:
     """New never decreases nor passes target; old never increases; only rule 6 moves both sides.
 
-    STYLE.md's "only one side moves per step" is false for upstream's planner: a force drain
+    "Only one side moves per step" is false for upstream's planner: a force drain
     (rule 6) also scales new up to the rule-4 candidate in the same pass.
     """
     for before, after in _transitions(rollout):

@@ -1,4 +1,4 @@
-"""Properties of `sync.sync` over random parents and random observed children (SPEC §5, §7, §8).
+"""Properties of `sync.sync` over random parents and observed children (docs/safety.md).
 
 The observed children are what Metacontroller could send: LWS of the target and of other
 revisions, of spec roles and removed ones, in kept and removed slices, with random replicas,
@@ -7,8 +7,8 @@ scalers of External, Static and removed roles; some objects with malformed or mi
 some under the legacy name `<set>-<revision>-<role>`. Related objects include foreign LWS and
 scalers at desired names.
 
-(a) Every observed child the answer leaves out is one SPEC §8 allows to go, by the predicate of
-    `tests.sim.deletions` (written from the SPEC text, independent of sync's own guard).
+(a) Every observed child the answer leaves out is one docs/safety.md allows to go, by the
+    predicate of `tests.sim.deletions` (written from docs/safety.md, independent of sync's guard).
 (b) The answer is deterministic: the same request gives the same bytes, and so do the request
     with its children maps shuffled and the request in the other hook version.
 (c) An invalid spec returns every observed child unchanged (applying the answer with
@@ -352,7 +352,7 @@ def test_omitted_children_are_only_those_the_spec_lets_go(
     response = run_sync(request)
     missing = {child_id(child) for child in children} - response_ids(response)
     allowed = allowed_deletions(parent=parent, children=children, target=target_of(parent))
-    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+    assert missing <= allowed, f"deleted without a documented reason: {sorted(missing - allowed)}"
 
 
 @PROPS
@@ -466,7 +466,7 @@ def test_malformed_children_raise_only_request_error(
 def test_a_duplicate_lws_keeps_its_revision_from_being_drained() -> None:
     """Two LWS of one old revision and role in a slice: not drained while one of them runs.
 
-    Regression: SPEC §5 step 3a drops an old revision "whose LWS for all its roles have replicas
+    Regression: docs/rollout.md drops an old revision "whose LWS for all its roles have replicas
     == 0", and §8 allows no other deletion. Here revision aaaaaaaa still runs 2 decode groups in
     slice 0 (under the legacy name, no slice label), so none of its LWS may go. The sync used to
     group LWS by (revision, role), set the second one aside unplanned, see only the 0-replica LWS,
@@ -503,7 +503,7 @@ def test_a_duplicate_lws_keeps_its_revision_from_being_drained() -> None:
     response = run_sync(make_request(parent, children=children, related=children))
     missing = {child_id(child) for child in children} - response_ids(response)
     allowed = allowed_deletions(parent=parent, children=children, target=target)
-    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+    assert missing <= allowed, f"deleted without a documented reason: {sorted(missing - allowed)}"
 
 
 def test_invalid_spec_breakers_all_break_validation() -> None:
@@ -579,7 +579,7 @@ MUTATIONS = {
 
 
 def is_serving(obj: JsonObject, *, slices: object) -> bool:
-    """An LWS meant to run groups, with ready ones, in a slice the spec keeps (SPEC §5 step 1
+    """An LWS meant to run groups, with ready ones, in a slice the spec keeps (docs/rollout.md
     deletes removed slices outright, serving or not)."""
     if obj["kind"] != api.LWS_KIND:
         return False
@@ -608,7 +608,7 @@ def test_mutated_requests_answer_200_and_never_drop_a_serving_child(
         MUTATIONS[mutation](request, rng)
     children = [obj for group in request["children"].values() for obj in group.values()]
     response = run_sync(request)  # no exception: a 200 answer
-    # Every serving LWS stays, and, beyond that, only what SPEC §8 lets go.
+    # Every serving LWS stays, and, beyond that, only what docs/safety.md lets go.
     missing = {child_id(child) for child in children} - response_ids(response)
     slices = request["parent"]["spec"].get("slices", 1)
     for child in children:
@@ -618,5 +618,5 @@ def test_mutated_requests_answer_200_and_never_drop_a_serving_child(
     allowed = allowed_deletions(
         parent=request["parent"], children=children, target=target_of(request["parent"])
     )
-    assert missing <= allowed, f"deleted without a SPEC reason: {sorted(missing - allowed)}"
+    assert missing <= allowed, f"deleted without a documented reason: {sorted(missing - allowed)}"
     del parent

@@ -1,9 +1,9 @@
-"""Which observed children a DisaggregatedSet sync may delete, written from SPEC §5 and §8 alone.
+"""Which observed children a DisaggregatedSet sync may delete, written from docs/safety.md alone.
 
 Metacontroller deletes every observed child the sync answer leaves out, so this predicate is the
 safety property of the whole controller. It is deliberately independent of `hooks.sync` (which
 has its own guard): it reads the raw request, not the hook's parsed records, and it restates the
-rules in the SPEC's words:
+rules in those documents' words:
 
 - an LWS or Service whose slice label is a slice index `>= spec.slices` (removed slice);
 - an LWS of a revision other than the target whose LWS in that slice, for all its roles, have

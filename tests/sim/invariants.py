@@ -1,8 +1,9 @@
 """Checks run after every simulated DisaggregatedSet sync (a `FakeMetacontroller` observer).
 
-Each check restates a SPEC rule over the objects before and after the pass:
+Each check restates a rule of docs/rollout.md or docs/safety.md over the objects before and after
+the pass:
 
-- deletions: every deleted child is one SPEC §8 allows (`tests.sim.deletions`);
+- deletions: every deleted child is one docs/safety.md allows (`tests.sim.deletions`);
 - rendering happens once (§3): an updated LWS differs only in spec.replicas and the
   initial-replicas annotation; a Service is never updated; a scaler's spec.replicas (the
   autoscaler's) is never changed by the set's sync; a new LWS is always of the target revision;
@@ -56,7 +57,7 @@ JsonObject = dict[str, Any]
 
 
 class InvariantViolation(AssertionError):
-    """A SPEC rule broken during a simulated pass."""
+    """A documented rule broken during a simulated pass."""
 
 
 @dataclass
@@ -147,7 +148,7 @@ class Invariants:
         for key in record.deleted:
             deleted = record.before[key]
             if child_id(deleted) not in allowed:
-                fail(record, f"deleted {key} although SPEC §8 gives no reason to")
+                fail(record, f"deleted {key} although docs/safety.md gives no reason to")
 
     def _check_updates(self, record: PassRecord, target: str) -> None:
         for key in record.created:
@@ -281,8 +282,8 @@ class Invariants:
         if len(by_type) != len(conditions):
             fail(record, "two conditions share a type")
         for condition in conditions:
-            # The hold path keeps Available and Progressing as they were (SPEC §8: "the status
-            # kept"), so only the conditions a pass computes must carry its generation.
+            # The hold path keeps Available and Progressing as they were (docs/safety.md: the status
+            # is kept), so only the conditions a pass computes must carry its generation.
             computed = not held or condition["type"] == api.ConditionType.DEGRADED
             if computed and condition.get("observedGeneration") != generation:
                 fail(

@@ -3,11 +3,11 @@
 `run_vector_rollout` drives the real sync through a whole rollout described the way the planner
 vectors are (initial old replicas, target replicas and a surge/unavailable config per role) and
 returns the per-pass (old, new) states of slice 0, consecutive repeats removed, so they compare
-directly with `../shared/golden/planner_sequences.json` and the worked examples of SPEC §5a.
+directly with `../shared/golden/planner_sequences.json` and the worked examples of docs/rollout.md.
 
 A role whose initial or target replicas are 0 is made External (its scaler then carries the
-count, written by the fake HPA): the all-or-nothing rule of SPEC §2 forbids a Static role at 0
-next to Static roles above 0. The External no-shrink guard never binds in these runs, because
+count, written by the fake HPA): the all-or-nothing rule of the API forbids a Static role at 0 next
+to Static roles above 0. The External no-shrink guard never binds in these runs, because
 the planner never takes new replicas past the target.
 """
 
@@ -147,3 +147,14 @@ def run_vector_rollout(
         raise cluster.failure("the rollout ended without Available=True")
     cluster.idle_sync()
     return states
+
+
+def settled_request(ds: JsonObject) -> JsonObject:
+    """The sync request of `ds` once the simulated cluster has settled (every LWS ready)."""
+    cluster = Cluster(seed=7)
+    cluster.create(ds)
+    cluster.run(max_ticks=100)
+    if not cluster.is_true("Available"):
+        raise AssertionError(cluster.failure("the set did not become Available"))
+    request: JsonObject = cluster.metacontroller.build_request(cluster.ds())
+    return request

@@ -1,4 +1,4 @@
-"""Whole rollouts through the real sync, in the simulated cluster (SPEC §3, §5, §5a, §5b, §7, §8).
+"""Whole rollouts through the real sync, in the simulated cluster (docs/rollout.md, docs/safety.md).
 
 Every pass of every run is checked by `tests.sim.invariants` (deletions, rendering once, surge
 and capacity bounds, status rules); the tests below add what each scenario is about.
@@ -36,7 +36,7 @@ V2 = "example/server:v2"
 V3 = "example/server:v3"
 
 GOLDEN = load_golden_or_empty("planner_sequences.json")
-# Golden sequences the controller does not follow to the end, and the SPEC rule that cuts in
+# Golden sequences the controller does not follow to the end, and the documented rule that cuts in
 # (see controller_trajectory): all old replicas 0 at the start (step 3a), a role whose old LWS
 # sits at 0 (coordinated drain, step 5), old drained before new reached its target (step 3a).
 PLANNER_ONLY = {
@@ -153,7 +153,7 @@ def assert_settled(cluster: Cluster) -> None:
 
 
 def controller_trajectory(steps: list[State], target: tuple[int, ...]) -> list[State]:
-    """The states the controller reaches when the planner takes `steps`, per SPEC §5/§5a.
+    """The states the controller reaches when the planner takes `steps`, per docs/rollout.md/§5a.
 
     Two controller rules, not part of the planner, change the planner-only sequences:
 
@@ -242,7 +242,7 @@ def test_golden_sequences_reproduce_with_slow_readiness() -> None:
 
 @pytest.mark.parametrize("example", worked_example_params())
 def test_spec_worked_examples(example: WorkedExample, hook_version: str) -> None:
-    """SPEC §5a's three worked examples, from literal data (no ../shared needed)."""
+    """docs/rollout.md's three worked examples, from literal data (no ../shared needed)."""
     budget = (example.max_surge, example.max_unavailable)
     vector = VectorCase(
         initial_old=example.initial_old, target=example.target, config=(budget, budget)

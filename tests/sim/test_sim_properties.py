@@ -257,7 +257,7 @@ def test_random_histories_keep_the_invariants_and_converge(history: History) -> 
             for role in spec["roles"]
         }
     # A role at 0 replicas never has a ready LWS, so the target revision is never "ready on all
-    # spec roles" (SPEC §3, §5 step 3c) and the Services of the slice stay as they were, even
+    # spec roles" (docs/rollout.md) and the Services of the slice stay as they were, even
     # those of revisions that are gone (upstream's service manager does the same).
     for name, value in cluster.hpa.written.items():
         scaler = cluster.scaler(name)

@@ -1,7 +1,7 @@
 """Read-only views of the simulated cluster: per-slice replica vectors and role targets.
 
-Written from the SPEC's definitions (not from the hook's code) so the checks and traces built
-on them are independent of what they check.
+Written from the definitions of docs/rollout.md (not from the hook's code) so the checks and traces
+built on them are independent of what they check.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
 
 
 def slice_of(obj: Mapping[str, Any]) -> int | None:
-    """The slice label as SPEC §5 reads it: absent or empty is 0, non-canonical is None."""
+    """The slice label as docs/rollout.md reads it: absent or empty is 0, non-canonical is None."""
     value = labels_of(obj).get(api.LABEL_SLICE, "")
     if value == "":
         return 0
@@ -63,7 +63,7 @@ def static_target(role: Mapping[str, Any]) -> int:
 
 
 def resolved_config(role: Mapping[str, Any], target: int) -> tuple[int, int]:
-    """(maxSurge, maxUnavailable) of a role, resolved as SPEC §5a step 3 says (ints only)."""
+    """(maxSurge, maxUnavailable) of a role, resolved as docs/rollout.md says (ints only)."""
     config = (role["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration")
     if config is None:
         return (1, 0)

@@ -64,7 +64,7 @@ def test_plan_prints_the_spec_worked_example(capsys: pytest.CaptureFixture[str])
     )
 
     assert code == 0
-    # SPEC §5a as (new P, new D, old P, old D).
+    # docs/rollout.md as (new P, new D, old P, old D).
     expected = [(0, 0, 5, 2), (2, 1, 5, 2), (2, 1, 4, 2), (4, 2, 3, 2), (4, 2, 2, 1), (5, 2, 2, 1)]
     expected.append((5, 2, 0, 0))
     assert [(*new, *old) for old, new in table_states(out, 2)] == expected

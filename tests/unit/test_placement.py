@@ -1,4 +1,4 @@
-"""Placement terms appended to pod templates (SPEC §6)."""
+"""Placement terms appended to pod templates (docs/rollout.md, Placement)."""
 
 from __future__ import annotations
 

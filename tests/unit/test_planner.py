@@ -1,4 +1,4 @@
-"""Unit tests of the rolling-update planner: golden vectors, SPEC §5a examples, upstream quirks."""
+"""Unit tests of the planner: golden vectors, docs/rollout.md examples, upstream quirks."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_resolve_config_matches_upstream(row: dict[str, Any]) -> None:
     )
 
 
-# --- SPEC §5a worked examples, as literal data (tests/spec_examples.py) ---
+# --- docs/rollout.md worked examples, as literal data (tests/spec_examples.py) ---
 
 SURGE2_UNAVAILABLE1 = RoleConfig(max_surge=2, max_unavailable=1)
 

@@ -1,4 +1,4 @@
-"""One slice, one pass: steady state and the coordinated rollout (SPEC §5 step 3, §5a)."""
+"""One slice, one pass: steady state and the coordinated rollout (docs/rollout.md)."""
 
 from __future__ import annotations
 

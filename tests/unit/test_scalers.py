@@ -1,4 +1,4 @@
-"""Scaler children of External roles, and the RoleScaler controller's hooks (SPEC §5b, §5c)."""
+"""Scaler children of External roles, and the RoleScaler controller's hooks (docs/rollout.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Role statuses and conditions (SPEC §7)."""
+"""Role statuses and conditions (docs/rollout.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Odd and hostile observed states never drop a live child nor answer non-200 forever (SPEC §8).
+"""Odd and hostile observed states never drop a live child nor answer non-200 forever.
 
 Each request is the real steady state of a set, produced by the simulation (Metacontroller and
 LWS readiness faked around the real hook), then mutated the way a user with write access to the
@@ -18,7 +18,7 @@ from hooks import api
 from hooks.core import sync
 from hooks.edge import envelope
 from tests.builders import NOW, make_ds, make_role
-from tests.sim.cluster import Cluster
+from tests.sim import scenarios
 from tests.sim.deletions import ChildId, child_id
 from tests.sim.metacontroller import LWS_TYPE, SCALER_TYPE, SERVICE_TYPE
 
@@ -27,13 +27,8 @@ JsonObject = dict[str, Any]
 
 def settled_request(*, slices: int = 1, external: bool = False) -> JsonObject:
     """The sync request of a ready prefill (2) / decode (1) set once it has settled."""
-    cluster = Cluster(seed=7)
     roles = [make_role("prefill", replicas=2, external=external), make_role("decode", replicas=1)]
-    cluster.create(make_ds(roles=roles, slices=slices))
-    cluster.run(max_ticks=100)
-    assert cluster.is_true("Available")
-    request: JsonObject = cluster.metacontroller.build_request(cluster.ds())
-    return request
+    return scenarios.settled_request(make_ds(roles=roles, slices=slices))
 
 
 @pytest.fixture(scope="module")

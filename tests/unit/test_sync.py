@@ -1,0 +1,132 @@
+"""The sync hook on whole requests, by example (docs/rollout.md).
+
+Each request is the settled state of a set in the simulated cluster, edited the way a user edits
+the set; each test states what the next answer must do.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+
+from hooks import api
+from hooks.core import sync
+from hooks.edge import envelope
+from tests.builders import NOW, lws_status, make_ds, make_role, observe
+from tests.sim import scenarios
+from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+
+JsonObject = dict[str, Any]
+
+
+def settled(*, slices: int = 1) -> JsonObject:
+    roles = [make_role("prefill", replicas=2), make_role("decode", replicas=1)]
+    return scenarios.settled_request(make_ds(roles=roles, slices=slices))
+
+
+def answer(request: JsonObject) -> JsonObject:
+    result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
+    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    return decoded
+
+
+def names(answer_: JsonObject, kind: str) -> set[str]:
+    return {c["metadata"]["name"] for c in answer_["children"] if c["kind"] == kind}
+
+
+def replicas(answer_: JsonObject) -> dict[str, int]:
+    return {
+        c["metadata"]["name"]: c["spec"]["replicas"]
+        for c in answer_["children"]
+        if c["kind"] == api.LWS_KIND
+    }
+
+
+def test_a_steady_set_is_answered_with_its_children_unchanged() -> None:
+    request = settled()
+    result = answer(request)
+    observed = {
+        obj["metadata"]["name"] for group in request["children"].values() for obj in group.values()
+    }
+    assert names(result, api.LWS_KIND) | names(result, api.SERVICE_KIND) == observed
+    assert "resyncAfterSeconds" not in result
+
+
+def test_more_replicas_scale_the_lws_in_place_without_a_new_revision() -> None:
+    request = settled()
+    before = answer(request)
+    request["parent"]["spec"]["roles"][0]["spec"]["replicas"] = 5
+    result = answer(request)
+    assert result["status"]["revision"] == before["status"]["revision"]
+    prefill = f"llm-0-{result['status']['revision']}-prefill"
+    assert replicas(result)[prefill] == 5
+    assert names(result, api.LWS_KIND) == names(before, api.LWS_KIND)
+
+
+def test_a_new_slice_gets_its_lws_and_no_other_child_moves() -> None:
+    request = settled(slices=1)
+    before = replicas(answer(request))
+    request["parent"]["spec"]["slices"] = 2
+    result = answer(request)
+    revision = result["status"]["revision"]
+    assert replicas(result) == {
+        **before,
+        f"llm-1-{revision}-prefill": 2,
+        f"llm-1-{revision}-decode": 1,
+    }
+
+
+def test_fewer_slices_delete_the_removed_slices_children_at_once() -> None:
+    request = settled(slices=2)
+    request["parent"]["spec"]["slices"] = 1
+    result = answer(request)
+    remaining = names(result, api.LWS_KIND) | names(result, api.SERVICE_KIND)
+    assert remaining
+    assert all(name.startswith("llm-0-") for name in remaining)
+    observed = request["children"][SERVICE_TYPE] | request["children"][LWS_TYPE]
+    assert {name for name in observed if name.startswith("llm-1-")}  # they existed
+
+
+def test_a_template_change_starts_a_rollout_next_to_the_serving_revision() -> None:
+    request = settled()
+    old_revision = answer(request)["status"]["revision"]
+    template = request["parent"]["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]
+    template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
+    result = answer(request)
+    new_revision = result["status"]["revision"]
+    assert new_revision != old_revision
+    by_name = {c["metadata"]["name"]: c for c in result["children"] if c["kind"] == api.LWS_KIND}
+    for role in ("prefill", "decode"):
+        assert by_name[f"llm-0-{new_revision}-{role}"]["spec"]["replicas"] == 0
+        old = by_name[f"llm-0-{old_revision}-{role}"]
+        assert old["metadata"]["annotations"][api.ANNOTATION_INITIAL_REPLICAS] == str(
+            old["spec"]["replicas"]
+        )
+    assert names(result, api.SERVICE_KIND) == {
+        f"llm-0-{old_revision}-prefill-prv",
+        f"llm-0-{old_revision}-decode-prv",
+    }
+    assert result["resyncAfterSeconds"] > 0
+
+
+def test_reverting_to_a_revision_whose_lws_still_exist_creates_nothing() -> None:
+    request = settled()
+    serving = answer(request)
+    template = request["parent"]["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]
+    image = template["workerTemplate"]["spec"]["containers"][0]["image"]
+    template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
+    started = answer(request)  # the rollout to v2 starts: v2's LWS exist at 0 from now on
+    observed_lws = request["children"][LWS_TYPE]
+    for child in started["children"]:
+        name = child["metadata"]["name"]
+        if child["kind"] == api.LWS_KIND and name not in observed_lws:
+            observed_lws[name] = observe(child, status=lws_status(0))
+    template["workerTemplate"]["spec"]["containers"][0]["image"] = image
+    result = answer(request)
+    assert result["status"]["revision"] == serving["status"]["revision"]
+    # Nothing is created: the serving LWS are the target again, and v2's LWS, all at 0, are a
+    # drained revision and go.
+    assert names(result, api.LWS_KIND) == names(serving, api.LWS_KIND)
+    assert replicas(result) == replicas(serving)

@@ -49,6 +49,11 @@ LABEL_SLICE: Final = f"{GROUP}/slice"
 LABEL_REVISION: Final = f"{GROUP}/revision"
 LABEL_APP: Final = "app"
 ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
+# Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
+# upstream's (docs/rollout.md, "Pausing and the progress deadline").
+ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
+ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
+DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
 
 LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
 CONTROLLER_UID_LABEL: Final = "controller-uid"
@@ -345,6 +350,23 @@ class Condition(_Model):
     """What is happening, in words a person can act on."""
 
 
+class RolloutStatus(_Model):
+    """The rollout under way, for the progress deadline (absent when every slice is steady)."""
+
+    revision: str
+    """The revision being rolled out."""
+
+    last_progress_time: str = Field(json_schema_extra=_DATE_TIME)
+    """When the rollout last moved: it started, a step was applied, the new revision's ready or
+    updated replicas rose, or it was resumed."""
+
+    ready_replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """The new revision's ready replicas (all roles and slices) at that time."""
+
+    updated_replicas: int = Field(default=0, json_schema_extra=_INT32)
+    """The new revision's updated replicas (all roles and slices) at that time."""
+
+
 class DisaggregatedSetStatus(_Model):
     """Observed state, written by the controller."""
 
@@ -361,6 +383,9 @@ class DisaggregatedSetStatus(_Model):
 
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_list_map("type"))
     """Available, Progressing and Degraded."""
+
+    rollout: RolloutStatus | None = None
+    """The rollout under way (absent when every slice is steady)."""
 
 
 class DisaggregatedSetRoleScalerSpec(_Model):

@@ -326,6 +326,7 @@ def test_ds_names_and_version(crds: dict[str, JsonObject]) -> None:
         ("Slices", ".spec.slices", "integer"),
         ("Revision", ".status.revision", "string"),
         ("Available", '.status.conditions[?(@.type=="Available")].status', "string"),
+        ("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string"),
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
 
@@ -399,8 +400,17 @@ def test_ds_spec_fields(ds_root: JsonObject) -> None:
 
 def test_ds_status_fields(ds_root: JsonObject) -> None:
     status = ds_root["properties"]["status"]["properties"]
-    assert set(status) == {"observedGeneration", "revision", "roleStatuses", "conditions"}
+    assert set(status) == {
+        "observedGeneration",
+        "revision",
+        "roleStatuses",
+        "conditions",
+        "rollout",
+    }
     assert status["observedGeneration"]["format"] == "int64"
+    rollout = status["rollout"]
+    assert rollout["required"] == ["lastProgressTime", "revision"]
+    assert rollout["properties"]["lastProgressTime"]["format"] == "date-time"
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
     assert status["roleStatuses"]["x-kubernetes-list-map-keys"] == ["name"]
     condition = status["conditions"]["items"]["properties"]

@@ -14,7 +14,7 @@ how it is recovered). Never mutate it: copy the parts you change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -92,6 +92,16 @@ class ObservedCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class ObservedRollout:
+    """The rollout record found in the parent's observed status (`status.rollout`)."""
+
+    revision: str
+    last_progress_time: str
+    ready_replicas: int
+    updated_replicas: int
+
+
+@dataclass(frozen=True, slots=True)
 class Parent:
     """The DisaggregatedSet being synced.
 
@@ -107,6 +117,8 @@ class Parent:
     spec_violations: tuple[api.Violation, ...]
     status: api.JsonObject
     conditions: tuple[ObservedCondition, ...]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    rollout: ObservedRollout | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ It never renders objects (that is `children`) and never reads anything but its a
 
 `plan_slice` reads like the algorithm: it takes stock of the slice (`SliceState`: LWS grouped by
 revision and role, drained revisions, current replicas), then hands it to exactly one phase
-(`_steady`, `_start`, `_wait`, `_step`), each a pure function that returns the `SlicePlan`.
+(`_steady`, `_start`, `_wait`, `_step`), each a pure function that returns the `SlicePlan`. A
+paused set's rolling slices take no phase at all: everything stays as it is.
 
 The rules, in order (docs/rollout.md walks through an example):
 
@@ -56,6 +57,7 @@ class Phase(StrEnum):
     WAITING = "waiting"
     STEPPING = "stepping"
     STALLED = "stalled"
+    PAUSED = "paused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +211,15 @@ def plan_slice(
     revision: str,
     roles: Sequence[RoleInput],
     lws: Sequence[records.ObservedObject],
+    paused: bool = False,
 ) -> SlicePlan:
-    """Decide this pass for one slice (see the module docstring for the rules)."""
+    """Decide this pass for one slice (see the module docstring for the rules). A paused slice
+    that rolls keeps every LWS as it is (`core/progress.py`)."""
     state = take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
     if not _old_serves_spec_roles(state, roles):
         return _steady(state, roles)
+    if paused:
+        return state.plan(Phase.PAUSED)
     if not state.new:
         return _start(state, roles)
     if not _is_stable(state, roles):

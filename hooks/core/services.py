@@ -26,15 +26,17 @@ def plan_slice(
     role_names: Sequence[str],
     lws: Sequence[records.ObservedObject],
     services: Sequence[records.ObservedObject],
+    frozen: bool = False,
 ) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services, and the names of the observed ones that go."""
+    """The slice's Services, and the names of the observed ones that go (none when `frozen`: a
+    paused rollout keeps its Services as they are)."""
     groups = rollout.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:
         group = groups.get(candidate, {})
         return all(name in group and group[name].status.ready_replicas >= 1 for name in role_names)
 
-    if not ready(revision):
+    if frozen or not ready(revision):
         return [children.reemit(service) for service in services], []
     serving = {candidate for candidate in groups if ready(candidate)} | {revision}
     existing = {service.name: service for service in services}

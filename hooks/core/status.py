@@ -64,26 +64,15 @@ def compute(
     problems: Sequence[Problem],
     observed: Sequence[records.ObservedCondition],
     now: str,
+    progressing: ConditionUpdate | None = None,
+    rollout: api.RolloutStatus | None = None,
 ) -> api.DisaggregatedSetStatus:
-    """The status of a set whose children are `lws` (the LWS that remain after this pass)."""
-    totals = {role.name: [0, 0, 0] for role in roles}
-    for item in lws:
-        sums = totals.get(item.labels.get(api.LABEL_ROLE, ""))
-        if sums is None:
-            continue
-        sums[0] += item.status.replicas
-        sums[1] += item.status.ready_replicas
-        if item.labels.get(api.LABEL_REVISION) == revision:
-            sums[2] += item.status.updated_replicas
-    role_statuses = [
-        api.RoleStatus(
-            name=role.name,
-            replicas=totals[role.name][0],
-            ready_replicas=totals[role.name][1],
-            updated_replicas=totals[role.name][2],
-        )
-        for role in roles
-    ]
+    """The status of a set whose children are `lws` (the LWS that remain after this pass).
+
+    `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
+    past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`).
+    """
+    role_statuses = role_statuses_of(roles, lws, revision=revision)
     lagging = [
         status
         for status, role in zip(role_statuses, roles, strict=True)
@@ -103,7 +92,8 @@ def compute(
     available = not lagging
     conditions = [
         new_condition(api.ConditionType.AVAILABLE, true=available, reason=reason, message=message),
-        new_condition(
+        progressing
+        or new_condition(
             api.ConditionType.PROGRESSING, true=not available, reason=reason, message=message
         ),
         _degraded(problems),
@@ -113,7 +103,32 @@ def compute(
         revision=revision,
         role_statuses=role_statuses,
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
+        rollout=rollout,
     )
+
+
+def role_statuses_of(
+    roles: Sequence[RoleProgress], lws: Iterable[records.ObservedObject], *, revision: str
+) -> list[api.RoleStatus]:
+    """Per spec role: replicas and ready summed over every LWS, updated over the target's."""
+    totals = {role.name: [0, 0, 0] for role in roles}
+    for item in lws:
+        sums = totals.get(item.labels.get(api.LABEL_ROLE, ""))
+        if sums is None:
+            continue
+        sums[0] += item.status.replicas
+        sums[1] += item.status.ready_replicas
+        if item.labels.get(api.LABEL_REVISION) == revision:
+            sums[2] += item.status.updated_replicas
+    return [
+        api.RoleStatus(
+            name=role.name,
+            replicas=totals[role.name][0],
+            ready_replicas=totals[role.name][1],
+            updated_replicas=totals[role.name][2],
+        )
+        for role in roles
+    ]
 
 
 def compute_held(

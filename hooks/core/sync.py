@@ -25,6 +25,7 @@ from hooks.core import (
     children,
     desired,
     naming,
+    progress,
     records,
     rollout,
     scalers,
@@ -35,6 +36,7 @@ from hooks.core import (
 from hooks.gocompat import gotext, revision
 
 RESYNC_SECONDS = 5.0
+_QUIET = frozenset({rollout.Phase.STEADY, rollout.Phase.PAUSED})
 
 JsonObject = api.JsonObject
 Objects = Sequence[records.ObservedObject]
@@ -101,6 +103,8 @@ class SetContext:
     roles: tuple[rollout.RoleInput, ...]
     foreign_lws: frozenset[str]
     """Names of LWS that exist but are not this set's (never created over)."""
+    paused: bool = False
+    """Rollouts are paused: rolling slices keep everything as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,7 @@ def reconcile_slice(
         revision=context.revision,
         roles=context.roles,
         lws=lws,
+        paused=context.paused,
     )
     dropped = set(plan.dropped)
     kept = tuple(item for item in lws if item.name not in dropped)
@@ -149,6 +154,7 @@ def reconcile_slice(
         role_names=[role.name for role in context.roles],
         lws=kept,
         services=services_,
+        frozen=plan.phase is rollout.Phase.PAUSED,
     )
     return SliceResult(
         plan=plan,
@@ -203,6 +209,7 @@ class _SetPlan:
     """The decisions every slice depends on, and the observed children sorted by slice."""
 
     context: SetContext
+    control: progress.Control
     scalers: scalers.ScalerPlan
     targets: Mapping[str, int | None]
     lws: _BySlice
@@ -225,7 +232,9 @@ def _reconcile(
     ]
     answer = _collect(request.children, plan, results)
     answer.check()
-    resync = any(result.plan.phase is not rollout.Phase.STEADY for result in results)
+    # Waiting slices look again in a few seconds (readiness, and the progress deadline); steady
+    # and paused ones wait for the next change.
+    resync = any(result.plan.phase not in _QUIET for result in results)
     ordered = answer.sorted_children()
     return records.HookResult(
         answer=records.SyncAnswer(
@@ -265,6 +274,7 @@ def _plan_set(
         foreign_names=foreign[records.ChildKind.SCALER],
     )
     targets = _per_slice_targets(spec, scaler_plan)
+    control = progress.control_of(parent.annotations)
     roles = tuple(
         rollout.RoleInput(
             name=role.name,
@@ -280,7 +290,9 @@ def _plan_set(
             revision=target,
             roles=roles,
             foreign_lws=foreign[records.ChildKind.LWS],
+            paused=control.paused,
         ),
+        control=control,
         scalers=scaler_plan,
         targets=targets,
         lws=_split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices),
@@ -327,14 +339,35 @@ def _status(
     }
     known = {name: None if name in blocked else value for name, value in plan.targets.items()}
     spec = plan.context.spec
+    kept_lws = [*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)]
+    phases = {result.plan.phase for result in results}
+    verdict = progress.judge(
+        control=plan.control,
+        rolling=phases != {rollout.Phase.STEADY},
+        stepped=bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        revision=plan.context.revision,
+        new_lws=[
+            item
+            for result in results
+            for item in result.kept_lws
+            if item.labels.get(api.LABEL_REVISION) == plan.context.revision
+        ],
+        parent=request.parent,
+        now=now,
+    )
     return status.compute(
         roles=status.role_progress(spec.roles, known, slices=spec.slices),
-        lws=[*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)],
+        lws=kept_lws,
         revision=plan.context.revision,
         generation=request.parent.generation,
-        problems=_problems(request, foreign_lws, plan.scalers, answer.conflicts),
+        problems=[
+            *_problems(request, foreign_lws, plan.scalers, answer.conflicts),
+            *plan.control.problems,
+        ],
         observed=request.parent.conditions,
         now=now,
+        progressing=verdict.progressing,
+        rollout=verdict.rollout,
     )
 
 

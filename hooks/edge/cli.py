@@ -136,7 +136,10 @@ def _add_render(commands: _Subcommands) -> None:
         help="print the children and status a manifest gets on an empty cluster",
         description="Apply the CRD defaults to each DisaggregatedSet in FILE, validate it and "
         "print, as YAML, the children and status the sync hook returns on its first sync. "
-        "Invalid manifests print the broken rules and exit 1.",
+        "Invalid manifests print the broken rules and exit 1. The rollout annotations show in "
+        f'the status: {api.ANNOTATION_PAUSED}: "true" (Progressing Unknown, RolloutPaused) '
+        f'and {api.ANNOTATION_PROGRESS_DEADLINE}: "N" (a malformed value is reported as '
+        "Degraded).",
     )
     parser.add_argument("file", type=Path, metavar="FILE", help="YAML with DisaggregatedSets")
     parser.add_argument(

@@ -405,6 +405,9 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
         _column("Slices", ".spec.slices", "integer"),
         _column("Revision", ".status.revision", "string"),
         _column("Available", '.status.conditions[?(@.type=="Available")].status', "string"),
+        # The Progressing reason: RolloutInProgress, RolloutPaused, ProgressDeadlineExceeded, or
+        # AllRolesReady once done; a stuck or paused rollout stands out in `kubectl get`.
+        _column("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string"),
         _AGE_COLUMN,
     ]
     return _crd(

@@ -104,7 +104,31 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         spec_violations=violations,
         status=status,
         conditions=_parse_conditions(status.get("conditions")),
+        annotations=_string_map(metadata.get("annotations"), "parent metadata.annotations"),
+        rollout=_parse_rollout(status.get("rollout")),
     )
+
+
+def _parse_rollout(value: object) -> records.ObservedRollout | None:
+    """`status.rollout` as this hook wrote it, or None (absent or not of that shape)."""
+    if not isinstance(value, dict):
+        return None
+    revision = value.get("revision")
+    time = value.get("lastProgressTime")
+    if not isinstance(revision, str) or not isinstance(time, str):
+        return None
+    return records.ObservedRollout(
+        revision=revision,
+        last_progress_time=time,
+        ready_replicas=_count_or_zero(value.get("readyReplicas")),
+        updated_replicas=_count_or_zero(value.get("updatedReplicas")),
+    )
+
+
+def _count_or_zero(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
 
 
 _NEGATIVE_GENERATION = api.Violation(

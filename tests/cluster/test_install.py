@@ -122,8 +122,8 @@ def test_printer_columns(control_plane: ControlPlane, namespace: str) -> None:
     ds = sets.wait_available(control_plane.client, namespace, "llm")
     table = control_plane.kubectl("get", "disaggregatedsets", "-n", namespace).stdout
     header, row = table.splitlines()
-    assert header.split() == ["NAME", "SLICES", "REVISION", "AVAILABLE", "AGE"]
-    assert row.split()[:4] == ["llm", "1", ds["status"]["revision"], "True"]
+    assert header.split() == ["NAME", "SLICES", "REVISION", "AVAILABLE", "ROLLOUT", "AGE"]
+    assert row.split()[:5] == ["llm", "1", ds["status"]["revision"], "True", "AllRolesReady"]
     table = control_plane.kubectl("get", "dsrs", "-n", namespace).stdout
     header, row = table.splitlines()
     assert header.split() == ["NAME", "DESIRED", "CURRENT", "AGE"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hooks import api
 from hooks.gocompat import revision
 from tests.cluster import kube, sets
 from tests.cluster.controlplane import ControlPlane
@@ -353,3 +354,73 @@ def test_killed_hook_server_changes_nothing_and_the_rollout_resumes(
         message="the rollout completed after the hook server came back",
     )
     assert old_revision != new_revision
+
+
+def _progressing(client: kube.Client, namespace: str) -> tuple[str, str]:
+    condition = sets.condition(_get_set(client, namespace), "Progressing")
+    return (condition["status"], condition["reason"]) if condition else ("", "")
+
+
+def test_a_stalled_rollout_reports_its_progress_deadline(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    sets.wait_available(client, namespace, "llm")
+    control_plane.kubectl(
+        "annotate", "-n", namespace, "disaggregatedset/llm",
+        f"{api.ANNOTATION_PROGRESS_DEADLINE}=2",
+    )  # fmt: skip
+    with lws_controller.held(namespace):  # the new revision's groups never become ready
+        sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
+        kube.wait_for(
+            lambda: _progressing(client, namespace) == ("False", "ProgressDeadlineExceeded"),
+            timeout=sets.WAIT_SECONDS,
+            message="Progressing=False, ProgressDeadlineExceeded",
+        )
+        ds = _get_set(client, namespace)
+        message = sets.condition(ds, "Progressing")["message"]  # type: ignore[index]
+        assert f"llm-0-{ds['status']['revision']}-prefill" in message
+        assert ds["status"]["rollout"]["revision"] == ds["status"]["revision"]
+        table = control_plane.kubectl("get", "disaggregatedsets", "-n", namespace).stdout
+        assert "ProgressDeadlineExceeded" in table
+    # Readiness comes back: the rollout moves again and completes.
+    ds = sets.wait_available(client, namespace, "llm")
+    assert "rollout" not in ds["status"]
+
+
+def test_pause_freezes_a_rollout_and_resume_completes_it(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    old = sets.wait_available(client, namespace, "llm")
+    before = sets.replicas_by_name(client, namespace)
+    control_plane.kubectl(
+        "annotate", "-n", namespace, "disaggregatedset/llm", f"{api.ANNOTATION_PAUSED}=true"
+    )
+    sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
+    kube.wait_for(
+        lambda: (
+            (ds := _get_set(client, namespace))["status"].get("observedGeneration")
+            == ds["metadata"]["generation"]
+            and _progressing(client, namespace) == ("Unknown", "RolloutPaused")
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the new generation seen, paused",
+    )
+    assert sets.replicas_by_name(client, namespace) == before  # no new revision, nothing drained
+    table = control_plane.kubectl("get", "disaggregatedsets", "-n", namespace).stdout
+    assert "RolloutPaused" in table
+    control_plane.kubectl(
+        "annotate", "-n", namespace, "disaggregatedset/llm", f"{api.ANNOTATION_PAUSED}-"
+    )
+    kube.wait_for(
+        lambda: (
+            sets.is_available(ds := _get_set(client, namespace))
+            and ds["status"]["revision"] != old["status"]["revision"]
+            and len(sets.lws_by_name(client, namespace)) == 2
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the rollout completed after resume",
+    )

@@ -97,6 +97,18 @@ class Cluster:
             self._note(f"user: edit {name} -> generation {self.ds(name)['metadata']['generation']}")
             self._wake()
 
+    def annotate(self, name: str, key: str, value: str | None) -> None:
+        """Set (or, with None, remove) an annotation of a DisaggregatedSet now."""
+        ds = self.ds(name)
+        annotations = ds["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+        if self.store.update(ds, actor="user"):
+            self._note(f"user: annotate {name} {key}={value}")
+            self._wake()
+
     def at(self, tick: int, action: Action, *, label: str = "action") -> None:
         """Run `action` at the start of `tick` (before the controllers)."""
         if tick < self.tick:

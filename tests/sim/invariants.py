@@ -25,7 +25,8 @@ the pass:
   replicas do too, unless the slice's last step was a force drain (whose floor counts new
   replicas it creates in the same pass, before they are ready) or readiness faults were injected
   while it ran (ready groups may turn unready then, whatever the controller does);
-- status (§7): exactly one of Available and Progressing is True, every condition a pass computes
+- status: exactly one of Available and Progressing is True (unless a rollout is paused,
+  Progressing Unknown, or past its progress deadline, both False), every condition a pass computes
   carries the generation (the hold path keeps Available and Progressing), lastTransitionTime
   changes exactly when the status flips, roleStatuses list the spec roles in order, and Available
   is True only when no spec role has old replicas left and every spec role has replicas ==
@@ -300,9 +301,20 @@ class Invariants:
         if held:
             return
         available = by_type.get(api.ConditionType.AVAILABLE, {}).get("status")
-        progressing = by_type.get(api.ConditionType.PROGRESSING, {}).get("status")
-        if sorted([available, progressing]) != ["False", "True"]:
-            fail(record, f"Available={available} Progressing={progressing}: exactly one is True")
+        progressing = by_type.get(api.ConditionType.PROGRESSING, {})
+        reason = progressing.get("reason")
+        if reason == "RolloutPaused":
+            if progressing.get("status") != "Unknown":
+                fail(record, "a paused rollout's Progressing is not Unknown")
+        elif reason == "ProgressDeadlineExceeded":
+            if (available, progressing.get("status")) != ("False", "False"):
+                fail(record, "past its deadline, a rollout is neither Available nor Progressing")
+        elif sorted([available, progressing.get("status")]) != ["False", "True"]:
+            fail(
+                record,
+                f"Available={available} Progressing={progressing.get('status')}: exactly one is"
+                " True",
+            )
         names = [entry["name"] for entry in record.response["status"].get("roleStatuses", [])]
         if names != [role["name"] for role in parent["spec"]["roles"]]:
             fail(record, f"roleStatuses {names} are not the spec roles in order")

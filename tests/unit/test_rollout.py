@@ -259,3 +259,45 @@ def test_canonical_name_is_planned_over_a_duplicate() -> None:
     )
     assert result.replicas[name(NEW, "decode")] == 3
     assert result.replicas[f"llm-{NEW}-decode"] == 5
+
+
+def test_a_paused_rolling_slice_keeps_everything_as_it_is() -> None:
+    lws = (
+        builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("prefill", revision=NEW, replicas=1),
+        builders.make_lws("decode", revision=NEW, replicas=1),
+    )
+    roles = [role("prefill", 2), role("decode", 1)]
+    result = rollout.plan_slice(
+        set_name="llm",
+        slice_index=0,
+        revision=NEW,
+        roles=roles,
+        lws=builders.parse_children(*lws),
+        paused=True,
+    )
+    assert result.phase is rollout.Phase.PAUSED
+    assert result.replicas == {
+        name(OLD, "prefill"): 2,
+        name(OLD, "decode"): 1,
+        name(NEW, "prefill"): 1,
+        name(NEW, "decode"): 1,
+    }
+    assert (dict(result.created), dict(result.initial_replicas), result.step) == ({}, {}, None)
+
+
+def test_a_paused_steady_slice_still_scales_in_place() -> None:
+    result = rollout.plan_slice(
+        set_name="llm",
+        slice_index=0,
+        revision=NEW,
+        roles=[role("prefill", 3), role("decode", 1)],
+        lws=builders.parse_children(
+            builders.make_lws("prefill", revision=NEW, replicas=2),
+            builders.make_lws("decode", revision=NEW, replicas=1),
+        ),
+        paused=True,
+    )
+    assert result.phase is rollout.Phase.STEADY
+    assert result.replicas[name(NEW, "prefill")] == 3

@@ -1,0 +1,220 @@
+"""Rollout control beyond upstream: pausing, and the progress deadline (docs/rollout.md).
+
+Both are annotations on the DisaggregatedSet, so its spec stays upstream's:
+
+- `disaggregatedset.x-k8s.io/paused: "true"` freezes rollouts (`rollout.plan_slice` then takes no
+  rollout step in any slice); "false" or no annotation resumes. Progressing is Unknown with reason
+  RolloutPaused, and the deadline does not count.
+- `disaggregatedset.x-k8s.io/progress-deadline-seconds: "N"` (default 1800, "0" turns it off):
+  during a rollout, when the rollout made no progress for longer than N seconds, Progressing is
+  False with reason ProgressDeadlineExceeded and a message naming what is not ready since when.
+  The rollout is not aborted; progress turns Progressing back to True.
+
+A malformed value is reported (Degraded, reason InvalidAnnotation, naming the annotation) and the
+default applies; it never stops the reconcile.
+
+Progress means the rollout moved: it started (or changed target), a slice took a rollout step,
+the new revision's ready or updated replicas rose, or it was resumed. The time of the last
+progress lives in `status.rollout` (with the counts it was measured at), which Metacontroller
+hands back on every sync: any number of hook replicas, and restarts, see the same clock. Time is
+read only from the `now` the caller passes; timestamps are RFC 3339.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from hooks import api
+from hooks.core import records, status
+
+REASON_INVALID_ANNOTATION: Final = "InvalidAnnotation"
+REASON_PAUSED: Final = "RolloutPaused"
+REASON_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
+
+_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """What the annotations ask for, and what was wrong with them."""
+
+    paused: bool
+    deadline_seconds: int
+    """0: no deadline."""
+    problems: tuple[status.Problem, ...] = ()
+
+
+def control_of(annotations: Mapping[str, str]) -> Control:
+    """The rollout control of a set from its annotations."""
+    problems = []
+    paused_text = annotations.get(api.ANNOTATION_PAUSED, "false")
+    if paused_text not in ("true", "false"):
+        problems.append(
+            status.Problem(
+                REASON_INVALID_ANNOTATION,
+                f'annotation {api.ANNOTATION_PAUSED} is {paused_text[:64]!r}: use "true" to'
+                ' pause rollouts and "false" (or no annotation) to run them; not paused',
+            )
+        )
+    deadline = api.DEFAULT_PROGRESS_DEADLINE_SECONDS
+    deadline_text = annotations.get(api.ANNOTATION_PROGRESS_DEADLINE)
+    if deadline_text is not None:
+        if deadline_text.isascii() and deadline_text.isdigit() and len(deadline_text) <= 9:
+            deadline = int(deadline_text)
+        else:
+            problems.append(
+                status.Problem(
+                    REASON_INVALID_ANNOTATION,
+                    f"annotation {api.ANNOTATION_PROGRESS_DEADLINE} is {deadline_text[:64]!r}:"
+                    ' use whole seconds ("0" turns the deadline off); the default'
+                    f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
+                )
+            )
+    return Control(
+        paused=paused_text == "true", deadline_seconds=deadline, problems=tuple(problems)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a pass reports about its rollout: the record to keep, and how Progressing reads
+    (None: as usual, from readiness)."""
+
+    rollout: api.RolloutStatus | None
+    progressing: status.ConditionUpdate | None
+
+
+def judge(
+    *,
+    control: Control,
+    rolling: bool,
+    stepped: bool,
+    revision: str,
+    new_lws: Sequence[records.ObservedObject],
+    parent: records.Parent,
+    now: str,
+) -> Verdict:
+    """The rollout record and the Progressing override of one pass.
+
+    `rolling`: some slice still runs an old revision; `stepped`: some slice started its rollout or
+    took a step in this pass; `new_lws`: the LWS of the target revision that stay.
+    """
+    paused = _paused_condition(revision, rolling) if control.paused else None
+    if not rolling:
+        return Verdict(rollout=None, progressing=paused)
+    moved = stepped or (not control.paused and _was_paused(parent.conditions))
+    record = _record(revision, new_lws, parent.rollout, moved=moved, now=now)
+    if paused is not None:
+        return Verdict(rollout=record, progressing=paused)
+    return Verdict(rollout=record, progressing=_past_deadline(control, record, new_lws, now=now))
+
+
+def _record(
+    revision: str,
+    new_lws: Sequence[records.ObservedObject],
+    previous: records.ObservedRollout | None,
+    *,
+    moved: bool,
+    now: str,
+) -> api.RolloutStatus:
+    """The rollout record: `now` when the rollout moved (or is new), else the previous one."""
+    ready = sum(item.status.ready_replicas for item in new_lws)
+    updated = sum(item.status.updated_replicas for item in new_lws)
+    if (
+        previous is None
+        or previous.revision != revision
+        or moved
+        or ready > previous.ready_replicas
+        or updated > previous.updated_replicas
+    ):
+        return api.RolloutStatus(
+            revision=revision,
+            last_progress_time=now,
+            ready_replicas=ready,
+            updated_replicas=updated,
+        )
+    return api.RolloutStatus(
+        revision=revision,
+        last_progress_time=previous.last_progress_time,
+        ready_replicas=previous.ready_replicas,
+        updated_replicas=previous.updated_replicas,
+    )
+
+
+def _past_deadline(
+    control: Control,
+    record: api.RolloutStatus,
+    new_lws: Sequence[records.ObservedObject],
+    *,
+    now: str,
+) -> status.ConditionUpdate | None:
+    """Progressing=False, ProgressDeadlineExceeded, when the rollout stalled too long."""
+    stalled_for = _seconds_between(record.last_progress_time, now)
+    deadline = control.deadline_seconds
+    if not deadline or stalled_for is None or stalled_for <= deadline:
+        return None
+    message = (
+        f"Rollout to revision {record.revision} made no progress since"
+        f" {record.last_progress_time} (deadline {deadline} s); not ready: {_not_ready(new_lws)}"
+    )
+    return status.new_condition(
+        api.ConditionType.PROGRESSING, true=False, reason=REASON_DEADLINE_EXCEEDED, message=message
+    )
+
+
+def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
+    what = f"the rollout to revision {revision} is" if rolling else "rollouts are"
+    return status.ConditionUpdate(
+        type=api.ConditionType.PROGRESSING,
+        status=api.ConditionStatus.UNKNOWN,
+        reason=REASON_PAUSED,
+        message=f"Paused: {what} frozen until annotation {api.ANNOTATION_PAUSED} is removed",
+    )
+
+
+def _was_paused(conditions: Iterable[records.ObservedCondition]) -> bool:
+    return any(
+        c.type == api.ConditionType.PROGRESSING and c.reason == REASON_PAUSED for c in conditions
+    )
+
+
+def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
+    lagging = [
+        f"slice {item.slice_index} {item.labels.get(api.LABEL_ROLE, '?')} {item.name}"
+        f" ({item.status.ready_replicas}/{item.replicas} ready)"
+        for item in sorted(new_lws, key=lambda lws: lws.name)
+        if item.status.ready_replicas < item.replicas
+    ]
+    return "; ".join(lagging) if lagging else "every new LWS is ready, but no step can be taken"
+
+
+def epoch_seconds(text: str) -> int | None:
+    """Seconds since 1970 of an RFC 3339 time (fractions dropped), or None when it is not one."""
+    match = _TIME.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
+        return None
+    # Days from the civil date (proleptic Gregorian calendar), counted from 1970-01-01.
+    shifted = year - (month <= 2)
+    era = shifted // 400
+    year_of_era = shifted - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146097 + day_of_era - 719468
+    seconds = days * 86400 + hour * 3600 + minute * 60 + second
+    if match.group(7):
+        offset = int(match.group(8)) * 3600 + int(match.group(9)) * 60
+        seconds -= offset if match.group(7) == "+" else -offset
+    return seconds
+
+
+def _seconds_between(earlier: str, later: str) -> int | None:
+    start, end = epoch_seconds(earlier), epoch_seconds(later)
+    return None if start is None or end is None else end - start

@@ -7,6 +7,7 @@ the directory is missing they skip with a reason instead of failing.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,40 @@ def load_golden(name: str) -> Any:
 
 
 def load_golden_or_empty(name: str) -> list[Any]:
-    """For parametrisation at collection time: the vectors, or [] when ../shared is absent."""
+    """The vectors of ../shared/golden/<name>, or [] when it is absent (for counting; parametrise
+    with `golden_params`, whose skip reason names the missing file)."""
     path = GOLDEN_DIR / name
     if not path.exists():
         return []
     data: list[Any] = json.loads(path.read_text())
     return data
+
+
+def golden_params(name: str, ids: Callable[[int, Any], str]) -> list[Any]:
+    """For parametrisation at collection time: one `pytest.param` per vector of
+    ../shared/golden/<name>, named by `ids(index, vector)`; when the file is absent, a single
+    parameter that skips and says which file is missing."""
+    path = GOLDEN_DIR / name
+    if not path.exists():
+        return [_missing(f"golden/{name}")]
+    vectors: list[Any] = json.loads(path.read_text())
+    return [pytest.param(vector, id=ids(index, vector)) for index, vector in enumerate(vectors)]
+
+
+def reference_params(pattern: str) -> list[Any]:
+    """For parametrisation: the ../shared/reference files matching `pattern` (named by file
+    name), or a single skipping parameter that says the reference data is missing."""
+    paths = sorted(REFERENCE_DIR.glob(pattern))
+    if not paths:
+        return [_missing(f"reference/{pattern}")]
+    return [pytest.param(path, id=path.name) for path in paths]
+
+
+def by_name(_index: int, vector: Any) -> str:
+    """Parameter ids for vectors that carry a "name"."""
+    return str(vector["name"])
+
+
+def _missing(relative: str) -> Any:
+    reason = f"../shared/{relative} is not available in this checkout (upstream reference data)"
+    return pytest.param(None, id="shared-missing", marks=pytest.mark.skip(reason=reason))

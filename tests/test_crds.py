@@ -12,7 +12,7 @@ import pytest
 from hooks import api, rules
 from hooks.edge import crdgen
 from tests import cel_eval
-from tests.shared import REPO_ROOT, load_golden_or_empty, shared_path
+from tests.shared import REPO_ROOT, by_name, golden_params, load_golden_or_empty, shared_path
 
 JsonObject = dict[str, Any]
 
@@ -461,10 +461,10 @@ def test_cel_rule_ids_are_unique_kebab_case() -> None:
 # --- compatibility with objects upstream stored ----------------------------------------------
 
 
-_STORED = [vector for vector in load_golden_or_empty("revision_vectors.json")]
+_STORED = load_golden_or_empty("revision_vectors.json")
 
 
-@pytest.mark.parametrize("vector", _STORED, ids=[v["name"] for v in _STORED])
+@pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_objects_stored_by_upstream_are_fixed_points(vector: JsonObject) -> None:
     """Upstream's API server stored these (pruned and defaulted by upstream's CRD): our CRD
     must neither prune a field from them nor add a default, or the revision hash would move."""

@@ -1,9 +1,10 @@
-"""The example manifests parse, pass validation, and their autoscalers target real scalers."""
+"""The example manifests: each is complete on its own (a set, and its autoscaler when it has
+one), says which CRDs it needs, passes validation, and its autoscaler targets its own scaler."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
@@ -12,46 +13,78 @@ from hooks import api
 from hooks.core import naming, validation
 from hooks.edge import envelope, manifests
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-PATHS = sorted(EXAMPLES.glob("*.yaml"))
+EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
+PATHS: Final = sorted(EXAMPLES.glob("*.yaml"))
+# API groups every cluster has: the core group and the built-in autoscaling group.
+BUILT_IN_GROUPS: Final = {"", "autoscaling"}
+AUTOSCALER_KINDS: Final = {"HorizontalPodAutoscaler", "ScaledObject"}
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
 
 
+def needs_comment(path: Path) -> str:
+    """The "# Needs: ..." paragraph at the top of an example, as one line."""
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("# Needs: "), f"{path.name} does not start with '# Needs:'"
+    paragraph = []
+    for line in lines:
+        if line.strip() == "#" or not line.startswith("#"):
+            break
+        paragraph.append(line.lstrip("# "))
+    return " ".join(paragraph)
+
+
+def test_there_are_examples() -> None:
+    assert len(PATHS) >= 5
+
+
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
-def test_example_sets_are_valid(path: Path) -> None:
+def test_each_example_holds_one_valid_set(path: Path) -> None:
+    sets = [document for document in documents(path) if document["kind"] == api.DS_KIND]
+    assert len(sets) == 1
+    parent = envelope.parse_parent(manifests.stored(sets[0]))
+    assert parent.spec is not None, parent.spec_violations
+    assert validation.check(name=parent.name, spec=parent.spec) == ()
+    assert manifests.schema_errors(sets[0]) == []
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_each_example_names_the_crds_it_needs(path: Path) -> None:
+    needs = needs_comment(path)
+    assert "kubectl apply -k ." in needs
+    assert "Metacontroller" in needs and "LeaderWorkerSet" in needs
     for document in documents(path):
-        if document["kind"] != api.DS_KIND:
-            continue
-        parent = envelope.parse_parent(manifests.stored(document))
-        assert parent.spec is not None, parent.spec_violations
-        assert validation.check(name=parent.name, spec=parent.spec) == ()
+        group = document["apiVersion"].rpartition("/")[0]
+        if group not in BUILT_IN_GROUPS and group != api.GROUP:
+            assert group in needs, f"{path.name} needs {group} but does not say so"
 
 
-def scaler_names() -> set[str]:
-    """The scalers the External roles of every example set get."""
-    names = set()
-    for path in PATHS:
-        for document in documents(path):
-            if document["kind"] != api.DS_KIND:
-                continue
-            for role in document["spec"]["roles"]:
-                if role.get("scaling", {}).get("mode") == "External":
-                    names.add(
-                        naming.scaler_name(set_name=document["metadata"]["name"], role=role["name"])
-                    )
-    return names
+def test_set_names_differ_so_examples_apply_together() -> None:
+    names = [
+        document["metadata"]["name"]
+        for path in PATHS
+        for document in documents(path)
+        if document["kind"] == api.DS_KIND
+    ]
+    assert len(set(names)) == len(names)
 
 
-@pytest.mark.parametrize(
-    ("file", "kind"),
-    [("external-hpa.yaml", "HorizontalPodAutoscaler"), ("external-keda.yaml", "ScaledObject")],
-)
-def test_autoscalers_target_the_scaler_of_an_external_role(file: str, kind: str) -> None:
-    (autoscaler,) = [d for d in documents(EXAMPLES / file) if d["kind"] == kind]
-    target = autoscaler["spec"]["scaleTargetRef"]
-    assert target["apiVersion"] == api.API_VERSION
-    assert target["kind"] == api.SCALER_KIND
-    assert target["name"] in scaler_names()
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_autoscalers_target_the_scaler_of_an_external_role_of_the_same_file(path: Path) -> None:
+    docs = documents(path)
+    scalers = {
+        naming.scaler_name(set_name=document["metadata"]["name"], role=role["name"])
+        for document in docs
+        if document["kind"] == api.DS_KIND
+        for role in document["spec"]["roles"]
+        if role.get("scaling", {}).get("mode") == "External"
+    }
+    autoscalers = [document for document in docs if document["kind"] in AUTOSCALER_KINDS]
+    assert len(autoscalers) == len(scalers)
+    for autoscaler in autoscalers:
+        target = autoscaler["spec"]["scaleTargetRef"]
+        assert target["apiVersion"] == api.API_VERSION
+        assert target["kind"] == api.SCALER_KIND
+        assert target["name"] in scalers

@@ -115,8 +115,8 @@ def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
         config = role.rolling_update_configuration
         if config is None or replicas is None or replicas <= 0:
             continue
-        surge = _int_or_percent(config.get("maxSurge", _DEFAULT_MAX_SURGE))
-        unavailable = _int_or_percent(config.get("maxUnavailable", _DEFAULT_MAX_UNAVAILABLE))
+        surge = int_or_percent(config.get("maxSurge", _DEFAULT_MAX_SURGE))
+        unavailable = int_or_percent(config.get("maxUnavailable", _DEFAULT_MAX_UNAVAILABLE))
         if surge is None:
             yield _violation(
                 rules.MAX_SURGE_INT_OR_PERCENT, _role_path(index, f"{_RUC_PATH}.maxSurge")
@@ -129,15 +129,23 @@ def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
         if (
             surge is not None
             and unavailable is not None
-            and planner.scaled_value(surge, total=replicas, round_up=True) == 0
-            and planner.scaled_value(unavailable, total=replicas, round_up=False) == 0
+            and both_zero(surge, unavailable, replicas)
         ):
             yield _violation(
                 rules.SURGE_OR_UNAVAILABLE_NONZERO, _role_path(index, f"{_RUC_PATH}.maxUnavailable")
             )
 
 
-def _int_or_percent(value: Any) -> int | str | None:
+def both_zero(surge: int | str, unavailable: int | str, replicas: int) -> bool:
+    """Whether maxSurge (rounded up) and maxUnavailable (rounded down) both resolve to 0 for a
+    role of `replicas` (the pair the rule refuses: such a rollout can never progress)."""
+    return (
+        planner.scaled_value(surge, total=replicas, round_up=True) == 0
+        and planner.scaled_value(unavailable, total=replicas, round_up=False) == 0
+    )
+
+
+def int_or_percent(value: Any) -> int | str | None:
     """A valid maxSurge/maxUnavailable in canonical form, or None when it is invalid.
 
     Valid: a non-negative int, or "<digits>%" of at most 100% (upstream's IsValidPercent plus its

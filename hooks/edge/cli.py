@@ -11,13 +11,15 @@ subcommand is an `_add_<name>` function that registers its parser and sets `run`
   replica vectors (`--old/--target`) or from two DisaggregatedSet manifests (`--from/--to`).
 - `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
 
-Exit codes: 0 success, 1 failure (stale CRDs, a plan that does not complete, unreadable input),
-2 usage error.
+Exit codes: 0 success (also when the reader of the output goes away, as in `plan ... | head`),
+1 failure (stale CRDs, a plan that does not complete, a manifest that would be refused, unreadable
+input), 2 usage error. Errors are one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -27,7 +29,7 @@ from typing import Final, TypeAlias
 import yaml
 
 from hooks import api
-from hooks.core import planner, records, sync, validation
+from hooks.core import planner, progress, records, sync, validation
 from hooks.edge import crdgen, envelope, manifests, plans, server, settings
 
 PROG: Final = "python -m hooks"
@@ -133,18 +135,26 @@ def _mib(size: int) -> str:
 def _add_render(commands: _Subcommands) -> None:
     parser = commands.add_parser(
         "render",
-        help="print the children and status a manifest gets on an empty cluster",
-        description="Apply the CRD defaults to each DisaggregatedSet in FILE, validate it and "
-        "print, as YAML, the children and status the sync hook returns on its first sync. "
-        "Invalid manifests print the broken rules and exit 1. The rollout annotations show in "
-        f'the status: {api.ANNOTATION_PAUSED}: "true" (Progressing Unknown, RolloutPaused) '
-        f'and {api.ANNOTATION_PROGRESS_DEADLINE}: "N" (a malformed value is reported as '
-        "Degraded).",
+        help="print the children and status manifests get on an empty cluster",
+        description="Apply the CRD defaults to each DisaggregatedSet in the files, check it as the "
+        "API server and the hook would (schema, types, every validation rule) and print, as YAML, "
+        "the children and status the sync hook returns on its first sync. Documents of other "
+        "kinds are skipped with a note. A manifest that would be refused is reported on stderr "
+        "(one line per problem, with its field path) instead of rendered; one that renders "
+        "with a Degraded status (such as a malformed "
+        f"{api.ANNOTATION_PROGRESS_DEADLINE} annotation) is rendered and reported. Either "
+        "makes the exit status 1.",
     )
-    parser.add_argument("file", type=Path, metavar="FILE", help="YAML with DisaggregatedSets")
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help='YAML files ("-" reads standard input), e.g. examples/*.yaml',
+    )
     parser.add_argument(
         "--now",
         default=_RENDER_NOW,
+        type=_rfc3339,
         metavar="TIME",
         help="RFC 3339 time stamped on new conditions (default: a fixed time, for stable output)",
     )
@@ -152,27 +162,71 @@ def _add_render(commands: _Subcommands) -> None:
 
 
 def _run_render(args: argparse.Namespace) -> int:
-    try:
-        documents = manifests.load_sets(args.file)
-    except manifests.ManifestError as error:
-        raise CliError(str(error)) from None
     invalid = False
+    found = False
     outputs = []
-    for document in documents:
-        parent = envelope.parse_parent(document)
-        violations = validation.violations(parent)
-        if violations:
+    for source in args.files:
+        try:
+            documents = manifests.read_documents(source)
+        except manifests.ManifestError as error:
+            _problem(str(error))
             invalid = True
-            print(f"{api.DS_KIND} {parent.name} is invalid:", file=sys.stderr)
-            for violation in violations:
-                print(f"  {violation.field}: {violation.message}", file=sys.stderr)
             continue
-        request = envelope.parse_sync_request(manifests.empty_cluster_request(document))
-        response = envelope.render_answer(sync.sync(request, now=args.now).answer)
-        outputs.append({"children": response["children"], "status": response["status"]})
+        for document in documents:
+            if not manifests.is_set(document):
+                print(f"{source}: skipping {manifests.describe(document)}", file=sys.stderr)
+                continue
+            found = True
+            problems, output = _render_one(document, now=args.now)
+            for problem in problems:
+                _problem(f"{source}: {manifests.describe(document)}: {problem}")
+            invalid = invalid or bool(problems)
+            if output is not None:
+                outputs.append(output)
     if outputs:
         print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
+    if not found and not invalid:
+        _problem(f"no {api.DS_KIND} in {', '.join(args.files)}")
+        invalid = True
     return 1 if invalid else 0
+
+
+def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.JsonObject | None]:
+    """What is wrong with one manifest (refused, or Degraded on its first sync) and, unless it is
+    refused, its first sync's children and status."""
+    problems = manifests.schema_errors(document)
+    if problems:
+        return problems, None
+    try:
+        stored = manifests.stored(document)
+        parent = envelope.parse_parent(stored)
+    except envelope.RequestError as error:
+        return [str(error)], None
+    violations = validation.violations(parent)
+    if violations:
+        return [f"{v.field}: {v.message}" for v in violations], None
+    request = envelope.parse_sync_request(manifests.empty_cluster_request(stored))
+    result = sync.sync(request, now=now)
+    if result.summary.get("outcome") == "held":
+        degraded = envelope.render_answer(result.answer)["status"]["conditions"][-1]
+        return [str(degraded["message"])], None
+    response = envelope.render_answer(result.answer)
+    degraded = [
+        f"{c['reason']}: {c['message']}"
+        for c in response["status"]["conditions"]
+        if c["type"] == api.ConditionType.DEGRADED and c["status"] == api.ConditionStatus.TRUE
+    ]
+    return degraded, {"children": response["children"], "status": response["status"]}
+
+
+def _problem(text: str) -> None:
+    print(f"{PROG} render: {text}", file=sys.stderr)
+
+
+def _rfc3339(text: str) -> str:
+    if progress.epoch_seconds(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time")
+    return text
 
 
 # --- plan ----------------------------------------------------------------------------------------
@@ -219,8 +273,9 @@ def _add_plan(commands: _Subcommands) -> None:
         action="append",
         type=_budget_items,
         metavar="VALUE|ROLE=VALUE,...",
-        help="like --max-surge (percentages rounded down); with neither option a role gets "
-        "maxSurge 1, maxUnavailable 0",
+        help="like --max-surge (percentages rounded down); a role given only one of the two "
+        "has 0 for the other, one with neither gets maxSurge 1, maxUnavailable 0; values the "
+        "API refuses (over 100%%, both 0) are refused",
     )
     files = parser.add_argument_group("manifests")
     files.add_argument(
@@ -370,9 +425,9 @@ def _add_crds(commands: _Subcommands) -> None:
     parser.add_argument(
         "--dir",
         type=Path,
-        default=DEFAULT_CRDS_DIR,
         metavar="DIR",
-        help="directory of the CRD files (default: crds/ in the current directory)",
+        help="directory of the CRD files (default: crds/ in the current directory, which must "
+        "exist; a --dir is created when missing)",
     )
     parser.add_argument(
         "--import-lws",
@@ -385,13 +440,16 @@ def _add_crds(commands: _Subcommands) -> None:
 
 
 def _run_crds(args: argparse.Namespace) -> int:
-    directory: Path = args.dir
+    directory: Path = args.dir or DEFAULT_CRDS_DIR
     if args.import_lws is not None:
         try:
             print(f"wrote {crdgen.import_lws(args.import_lws)}")
         except (OSError, crdgen.CrdGenError) as error:
             raise CliError(f"cannot import {args.import_lws}: {error}") from None
     if args.check:
+        if not directory.is_dir():
+            advice = "" if args.dir else ": run from the repository root or pass --dir"
+            raise CliError(f"{directory} is not a directory{advice}")
         stale = crdgen.check_crds(directory)
         if stale:
             command = f"{PROG} crds"
@@ -405,6 +463,10 @@ def _run_crds(args: argparse.Namespace) -> int:
             return 1
         print(f"CRDs in {directory} are up to date")
         return 0
+    if args.dir is None and not directory.is_dir():
+        raise CliError(
+            f"no {directory}/ here: run from the repository root, or pass --dir to create one"
+        )
     for name in crdgen.write_crds(directory):
         print(f"wrote {directory / name}")
     return 0
@@ -451,3 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
         return error.exit_code
+    except BrokenPipeError:
+        # The reader went away (`plan ... | head`): what it read is all it wanted. Point stdout
+        # at nothing so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

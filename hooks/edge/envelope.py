@@ -19,6 +19,7 @@ name, labels, annotations, spec). Never mutate it: copy the parts you change.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 import orjson
 import pydantic
@@ -340,13 +341,22 @@ def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
     return tuple(conditions)
 
 
+# Messages that say what to do, where pydantic's own words would not (by location and error type).
+_SCHEMA_MESSAGES: Final[dict[tuple[tuple[int | str, ...], str], str]] = {
+    (("roles",), "too_short"): f"must list at least {api.MIN_ROLES} roles: add a role",
+    (("roles",), "too_long"): f"must list at most {api.MAX_ROLES} roles: remove or merge roles",
+    (("roles",), "missing"): f"is required: list {api.MIN_ROLES} to {api.MAX_ROLES} roles",
+}
+
+
 def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:
     violations = []
     for detail in error.errors(include_url=False):
         path = "spec"
         for part in detail["loc"]:
             path += f"[{part}]" if isinstance(part, int) else f".{part}"
-        violations.append(api.Violation(rule="schema", field=path, message=detail["msg"]))
+        message = _SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"])
+        violations.append(api.Violation(rule="schema", field=path, message=message))
     return tuple(violations)
 
 

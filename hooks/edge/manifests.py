@@ -8,9 +8,13 @@ what makes the names printed here the names a cluster gets.
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
+import jsonschema
 import yaml
 
 from hooks import api
@@ -27,21 +31,74 @@ class ManifestError(Exception):
     """A file holds no usable DisaggregatedSet manifest."""
 
 
+STDIN: Final = "-"
+
+
+def read_documents(source: str) -> list[Any]:
+    """The YAML documents of a file, or of standard input for "-" (empty documents dropped)."""
+    try:
+        text = sys.stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ManifestError(f"cannot read {source}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ManifestError(f"{source} is not UTF-8 text") from None
+    try:
+        return [document for document in yaml.safe_load_all(text) if document is not None]
+    except yaml.YAMLError as error:
+        problem = str(error).replace("\n", " ")
+        raise ManifestError(f"{source} is not valid YAML: {problem}") from None
+
+
+def describe(document: object) -> str:
+    """How to name a document in a message: its kind and name when it has them."""
+    if not isinstance(document, dict):
+        return f"a YAML {type(document).__name__}"
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return f"{document.get('kind', 'an object without kind')} {name or '(no name)'}"
+
+
+def is_set(document: object) -> bool:
+    """Whether a document claims to be a DisaggregatedSet (of any apiVersion)."""
+    return isinstance(document, dict) and document.get("kind") == api.DS_KIND
+
+
+def schema_errors(document: JsonObject) -> list[str]:
+    """What the API server's OpenAPI check would refuse in a DisaggregatedSet manifest (after
+    its defaults), as `path: message` lines. The CEL rules are `validation`'s."""
+    if document.get("apiVersion") != api.API_VERSION:
+        return [f"apiVersion: must be {api.API_VERSION}, not {document.get('apiVersion')!r}"]
+    defaulted = crdgen.apply_defaults(document)
+    errors = sorted(
+        _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
+    )
+    return [f"{_path(error.absolute_path)}: {_message(error)}" for error in errors]
+
+
+@functools.cache
+def _schema_validator() -> jsonschema.Draft4Validator:
+    schema = crdgen.build_crds()[crdgen.DS_FILE]["spec"]["versions"][0]["schema"]
+    return jsonschema.Draft4Validator(schema["openAPIV3Schema"])
+
+
+def _path(parts: Iterable[object]) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path.lstrip(".") or "(the object)"
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator in ("minItems", "maxItems") and isinstance(error.instance, list):
+        bound = "at least" if error.validator == "minItems" else "at most"
+        return f"must have {bound} {error.validator_value} items, has {len(error.instance)}"
+    message = error.message
+    return message if len(message) <= 200 else message[:200] + "..."
+
+
 def load_sets(path: Path) -> list[JsonObject]:
     """Every DisaggregatedSet document of a YAML file (other kinds are skipped), as stored."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ManifestError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        documents: list[Any] = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as error:
-        raise ManifestError(f"{path} is not valid YAML: {error}") from None
-    sets = [
-        stored(document)
-        for document in documents
-        if isinstance(document, dict) and document.get("kind") == api.DS_KIND
-    ]
+    sets = [stored(document) for document in read_documents(str(path)) if is_set(document)]
     if not sets:
         raise ManifestError(f"{path} holds no {api.DS_KIND} manifest")
     return sets

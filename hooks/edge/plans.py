@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api
-from hooks.core import planner, records, rollout
+from hooks import api, rules
+from hooks.core import planner, records, rollout, validation
 from hooks.gocompat import gotext, revision
 
 
@@ -65,10 +65,10 @@ def roles_from_vectors(
     roles = []
     for name in names:
         replicas = target_by_role.get(name, 0)
+        surge, unavailable = max_surge.for_role(name), max_unavailable.for_role(name)
+        _check_budget(name, surge=surge, unavailable=unavailable, replicas=replicas)
         config = planner.resolve_config(
-            replicas=replicas,
-            max_surge=max_surge.for_role(name),
-            max_unavailable=max_unavailable.for_role(name),
+            replicas=replicas, max_surge=surge, max_unavailable=unavailable
         )
         roles.append(
             PlanRole(
@@ -76,6 +76,23 @@ def roles_from_vectors(
             )
         )
     return roles
+
+
+def _check_budget(
+    role: str, *, surge: int | str | None, unavailable: int | str | None, replicas: int
+) -> None:
+    """The API's rules for maxSurge and maxUnavailable, with its messages (`rules`). A value
+    given for only one of the two leaves the other at 0, so `--max-surge 0` alone is refused like
+    both at 0 (the planner would otherwise fall back to maxSurge 1 without a word)."""
+    for value, rule in (
+        (surge, rules.MAX_SURGE_INT_OR_PERCENT),
+        (unavailable, rules.MAX_UNAVAILABLE_INT_OR_PERCENT),
+    ):
+        if value is not None and validation.int_or_percent(value) is None:
+            raise PlanError(f"role {role}: {rule.message}", usage=True)
+    given = surge is not None or unavailable is not None
+    if given and replicas > 0 and validation.both_zero(surge or 0, unavailable or 0, replicas):
+        raise PlanError(f"role {role}: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}", usage=True)
 
 
 def roles_from_manifests(

@@ -14,7 +14,7 @@ import pytest
 from hooks import api
 from hooks.gocompat import revision
 from tests.builders import make_ds, make_role
-from tests.shared import load_golden_or_empty
+from tests.shared import by_name, golden_params, load_golden_or_empty
 from tests.sim import views
 from tests.sim.cluster import Cluster, SimulationFailure, keys_of
 from tests.sim.lws_controller import Readiness
@@ -194,11 +194,7 @@ def golden_case(case: JsonObject) -> tuple[VectorCase, list[State]]:
     return vector, steps
 
 
-@pytest.mark.parametrize(
-    "case",
-    GOLDEN or [pytest.param(None, marks=pytest.mark.skip(reason="../shared/golden is absent"))],
-    ids=[case["name"] for case in GOLDEN] or None,
-)
+@pytest.mark.parametrize("case", golden_params("planner_sequences.json", by_name))
 def test_golden_planner_sequence_through_sync(case: JsonObject, hook_version: str) -> None:
     """Each pass of the real sync lands on the next golden state (immediate readiness).
 

@@ -7,6 +7,7 @@ CRD at its schema node.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,14 @@ from hooks import rules
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL, rolling
 from tests.cel_eval import make_ds, make_role
-from tests.shared import REFERENCE_DIR, load_golden_or_empty, shared_path
+from tests.shared import (
+    REFERENCE_DIR,
+    by_name,
+    golden_params,
+    load_golden_or_empty,
+    reference_params,
+    shared_path,
+)
 
 JsonObject = dict[str, Any]
 
@@ -105,9 +113,9 @@ def test_structural_rules_reject_and_block_cel_only_on_blocking_errors(
 _SAMPLES = sorted(path.name for path in REFERENCE_DIR.glob("sample-*.yaml"))
 
 
-@pytest.mark.parametrize("name", _SAMPLES)
-def test_upstream_samples_are_accepted(harness: cel_eval.CrdHarness, name: str) -> None:
-    manifest = yaml.safe_load(shared_path(f"reference/{name}").read_text())
+@pytest.mark.parametrize("path", reference_params("sample-*.yaml"))
+def test_upstream_samples_are_accepted(harness: cel_eval.CrdHarness, path: Path) -> None:
+    manifest = yaml.safe_load(path.read_text())
     assert harness.pruned_paths(manifest) == []
     admission = harness.admit(manifest)
     assert admission.schema_errors == []
@@ -133,7 +141,7 @@ _UPSTREAM_MESSAGES = {
 }
 
 
-@pytest.mark.parametrize("vector", _STORED, ids=[v["name"] for v in _STORED])
+@pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_stored_objects_match_upstream_webhook(
     harness: cel_eval.CrdHarness, vector: JsonObject
 ) -> None:

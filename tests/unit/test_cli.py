@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hooks import api
 from hooks.edge import cli as cli
 from hooks.edge import crdgen
 
@@ -229,6 +232,29 @@ def test_plan_incomplete_or_mixed_arguments_exit_2(
 
     assert code == 2
     assert err.startswith("python -m hooks plan: error:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "rule"),
+    [
+        (["--max-surge", "150%"], "maxSurge must be a non-negative integer or a percentage"),
+        (["--max-unavailable", "b=101%"], "maxUnavailable must be a non-negative integer"),
+        (["--max-surge", "0", "--max-unavailable", "0"], "must not be 0 when maxSurge is 0"),
+        (["--max-surge", "0"], "must not be 0 when maxSurge is 0"),
+        (["--max-surge", "0%", "--max-unavailable", "40%"], "must not be 0 when maxSurge is 0"),
+    ],
+    ids=["surge-over-100", "unavailable-over-100", "both-zero", "surge-zero-alone", "both-round-0"],
+)
+def test_plan_refuses_what_the_api_refuses_with_its_message(
+    capsys: pytest.CaptureFixture[str], argv: list[str], rule: str
+) -> None:
+    # Both roles have 2 replicas: 40% of 2 rounds down to 0 for maxUnavailable.
+    code, out, err = run(capsys, "plan", "--old", "a=2,b=2", "--target", "a=2,b=2", *argv)
+
+    assert code == 2
+    assert out == ""
+    assert err.startswith("python -m hooks plan: error: role ")
+    assert rule in err
 
 
 # --- plan from manifests -------------------------------------------------------------------------
@@ -460,6 +486,46 @@ def test_crds_check_default_dir_suggests_the_plain_command(
     assert "`python -m hooks crds`" in err
 
 
+def test_crds_check_outside_the_repository_says_where_to_run_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    code, out, err = run(capsys, "crds", "--check")
+
+    assert code == 1
+    assert out == ""
+    assert err == (
+        "python -m hooks crds: error: crds is not a directory: run from the repository root "
+        "or pass --dir\n"
+    )
+    assert "regenerate" not in err
+
+
+def test_crds_check_with_a_missing_dir_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nothing"
+
+    code, _, err = run(capsys, "crds", "--check", "--dir", str(missing))
+
+    assert code == 1
+    assert err == f"python -m hooks crds: error: {missing} is not a directory\n"
+    assert not missing.exists()
+
+
+def test_crds_does_not_create_crds_outside_the_repository(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    code, _, err = run(capsys, "crds")
+
+    assert code == 1
+    assert "pass --dir to create one" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_crds_writes_into_the_given_directory(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -487,10 +553,9 @@ def test_render_prints_children_and_status_of_every_example(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     for example in sorted(EXAMPLES.glob("*.yaml")):
-        if example.name == "external-keda.yaml":
-            continue  # a ScaledObject only: there is no DisaggregatedSet to render
         code, out, err = run(capsys, "render", str(example))
-        assert (code, err) == (0, ""), example.name
+        assert code == 0, example.name
+        assert all(" skipping " in line for line in err.splitlines()), err
         for rendered in yaml.safe_load_all(out):
             kinds = {child["kind"] for child in rendered["children"]}
             assert "LeaderWorkerSet" in kinds
@@ -556,6 +621,152 @@ def test_render_without_a_disaggregatedset_fails(
 
     assert code == 1
     assert "no DisaggregatedSet" in err
+
+
+def _example_set() -> dict[str, Any]:
+    return next(yaml.safe_load_all((EXAMPLES / "three-roles.yaml").read_text()))
+
+
+def test_render_refuses_a_schema_type_error_with_its_field_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = _example_set()
+    container = document["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    container["spec"]["containers"][0]["image"] = 123
+    path = write(tmp_path / "bad.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1
+    assert out == ""
+    assert err == (
+        f"python -m hooks render: {path}: DisaggregatedSet qwen-vl: spec.roles[0].spec."
+        "leaderWorkerTemplate.workerTemplate.spec.containers[0].image: 123 is not of type "
+        "'string'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"apiVersion": "disaggregatedset.x-k8s.io/v2"}, "apiVersion: must be"),
+        ({"apiVersion": None}, "apiVersion: must be"),
+        ({"metadata": None}, "metadata"),
+        ({"metadata": {"name": 5}}, "name"),
+        ({"spec": {"roles": []}}, "spec.roles: must have at least 2 items, has 0"),
+        ({"spec": "text"}, "spec"),
+    ],
+    ids=["wrong-version", "no-version", "no-metadata", "number-name", "no-roles", "spec-text"],
+)
+def test_render_reports_malformed_sets_in_one_line_without_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, change: dict[str, Any], problem: str
+) -> None:
+    document = {**_example_set(), **change}
+    document = {key: value for key, value in document.items() if value is not None}
+    path = write(tmp_path / "bad.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1
+    assert out == ""
+    assert "Traceback" not in err
+    [line] = err.splitlines()
+    assert line.startswith(f"python -m hooks render: {path}: DisaggregatedSet ")
+    assert problem in line
+
+
+def test_render_reports_a_degraded_first_sync_and_fails(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = _example_set()
+    document["metadata"]["annotations"] = {
+        "disaggregatedset.x-k8s.io/progress-deadline-seconds": "x"
+    }
+    path = write(tmp_path / "held.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1
+    assert yaml.safe_load(out)["children"] != []  # the default deadline applies: it renders
+    assert err.startswith(f"python -m hooks render: {path}: DisaggregatedSet qwen-vl: ")
+    assert "InvalidAnnotation" in err and "progress-deadline-seconds" in err
+
+
+def test_render_takes_several_files_and_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO((EXAMPLES / "external-hpa.yaml").read_text()))
+    files = [str(EXAMPLES / "three-roles.yaml"), "-", str(EXAMPLES / "slices-placement.yaml")]
+
+    code, out, err = run(capsys, "render", *files)
+
+    assert code == 0
+    rendered = list(yaml.safe_load_all(out))
+    owners = [r["children"][0]["metadata"]["labels"][api.LABEL_NAME] for r in rendered]
+    assert owners == ["qwen-vl", "llama-8b", "deepseek"]
+    assert err == "-: skipping HorizontalPodAutoscaler llama-8b-prefill\n"
+
+
+def test_render_goes_on_after_a_bad_file_and_fails_at_the_end(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [unclosed\n")
+    files = [str(tmp_path / "missing.yaml"), str(broken), str(EXAMPLES / "three-roles.yaml")]
+
+    code, out, err = run(capsys, "render", *files)
+
+    assert code == 1
+    assert [r["status"]["revision"] for r in yaml.safe_load_all(out)] != []
+    lines = err.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"python -m hooks render: cannot read {tmp_path}/missing.yaml")
+    assert lines[1].startswith(f"python -m hooks render: {broken} is not valid YAML")
+
+
+@pytest.mark.parametrize("now", ["garbage", "2026-13-01T00:00:00Z", ""])
+def test_render_refuses_a_now_that_is_not_rfc3339(
+    capsys: pytest.CaptureFixture[str], now: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["render", "--now", now, str(EXAMPLES / "three-roles.yaml")])
+
+    assert exit_info.value.code == 2
+    assert "is not an RFC 3339 time" in capsys.readouterr().err
+
+
+def test_render_stamps_a_given_now_on_new_conditions(capsys: pytest.CaptureFixture[str]) -> None:
+    now = "2030-05-06T07:08:09Z"
+
+    code, out, _ = run(capsys, "render", "--now", now, str(EXAMPLES / "three-roles.yaml"))
+
+    assert code == 0
+    conditions = yaml.safe_load(out)["status"]["conditions"]
+    assert {c["lastTransitionTime"] for c in conditions} == {now}
+
+
+def test_output_cut_short_by_the_reader_is_not_an_error() -> None:
+    # `plan ... | head -1`: the reader closes the pipe after one line, while more than a pipe
+    # buffer (64 KiB) of the table is still to be written.
+    argv = [
+        sys.executable,
+        "-m",
+        "hooks",
+        "plan",
+        "--old",
+        "a=400,b=400",
+        "--target",
+        "a=400,b=400",
+    ]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.readline()
+        process.stdout.close()
+        err = process.stderr.read()
+        code = process.wait(timeout=60)
+
+    assert code == 0
+    assert err == b""
 
 
 # --- help and serve ------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from hooks.core import planner
 from hooks.core.planner import DEFAULT_CONFIG, RoleConfig, Step, StepRule
-from tests.shared import load_golden_or_empty
+from tests.shared import by_name, golden_params
 from tests.spec_examples import WorkedExample, worked_example_params
 
 Vector = tuple[int, ...]
@@ -27,41 +27,24 @@ def _upstream_pass_limit(initial_old: list[int], target: list[int]) -> int:
     return 2 * max(max(initial_old), max(target)) + 10
 
 
-# --- golden vectors (../shared/golden; an empty parameter set skips when it is absent) ---
+# --- golden vectors (../shared/golden; each test skips, naming the file, when it is absent) ---
 
 
-def _nextstep_params() -> list[Any]:
-    return [
-        pytest.param(
-            vector,
-            id=(
-                f"{index:03d}-initial{vector['initialOld']}-old{vector['currentOld']}"
-                f"-new{vector['currentNew']}-target{vector['target']}"
-            ).replace(" ", ""),
-        )
-        for index, vector in enumerate(load_golden_or_empty("planner_nextstep.json"))
-    ]
+def _nextstep_id(index: int, vector: Any) -> str:
+    return (
+        f"{index:03d}-initial{vector['initialOld']}-old{vector['currentOld']}"
+        f"-new{vector['currentNew']}-target{vector['target']}"
+    ).replace(" ", "")
 
 
-def _sequence_params() -> list[Any]:
-    return [
-        pytest.param(case, id=case["name"])
-        for case in load_golden_or_empty("planner_sequences.json")
-    ]
+def _config_id(index: int, row: Any) -> str:
+    return (
+        f"{index:02d}-replicas{row['replicas']}-surge{row['maxSurge']}"
+        f"-unavailable{row['maxUnavailable']}" + ("-error" if "error" in row else "")
+    )
 
 
-def _config_params() -> list[Any]:
-    return [
-        pytest.param(
-            row,
-            id=f"{index:02d}-replicas{row['replicas']}-surge{row['maxSurge']}"
-            f"-unavailable{row['maxUnavailable']}" + ("-error" if "error" in row else ""),
-        )
-        for index, row in enumerate(load_golden_or_empty("rollout_config.json"))
-    ]
-
-
-@pytest.mark.parametrize("vector", _nextstep_params())
+@pytest.mark.parametrize("vector", golden_params("planner_nextstep.json", _nextstep_id))
 def test_next_step_matches_upstream_vector(vector: dict[str, Any]) -> None:
     step = planner.next_step(
         initial_old=vector["initialOld"],
@@ -78,7 +61,7 @@ def test_next_step_matches_upstream_vector(vector: dict[str, Any]) -> None:
         assert (list(step.old), list(step.new)) == (expected["past"], expected["new"])
 
 
-@pytest.mark.parametrize("case", _sequence_params())
+@pytest.mark.parametrize("case", golden_params("planner_sequences.json", by_name))
 def test_rollout_sequence_matches_upstream_sequence(case: dict[str, Any]) -> None:
     steps = planner.rollout_sequence(
         initial_old=case["initialOld"],
@@ -91,7 +74,7 @@ def test_rollout_sequence_matches_upstream_sequence(case: dict[str, Any]) -> Non
     ]
 
 
-@pytest.mark.parametrize("row", _config_params())
+@pytest.mark.parametrize("row", golden_params("rollout_config.json", _config_id))
 def test_resolve_config_matches_upstream(row: dict[str, Any]) -> None:
     config = planner.resolve_config(
         replicas=row["replicas"], max_surge=row["maxSurge"], max_unavailable=row["maxUnavailable"]

@@ -7,9 +7,7 @@ from typing import Any
 import pytest
 
 from hooks.gocompat import quantity
-from tests.shared import load_golden_or_empty
-
-VECTORS: list[Any] = load_golden_or_empty("quantity_vectors.json")
+from tests.shared import golden_params
 
 
 def _roundtrip(json_text: str) -> str:
@@ -17,10 +15,7 @@ def _roundtrip(json_text: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "vector",
-    VECTORS
-    or [pytest.param(None, marks=pytest.mark.skip(reason="../shared/golden is not available"))],
-    ids=[repr(v["json_input"]) for v in VECTORS] or None,
+    "vector", golden_params("quantity_vectors.json", lambda _, vector: repr(vector["json_input"]))
 )
 def test_golden_vector_matches_upstream(vector: dict[str, Any]) -> None:
     if vector["error"] is not None:

@@ -6,16 +6,15 @@ import copy
 import hashlib
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
 from hooks import api
 from hooks.gocompat import gojson, gotext, revision
-from tests.shared import load_golden_or_empty
+from tests.shared import by_name, golden_params
 
-VECTORS: list[Any] = load_golden_or_empty("revision_vectors.json")
-NO_SHARED = pytest.param(None, marks=pytest.mark.skip(reason="../shared/golden is not available"))
+VECTORS: Final = golden_params("revision_vectors.json", by_name)
 
 
 def _roles(stored: dict[str, Any]) -> list[tuple[str, api.JsonObject]]:
@@ -61,7 +60,7 @@ def _container_json(template: dict[str, Any]) -> str:
 # --- golden vectors --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("vector", VECTORS or [NO_SHARED], ids=[v["name"] for v in VECTORS] or None)
+@pytest.mark.parametrize("vector", VECTORS)
 def test_golden_vector_bytes_and_revision(vector: dict[str, Any]) -> None:
     roles = _roles(vector["stored"])
     got = revision.encode_templates(roles)
@@ -70,7 +69,7 @@ def test_golden_vector_bytes_and_revision(vector: dict[str, Any]) -> None:
     assert revision.compute_revision(roles) == vector["revision"]
 
 
-@pytest.mark.parametrize("vector", VECTORS or [NO_SHARED], ids=[v["name"] for v in VECTORS] or None)
+@pytest.mark.parametrize("vector", VECTORS)
 def test_golden_vector_input_is_not_mutated(vector: dict[str, Any]) -> None:
     stored = vector["stored"]
     before = copy.deepcopy(stored)

@@ -9,7 +9,7 @@ import pytest
 from hooks import api, rules
 from hooks.core import validation
 from tests.cel_eval import make_ds, make_role
-from tests.shared import load_golden_or_empty
+from tests.shared import by_name, golden_params
 
 JsonObject = dict[str, Any]
 
@@ -257,10 +257,7 @@ def test_check_is_deterministic() -> None:
     )
 
 
-_STORED = load_golden_or_empty("revision_vectors.json")
-
-
-@pytest.mark.parametrize("vector", _STORED, ids=[v["name"] for v in _STORED])
+@pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_stored_objects_match_upstream_webhook(vector: JsonObject) -> None:
     stored = vector["stored"]
     violations = _check(stored)

@@ -26,7 +26,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 # README.md is listed as the package's `readme` in pyproject.toml, so the
 # build needs it.
-COPY pyproject.toml README.md requirements.lock ./
+COPY pyproject.toml README.md LICENSE requirements.lock ./
 COPY hooks ./hooks
 # Wheels for every locked dependency (each checked against its hash), then for
 # the project itself without resolving anything again. All of them ship binary

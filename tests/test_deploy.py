@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
@@ -396,11 +398,121 @@ def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]
     assert "--workers" not in container["args"]  # one worker, which the sizing assumes
 
 
-def test_image_is_settable_with_kustomize_edit_set_image() -> None:
+def test_the_image_is_set_by_one_images_entry(rendered: list[Manifest]) -> None:
+    """Users change the image in kustomization.yaml's `images:` (no `kustomize edit`)."""
     kustomization = yaml.safe_load((REPO_ROOT / "kustomization.yaml").read_text())
-    assert HOOK_NAME in {image["name"] for image in kustomization.get("images", [])}
+    [image] = [entry for entry in kustomization["images"] if entry["name"] == HOOK_NAME]
+    assert set(image) == {"name", "newName", "newTag"}
     deployment = yaml.safe_load(DEPLOYMENT_FILE.read_text())
     assert _container(deployment)["image"] == HOOK_NAME
+    rendered_image = _container(_one(rendered, "Deployment", HOOK_NAME))["image"]
+    assert rendered_image == f"{image['newName']}:{image['newTag']}"
+
+
+# --- the example overlay -----------------------------------------------------------------------
+
+OVERLAY_DIR = REPO_ROOT / "examples" / "overlay"
+OVERLAY_NAMESPACE = "llm-serving"
+
+
+@pytest.fixture(scope="module")
+def overlay() -> Manifest:
+    document: Manifest = yaml.safe_load((OVERLAY_DIR / "kustomization.yaml").read_text())
+    return document
+
+
+@pytest.fixture(scope="module")
+def rendered_overlay(tmp_path_factory: pytest.TempPathFactory, overlay: Manifest) -> list[Manifest]:
+    """The example overlay copied out of the clone, as its comment says, and built."""
+    _require_crds()
+    # The documented layout: the overlay directory next to a clone named disaggregatedset-hooks.
+    assert overlay["resources"] == ["../disaggregatedset-hooks"]
+    copy = tmp_path_factory.mktemp("user") / "my-install"
+    shutil.copytree(OVERLAY_DIR, copy)
+    kustomization = {**overlay, "resources": [os.path.relpath(REPO_ROOT, copy)]}
+    (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return _kustomize(copy)
+
+
+def test_example_overlay_sets_image_namespace_replicas_and_resources(
+    overlay: Manifest, rendered_overlay: list[Manifest]
+) -> None:
+    assert overlay["namespace"] == OVERLAY_NAMESPACE
+    assert _kinds_and_names(rendered_overlay) == (
+        BASE_OBJECTS - {("Namespace", NAMESPACE)} | {("Namespace", OVERLAY_NAMESPACE)}
+    )
+    deployment = _one(rendered_overlay, "Deployment", HOOK_NAME)
+    [image] = overlay["images"]
+    assert _container(deployment)["image"] == f"{image['newName']}:{image['newTag']}"
+    [replicas] = overlay["replicas"]
+    assert deployment["spec"]["replicas"] == replicas["count"] != 2
+    [patch] = overlay["patches"]
+    [operation] = yaml.safe_load(patch["patch"])
+    assert _container(deployment)["resources"] == operation["value"]
+
+
+def test_example_overlay_moves_the_hook_urls_to_its_namespace(
+    rendered_overlay: list[Manifest],
+) -> None:
+    for obj in rendered_overlay:
+        if obj["kind"] == "CompositeController":
+            assert "namespace" not in obj["metadata"]
+            for hook in obj["spec"]["hooks"].values():
+                url = hook["webhook"]["url"]
+                assert url.startswith(f"http://{HOOK_NAME}.{OVERLAY_NAMESPACE}.svc/")
+        elif obj["kind"] not in CLUSTER_SCOPED_KINDS:
+            assert obj["metadata"]["namespace"] == OVERLAY_NAMESPACE
+
+
+def test_example_overlay_keeps_the_memory_limit_that_holds_the_largest_request(
+    rendered: list[Manifest], rendered_overlay: list[Manifest]
+) -> None:
+    base = _container(_one(rendered, "Deployment", HOOK_NAME))["resources"]["limits"]["memory"]
+    deployment = _one(rendered_overlay, "Deployment", HOOK_NAME)
+    assert _container(deployment)["resources"]["limits"]["memory"] == base
+
+
+# --- install.yaml ------------------------------------------------------------------------------
+
+
+def test_install_yaml_is_current() -> None:
+    _require_crds()
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed; install.yaml cannot be rendered")
+    from tools import install_yaml
+
+    expected = install_yaml.render()
+    assert (REPO_ROOT / "install.yaml").read_text() == expected, (
+        "install.yaml is out of date: run `python -m tools.install_yaml` and commit the result"
+    )
+
+
+def test_install_yaml_holds_the_base_objects_and_says_how_to_apply_it() -> None:
+    text = (REPO_ROOT / "install.yaml").read_text()
+    objects = [doc for doc in yaml.safe_load_all(text) if doc]
+    assert _kinds_and_names(objects) == BASE_OBJECTS
+    assert "kubectl apply --server-side -f install.yaml" in text.split("---", 1)[0]
+
+
+# --- what the README and the kit claim -----------------------------------------------------------
+
+
+def test_one_kubernetes_version_is_claimed_and_it_is_the_tested_one() -> None:
+    from tests.cluster import assets
+
+    tested = assets.KUBERNETES_VERSION
+    for name in ("README.md", "kustomization.yaml"):
+        claims = set(re.findall(r"Kubernetes v?(1\.\d+)", (REPO_ROOT / name).read_text()))
+        assert claims == {tested}, f"{name} claims Kubernetes {claims}, tested {tested}"
+
+
+def test_the_license_file_is_the_declared_license() -> None:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    text = (REPO_ROOT / "LICENSE").read_text()
+    assert "Apache License" in text.splitlines()[1]
+    assert "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
 
 
 # --- the external-replicas-warning component ---------------------------------------------------

@@ -37,12 +37,17 @@ LWS_CRDS: Final = ("leaderworkersets-crd.yaml", "manifests.yaml")
 TESTCLUSTER_DIR: Final = SHARED_DIR / "testcluster"
 TESTCLUSTER_ARCHIVE: Final = TESTCLUSTER_DIR / "testcluster.tar.xz"
 
+# The Kubernetes minor version the suite runs (and the README claims): the cluster suite checks
+# the API server's own version against it.
+KUBERNETES_VERSION: Final = "1.36"
+
 HOW_TO_INSTALL: Final = (
     f"set {ENVTEST_VARIABLE} to a directory with etcd and kube-apiserver (for example"
-    " `setup-envtest use -p path 1.36.x`) and "
+    f" `setup-envtest use -p path {KUBERNETES_VERSION}.x`) and "
     f"{EXTRA_VARIABLE} to a directory with metacontroller (v4.17.x), kube-controller-manager"
-    " (1.36.x), metacontroller-crds-v1.yaml and the LeaderWorkerSet CRD (leaderworkersets-crd.yaml"
-    " or LWS's release manifests.yaml); see the README's 'Run the cluster tests'"
+    f" ({KUBERNETES_VERSION}.x), metacontroller-crds-v1.yaml and the LeaderWorkerSet CRD"
+    " (leaderworkersets-crd.yaml or LWS's release manifests.yaml); see the README's 'Run the"
+    " cluster tests'"
 )
 
 

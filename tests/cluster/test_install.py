@@ -12,7 +12,7 @@ import yaml
 
 from hooks import api, rules
 from hooks.edge import crdgen
-from tests.cluster import kube, sets
+from tests.cluster import assets, kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.shared import REPO_ROOT
 
@@ -128,3 +128,29 @@ def test_printer_columns(control_plane: ControlPlane, namespace: str) -> None:
     header, row = table.splitlines()
     assert header.split() == ["NAME", "DESIRED", "CURRENT", "AGE"]
     assert row.split()[:3] == ["llm-prefill", "1", "1"]
+
+
+def test_install_yaml_is_accepted_with_server_side_apply(control_plane: ControlPlane) -> None:
+    """The single-file install (`kubectl apply --server-side -f install.yaml`), over the kit the
+    session installed from `kubectl kustomize .`: every object is accepted. A server-side dry
+    run, as the session's hook URLs point at the local server and must stay so."""
+    result = control_plane.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "-f",
+        str(REPO_ROOT / "install.yaml"),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    documents = [doc for doc in yaml.safe_load_all((REPO_ROOT / "install.yaml").read_text()) if doc]
+    applied = [line for line in result.stdout.splitlines() if "serverside-applied" in line]
+    assert len(applied) == len(documents), result.stdout
+
+
+def test_the_server_runs_the_kubernetes_version_the_readme_claims(
+    control_plane: ControlPlane,
+) -> None:
+    version = json.loads(control_plane.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert f"{version['major']}.{version['minor']}" == assets.KUBERNETES_VERSION

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tomllib
 from collections.abc import Callable
 from fnmatch import fnmatch
@@ -23,15 +22,15 @@ import pytest
 import yaml
 from celpy import celtypes
 
+from tests import kustomize
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMPONENT_DIR = REPO_ROOT / "components" / "external-replicas-warning"
 DEPLOYMENT_FILE = REPO_ROOT / "metacontroller" / "hooks-deployment.yaml"
-CRD_FILES = ("crds/disaggregatedsets.yaml", "crds/disaggregatedsetrolescalers.yaml")
 
 NAMESPACE = "disaggregatedset-system"
 HOOK_NAME = "disaggregatedset-hooks"
 RUN_AS_USER = 65532
-KUBECTL_TIMEOUT_S = 120
 
 # Kinds that must never carry metadata.namespace. kustomize only knows some of them; the root
 # kustomization strips the namespace from the others.
@@ -67,34 +66,6 @@ Manifest = dict[str, Any]
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _kustomize(directory: Path) -> list[Manifest]:
-    """Objects of `kubectl kustomize <directory>`; skips without kubectl, fails on a build error."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed; the kustomize build cannot be rendered")
-    try:
-        proc = subprocess.run(
-            [kubectl, "kustomize", str(directory)],
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"kubectl kustomize {directory} took more than {KUBECTL_TIMEOUT_S}s")
-    if proc.returncode != 0:
-        pytest.fail(f"kubectl kustomize {directory} failed:\n{proc.stderr}")
-    # kustomize reports deprecated or ignored fields on stderr; the kit must not use any.
-    assert "warning" not in proc.stderr.lower(), proc.stderr
-    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
-
-
-def _require_crds() -> None:
-    missing = [name for name in CRD_FILES if not (REPO_ROOT / name).is_file()]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not generated yet (python -m hooks crds)")
-
-
 def _copy_install_tree(destination: Path) -> None:
     """Copy kustomization.yaml and everything it names (plus components/) to `destination`."""
     kustomization = yaml.safe_load((REPO_ROOT / "kustomization.yaml").read_text())
@@ -110,14 +81,14 @@ def _copy_install_tree(destination: Path) -> None:
 
 @pytest.fixture(scope="module")
 def rendered() -> list[Manifest]:
-    _require_crds()
-    return _kustomize(REPO_ROOT)
+    kustomize.require_crds()
+    return kustomize.render(REPO_ROOT)
 
 
 @pytest.fixture(scope="module")
 def rendered_with_component(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
     """The repository root plus the component, built from an overlay outside the repository."""
-    _require_crds()
+    kustomize.require_crds()
     overlay = tmp_path_factory.mktemp("overlay")
     # kustomize refuses absolute paths here; relative ones may leave the overlay's directory.
     overlay_doc = {
@@ -127,24 +98,14 @@ def rendered_with_component(tmp_path_factory: pytest.TempPathFactory) -> list[Ma
         "components": [os.path.relpath(COMPONENT_DIR, overlay)],
     }
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump(overlay_doc))
-    return _kustomize(overlay)
-
-
-def _one(objects: list[Manifest], kind: str, name: str) -> Manifest:
-    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(found) == 1, f"expected exactly one {kind} {name}, found {len(found)}"
-    return found[0]
-
-
-def _kinds_and_names(objects: list[Manifest]) -> set[tuple[str, str]]:
-    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+    return kustomize.render(overlay)
 
 
 # --- the base install ------------------------------------------------------------------------
 
 
 def test_base_renders_exactly_the_install_objects(rendered: list[Manifest]) -> None:
-    assert _kinds_and_names(rendered) == BASE_OBJECTS
+    assert kustomize.kinds_and_names(rendered) == BASE_OBJECTS
     assert len(rendered) == len(BASE_OBJECTS)
 
 
@@ -163,7 +124,7 @@ def test_common_labels_stay_out_of_selectors(rendered: list[Manifest]) -> None:
     for obj in rendered:
         labels = obj["metadata"].get("labels", {})
         assert labels.get("app.kubernetes.io/part-of") == "disaggregatedset", obj["kind"]
-    deployment = _one(rendered, "Deployment", HOOK_NAME)
+    deployment = kustomize.one(rendered, "Deployment", HOOK_NAME)
     assert "app.kubernetes.io/part-of" not in deployment["spec"]["selector"]["matchLabels"]
 
 
@@ -172,7 +133,9 @@ def test_both_crds_are_installed(rendered: list[Manifest]) -> None:
         ("disaggregatedsets", "DisaggregatedSet"),
         ("disaggregatedsetrolescalers", "DisaggregatedSetRoleScaler"),
     ):
-        crd = _one(rendered, "CustomResourceDefinition", f"{plural}.disaggregatedset.x-k8s.io")
+        crd = kustomize.one(
+            rendered, "CustomResourceDefinition", f"{plural}.disaggregatedset.x-k8s.io"
+        )
         assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
         assert crd["spec"]["group"] == "disaggregatedset.x-k8s.io"
         assert crd["spec"]["scope"] == "Namespaced"
@@ -185,7 +148,7 @@ def test_both_crds_are_installed(rendered: list[Manifest]) -> None:
 
 def _hook_base_url(rendered: list[Manifest]) -> str:
     """http://<service>.<namespace>.svc, the Service's in-cluster DNS name on its port 80."""
-    service = _one(rendered, "Service", HOOK_NAME)
+    service = kustomize.one(rendered, "Service", HOOK_NAME)
     assert [p["port"] for p in service["spec"]["ports"]] == [80]
     return f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
 
@@ -202,7 +165,7 @@ def _assert_hooks(controller: Manifest, base_url: str, paths: dict[str, str]) ->
 
 
 def test_disaggregatedset_controller_is_wired_as_spec_section_9(rendered: list[Manifest]) -> None:
-    controller = _one(rendered, "CompositeController", "disaggregatedset-controller")
+    controller = kustomize.one(rendered, "CompositeController", "disaggregatedset-controller")
     assert controller["apiVersion"] == "metacontroller.k8s.io/v1alpha1"
     spec = controller["spec"]
     assert spec["parentResource"] == {
@@ -231,7 +194,9 @@ def test_disaggregatedset_controller_is_wired_as_spec_section_9(rendered: list[M
 
 
 def test_rolescaler_controller_is_wired_as_spec_section_9(rendered: list[Manifest]) -> None:
-    controller = _one(rendered, "CompositeController", "disaggregatedsetrolescaler-controller")
+    controller = kustomize.one(
+        rendered, "CompositeController", "disaggregatedsetrolescaler-controller"
+    )
     spec = controller["spec"]
     assert spec["parentResource"] == {
         "apiVersion": "disaggregatedset.x-k8s.io/v1",
@@ -247,16 +212,16 @@ def test_rolescaler_controller_is_wired_as_spec_section_9(rendered: list[Manifes
 
 
 def test_changing_the_namespace_moves_the_hook_urls_along(tmp_path: Path) -> None:
-    _require_crds()
+    kustomize.require_crds()
     _copy_install_tree(tmp_path)
     kustomization = tmp_path / "kustomization.yaml"
     text = kustomization.read_text()
     assert f"\nnamespace: {NAMESPACE}\n" in text
     kustomization.write_text(text.replace(f"\nnamespace: {NAMESPACE}\n", "\nnamespace: llm-ops\n"))
 
-    objects = _kustomize(tmp_path)
+    objects = kustomize.render(tmp_path)
 
-    assert ("Namespace", "llm-ops") in _kinds_and_names(objects)
+    assert ("Namespace", "llm-ops") in kustomize.kinds_and_names(objects)
     for obj in objects:
         if obj["kind"] == "CompositeController":
             assert "namespace" not in obj["metadata"]
@@ -274,7 +239,7 @@ def _container(deployment: Manifest) -> Manifest:
 
 
 def test_hook_deployment_runs_two_probed_replicas(rendered: list[Manifest]) -> None:
-    deployment = _one(rendered, "Deployment", HOOK_NAME)
+    deployment = kustomize.one(rendered, "Deployment", HOOK_NAME)
     assert deployment["spec"]["replicas"] >= 2
     container = _container(deployment)
     assert container["args"] == [
@@ -296,8 +261,8 @@ def test_hook_deployment_runs_two_probed_replicas(rendered: list[Manifest]) -> N
 
 
 def test_hook_deployment_is_locked_down(rendered: list[Manifest]) -> None:
-    pod = _one(rendered, "Deployment", HOOK_NAME)["spec"]["template"]["spec"]
-    container = _container(_one(rendered, "Deployment", HOOK_NAME))
+    pod = kustomize.one(rendered, "Deployment", HOOK_NAME)["spec"]["template"]["spec"]
+    container = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))
     pod_sc, sc = pod.get("securityContext", {}), container["securityContext"]
 
     def effective(key: str) -> Any:
@@ -316,8 +281,8 @@ def test_hook_deployment_is_locked_down(rendered: list[Manifest]) -> None:
 
 
 def test_hook_deployment_writes_only_to_an_emptydir_at_tmp(rendered: list[Manifest]) -> None:
-    pod = _one(rendered, "Deployment", HOOK_NAME)["spec"]["template"]["spec"]
-    container = _container(_one(rendered, "Deployment", HOOK_NAME))
+    pod = kustomize.one(rendered, "Deployment", HOOK_NAME)["spec"]["template"]["spec"]
+    container = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert set(mounts) == {"/tmp"}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -327,7 +292,7 @@ def test_hook_deployment_writes_only_to_an_emptydir_at_tmp(rendered: list[Manife
 
 
 def test_hook_pods_are_spread_across_nodes(rendered: list[Manifest]) -> None:
-    deployment = _one(rendered, "Deployment", HOOK_NAME)
+    deployment = kustomize.one(rendered, "Deployment", HOOK_NAME)
     pod = deployment["spec"]["template"]["spec"]
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     spread = [
@@ -343,20 +308,20 @@ def test_hook_pods_are_spread_across_nodes(rendered: list[Manifest]) -> None:
 
 
 def test_service_and_pdb_select_the_hook_pods(rendered: list[Manifest]) -> None:
-    deployment = _one(rendered, "Deployment", HOOK_NAME)
+    deployment = kustomize.one(rendered, "Deployment", HOOK_NAME)
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert selector.items() <= pod_labels.items()
     container_ports = {p["name"]: p["containerPort"] for p in _container(deployment)["ports"]}
 
-    service = _one(rendered, "Service", HOOK_NAME)
+    service = kustomize.one(rendered, "Service", HOOK_NAME)
     assert service["spec"].get("type", "ClusterIP") == "ClusterIP"
     assert service["spec"]["selector"] == selector
     [port] = service["spec"]["ports"]
     assert port["port"] == 80
     assert port["targetPort"] in container_ports or port["targetPort"] in container_ports.values()
 
-    pdb = _one(rendered, "PodDisruptionBudget", HOOK_NAME)
+    pdb = kustomize.one(rendered, "PodDisruptionBudget", HOOK_NAME)
     assert pdb["apiVersion"] == "policy/v1"
     assert pdb["spec"]["selector"] == {"matchLabels": selector}
     assert pdb["spec"]["minAvailable"] == 1
@@ -366,8 +331,8 @@ def test_service_and_pdb_select_the_hook_pods(rendered: list[Manifest]) -> None:
 def test_network_policy_admits_metacontroller_to_hooks_and_prometheus_to_metrics(
     rendered: list[Manifest],
 ) -> None:
-    deployment = _one(rendered, "Deployment", HOOK_NAME)
-    policy = _one(rendered, "NetworkPolicy", HOOK_NAME)["spec"]
+    deployment = kustomize.one(rendered, "Deployment", HOOK_NAME)
+    policy = kustomize.one(rendered, "NetworkPolicy", HOOK_NAME)["spec"]
     assert policy["podSelector"] == deployment["spec"]["selector"]
     assert policy["policyTypes"] == ["Ingress"]
     admitted = {
@@ -390,7 +355,7 @@ def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]
     """The limit holds a parse of --max-parse-bytes, two buffered bodies and the process."""
     from hooks.edge import settings
 
-    container = _container(_one(rendered, "Deployment", HOOK_NAME))
+    container = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))
     limit = container["resources"]["limits"]["memory"]
     assert limit.endswith("Mi")
     worst = settings.DEFAULT_MAX_PARSE_BYTES + settings.Limits().buffered_bytes + 200 * settings.MIB
@@ -405,7 +370,7 @@ def test_the_image_is_set_by_one_images_entry(rendered: list[Manifest]) -> None:
     assert set(image) == {"name", "newName", "newTag"}
     deployment = yaml.safe_load(DEPLOYMENT_FILE.read_text())
     assert _container(deployment)["image"] == HOOK_NAME
-    rendered_image = _container(_one(rendered, "Deployment", HOOK_NAME))["image"]
+    rendered_image = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))["image"]
     assert rendered_image == f"{image['newName']}:{image['newTag']}"
 
 
@@ -424,24 +389,24 @@ def overlay() -> Manifest:
 @pytest.fixture(scope="module")
 def rendered_overlay(tmp_path_factory: pytest.TempPathFactory, overlay: Manifest) -> list[Manifest]:
     """The example overlay copied out of the clone, as its comment says, and built."""
-    _require_crds()
+    kustomize.require_crds()
     # The documented layout: the overlay directory next to a clone named disaggregatedset-hooks.
     assert overlay["resources"] == ["../disaggregatedset-hooks"]
     copy = tmp_path_factory.mktemp("user") / "my-install"
     shutil.copytree(OVERLAY_DIR, copy)
     kustomization = {**overlay, "resources": [os.path.relpath(REPO_ROOT, copy)]}
     (copy / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    return _kustomize(copy)
+    return kustomize.render(copy)
 
 
 def test_example_overlay_sets_image_namespace_replicas_and_resources(
     overlay: Manifest, rendered_overlay: list[Manifest]
 ) -> None:
     assert overlay["namespace"] == OVERLAY_NAMESPACE
-    assert _kinds_and_names(rendered_overlay) == (
+    assert kustomize.kinds_and_names(rendered_overlay) == (
         BASE_OBJECTS - {("Namespace", NAMESPACE)} | {("Namespace", OVERLAY_NAMESPACE)}
     )
-    deployment = _one(rendered_overlay, "Deployment", HOOK_NAME)
+    deployment = kustomize.one(rendered_overlay, "Deployment", HOOK_NAME)
     [image] = overlay["images"]
     assert _container(deployment)["image"] == f"{image['newName']}:{image['newTag']}"
     [replicas] = overlay["replicas"]
@@ -467,8 +432,10 @@ def test_example_overlay_moves_the_hook_urls_to_its_namespace(
 def test_example_overlay_keeps_the_memory_limit_that_holds_the_largest_request(
     rendered: list[Manifest], rendered_overlay: list[Manifest]
 ) -> None:
-    base = _container(_one(rendered, "Deployment", HOOK_NAME))["resources"]["limits"]["memory"]
-    deployment = _one(rendered_overlay, "Deployment", HOOK_NAME)
+    base = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))["resources"]["limits"][
+        "memory"
+    ]
+    deployment = kustomize.one(rendered_overlay, "Deployment", HOOK_NAME)
     assert _container(deployment)["resources"]["limits"]["memory"] == base
 
 
@@ -476,7 +443,7 @@ def test_example_overlay_keeps_the_memory_limit_that_holds_the_largest_request(
 
 
 def test_install_yaml_is_current() -> None:
-    _require_crds()
+    kustomize.require_crds()
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed; install.yaml cannot be rendered")
     from tools import install_yaml
@@ -490,7 +457,7 @@ def test_install_yaml_is_current() -> None:
 def test_install_yaml_holds_the_base_objects_and_says_how_to_apply_it() -> None:
     text = (REPO_ROOT / "install.yaml").read_text()
     objects = [doc for doc in yaml.safe_load_all(text) if doc]
-    assert _kinds_and_names(objects) == BASE_OBJECTS
+    assert kustomize.kinds_and_names(objects) == BASE_OBJECTS
     assert "kubectl apply --server-side -f install.yaml" in text.split("---", 1)[0]
 
 
@@ -501,9 +468,13 @@ def test_one_kubernetes_version_is_claimed_and_it_is_the_tested_one() -> None:
     from tests.cluster import assets
 
     tested = assets.KUBERNETES_VERSION
-    for name in ("README.md", "kustomization.yaml"):
-        claims = set(re.findall(r"Kubernetes v?(1\.\d+)", (REPO_ROOT / name).read_text()))
-        assert claims == {tested}, f"{name} claims Kubernetes {claims}, tested {tested}"
+    components = sorted(REPO_ROOT.glob("components/*/kustomization.yaml"))
+    for path in [REPO_ROOT / "README.md", REPO_ROOT / "kustomization.yaml", *components]:
+        text = path.read_text()
+        claims = set(re.findall(r"Kubernetes v?(1\.\d+)", text, flags=re.IGNORECASE))
+        assert claims <= {tested}, f"{path.name} claims Kubernetes {claims}, tested {tested}"
+        assert not re.search(r"1\.\d+ or later", text), f"{path.name} claims a minimum version"
+    assert tested in (REPO_ROOT / "README.md").read_text()
 
 
 def test_the_license_file_is_the_declared_license() -> None:
@@ -521,15 +492,17 @@ def test_the_license_file_is_the_declared_license() -> None:
 def test_component_adds_only_the_policy_and_its_binding(
     rendered_with_component: list[Manifest],
 ) -> None:
-    assert _kinds_and_names(rendered_with_component) == BASE_OBJECTS | {
+    assert kustomize.kinds_and_names(rendered_with_component) == BASE_OBJECTS | {
         ("ValidatingAdmissionPolicy", POLICY_NAME),
         ("ValidatingAdmissionPolicyBinding", POLICY_NAME),
     }
 
 
 def test_component_policy_warns_and_never_denies(rendered_with_component: list[Manifest]) -> None:
-    policy = _one(rendered_with_component, "ValidatingAdmissionPolicy", POLICY_NAME)
-    binding = _one(rendered_with_component, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    policy = kustomize.one(rendered_with_component, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(
+        rendered_with_component, "ValidatingAdmissionPolicyBinding", POLICY_NAME
+    )
     for obj in (policy, binding):
         assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
         assert "namespace" not in obj["metadata"]
@@ -545,20 +518,20 @@ def test_component_policy_warns_and_never_denies(rendered_with_component: list[M
 
 def test_component_enabled_in_the_root_kustomization_stays_cluster_scoped(tmp_path: Path) -> None:
     """kustomize takes the policy kinds for namespaced; the root's `namespace:` must not stick."""
-    _require_crds()
+    kustomize.require_crds()
     _copy_install_tree(tmp_path)
     kustomization = tmp_path / "kustomization.yaml"
     kustomization.write_text(
         kustomization.read_text() + "\ncomponents:\n  - components/external-replicas-warning\n"
     )
 
-    objects = _kustomize(tmp_path)
+    objects = kustomize.render(tmp_path)
 
-    policy = _one(objects, "ValidatingAdmissionPolicy", POLICY_NAME)
-    binding = _one(objects, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    policy = kustomize.one(objects, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(objects, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     assert "namespace" not in policy["metadata"]
     assert "namespace" not in binding["metadata"]
-    assert _one(objects, "Deployment", HOOK_NAME)["metadata"]["namespace"] == NAMESPACE
+    assert kustomize.one(objects, "Deployment", HOOK_NAME)["metadata"]["namespace"] == NAMESPACE
 
 
 def test_component_documents_how_to_enable_it() -> None:
@@ -766,3 +739,66 @@ def test_dockerignore_keeps_the_build_context_small(path: str, ignored: bool) ->
     lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     assert _dockerignored(path, patterns) is ignored
+
+
+# --- the metacontroller-scale component (for Metacontroller's own install) ---------------------
+
+SCALE_DIR = REPO_ROOT / "components" / "metacontroller-scale"
+# Metacontroller v4.17.2's production StatefulSet, reduced to what the patch touches.
+METACONTROLLER_STATEFULSET = {
+    "apiVersion": "apps/v1",
+    "kind": "StatefulSet",
+    "metadata": {"name": "metacontroller", "namespace": "metacontroller"},
+    "spec": {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "metacontroller"}},
+        "serviceName": "",
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "metacontroller"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "metacontroller",
+                        "image": "ghcr.io/metacontroller/metacontroller:v4.17.2",
+                        "command": ["/usr/bin/metacontroller"],
+                        "args": ["--zap-log-level=4", "--discovery-interval=20s"],
+                    }
+                ]
+            },
+        },
+    },
+}
+
+
+def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(METACONTROLLER_STATEFULSET))
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["metacontroller.yaml"],
+        "components": [os.path.relpath(SCALE_DIR, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+
+    [statefulset] = kustomize.render(tmp_path)
+
+    [container] = statefulset["spec"]["template"]["spec"]["containers"]
+    flags = dict(arg.split("=", 1) for arg in container["args"])
+    assert flags["--zap-log-level"] == "4" and flags["--discovery-interval"] == "20s"
+    assert {"--workers", "--client-go-qps", "--client-go-burst"} <= flags.keys()
+    assert int(flags["--workers"]) > 5  # Metacontroller's defaults: 5 workers,
+    assert float(flags["--client-go-qps"]) > 5  # 5 requests/s,
+    assert int(flags["--client-go-burst"]) > 10  # burst 10
+
+
+def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
+    from tests.cluster import controlplane
+
+    args = [
+        operation["value"]
+        for patch in yaml.safe_load((SCALE_DIR / "kustomization.yaml").read_text())["patches"]
+        for operation in yaml.safe_load(patch["patch"])
+    ]
+    assert controlplane.scale_flags() == tuple(args)
+    assert len(args) == 3

@@ -34,9 +34,21 @@ START_TIMEOUT_SECONDS: Final = 60.0
 KIT_NAMESPACE: Final = "disaggregatedset-system"
 # The in-cluster address of the hook Service in the kit's CompositeControllers.
 KIT_HOOK_URL: Final = f"http://disaggregatedset-hooks.{KIT_NAMESPACE}.svc"
-# Metacontroller's defaults (5 requests/s, burst 10) would make tests wait on client-side
-# throttling; these are the large-fleet settings the README recommends.
-METACONTROLLER_FLAGS: Final = ("--workers=8", "--client-go-qps=200", "--client-go-burst=400")
+# The large-fleet settings the README recommends, as components/metacontroller-scale adds them to
+# Metacontroller's install; the session runs Metacontroller with them (its defaults, 5 requests/s
+# with a burst of 10, would make tests wait on client-side throttling).
+SCALE_COMPONENT: Final = REPO_ROOT / "components" / "metacontroller-scale" / "kustomization.yaml"
+
+
+def scale_flags() -> tuple[str, ...]:
+    """The flags components/metacontroller-scale appends to Metacontroller's arguments."""
+    component = yaml.safe_load(SCALE_COMPONENT.read_text())
+    return tuple(
+        operation["value"]
+        for patch in component["patches"]
+        for operation in yaml.safe_load(patch["patch"])
+        if operation["path"].endswith("/args/-")
+    )
 
 
 @dataclass
@@ -99,14 +111,23 @@ class ControlPlane:
     kubeconfig: Path = Path()
     hook_port: int = 0
     metacontroller_metrics: str = ""
+    metacontroller_flags: Sequence[str] = ()
     _client: kube.Client | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, assets: Assets, workdir: Path) -> ControlPlane:
-        """Start everything; on any failure, stop what was started and re-raise."""
-        plane = cls(assets=assets, workdir=workdir)
+    def start(
+        cls,
+        assets: Assets,
+        workdir: Path,
+        *,
+        metacontroller_flags: Sequence[str] | None = None,
+    ) -> ControlPlane:
+        """Start everything; on any failure, stop what was started and re-raise. Metacontroller
+        gets `metacontroller_flags`, by default those of components/metacontroller-scale."""
+        flags = scale_flags() if metacontroller_flags is None else metacontroller_flags
+        plane = cls(assets=assets, workdir=workdir, metacontroller_flags=flags)
         try:
             plane._start()
         except BaseException:
@@ -263,7 +284,7 @@ class ControlPlane:
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
                 "--pprof-address=0",
                 "--discovery-interval=2s",
-                *METACONTROLLER_FLAGS,
+                *self.metacontroller_flags,
             ],
         )
         processes.wait_until_ready(

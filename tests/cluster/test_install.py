@@ -12,7 +12,7 @@ import yaml
 
 from hooks import api, rules
 from hooks.edge import crdgen
-from tests.cluster import assets, kube, sets
+from tests.cluster import assets, controlplane, kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.shared import REPO_ROOT
 
@@ -154,3 +154,12 @@ def test_the_server_runs_the_kubernetes_version_the_readme_claims(
 ) -> None:
     version = json.loads(control_plane.kubectl("version", "-o", "json").stdout)["serverVersion"]
     assert f"{version['major']}.{version['minor']}" == assets.KUBERNETES_VERSION
+
+
+def test_metacontroller_runs_with_the_scale_components_flags(control_plane: ControlPlane) -> None:
+    """Metacontroller v4.17.2 accepts the flags of components/metacontroller-scale: the session
+    runs it with them, and every other cluster test depends on it."""
+    metacontroller = control_plane.running["metacontroller"]
+    arguments = Path(f"/proc/{metacontroller.pid}/cmdline").read_bytes().decode().split("\0")
+    assert set(controlplane.scale_flags()) <= set(arguments)
+    assert metacontroller.running()

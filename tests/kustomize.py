@@ -1,0 +1,61 @@
+"""`kubectl kustomize` for the tests of the kit and its components.
+
+Rendering needs `kubectl` (its built-in kustomize): without it the calling test skips. A build
+error, or any warning (deprecated or ignored fields, which the kit must not use), fails it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from tests.shared import REPO_ROOT
+
+KUBECTL_TIMEOUT_S: Final = 120
+CRD_FILES: Final = ("crds/disaggregatedsets.yaml", "crds/disaggregatedsetrolescalers.yaml")
+
+Manifest = dict[str, Any]
+
+
+def render(directory: Path) -> list[Manifest]:
+    """The objects of `kubectl kustomize <directory>`."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed; the kustomize build cannot be rendered")
+    try:
+        proc = subprocess.run(
+            [kubectl, "kustomize", str(directory)],
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"kubectl kustomize {directory} took more than {KUBECTL_TIMEOUT_S}s")
+    if proc.returncode != 0:
+        pytest.fail(f"kubectl kustomize {directory} failed:\n{proc.stderr}")
+    assert "warning" not in proc.stderr.lower(), proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def require_crds() -> None:
+    """Skip when the generated CRDs, which the kit's kustomization names, are missing."""
+    missing = [name for name in CRD_FILES if not (REPO_ROOT / name).is_file()]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not generated yet (python -m hooks crds)")
+
+
+def one(objects: list[Manifest], kind: str, name: str) -> Manifest:
+    """The single rendered object of that kind and name."""
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected exactly one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def kinds_and_names(objects: list[Manifest]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objects}

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -62,3 +65,45 @@ def test_ci_linters_are_pinned_exactly() -> None:
     pinned = {Requirement(text).name: str(Requirement(text).specifier) for text in test_extra}
     for tool in ("ruff", "mypy", "import-linter", "types-PyYAML"):
         assert pinned[tool].startswith("=="), tool
+
+
+def _runtime_closure() -> set[str]:
+    """The runtime dependencies of pyproject and everything they require, by distribution name."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    pending = [Requirement(text) for text in project["dependencies"]]
+    closure: set[str] = set()
+    while pending:
+        requirement = pending.pop()
+        name = _normal(requirement.name)
+        if name in closure or (
+            requirement.marker is not None and not requirement.marker.evaluate({"extra": ""})
+        ):
+            continue
+        closure.add(name)
+        pending.extend(Requirement(text) for text in metadata.requires(name) or ())
+    return closure
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_server_needs_only_runtime_dependencies() -> None:
+    """`pip install .` must be enough to serve: every distribution the server imports while
+    starting (the app and gunicorn's gevent worker) is a runtime dependency or one of theirs.
+    The test extras must not hide a missing one (gunicorn's gevent worker imports `packaging`
+    without declaring it)."""
+    listing = "print('\\n'.join(sorted({m.partition('.')[0] for m in sys.modules})))\n"
+    start = "from hooks.edge import app, server\nserver._worker_class()\n"
+    at_startup = set(_run_python("import sys\n" + listing))  # site hooks, e.g. setuptools'
+    modules = set(_run_python("import sys\n" + start + listing)) - at_startup
+    owners = metadata.packages_distributions()
+    imported = {_normal(dist) for module in modules for dist in owners.get(module, ())}
+    missing = imported - _runtime_closure() - {"disaggregatedset-hooks"}
+    assert not missing, f"imported at start but not a runtime dependency: {sorted(missing)}"
+
+
+def _run_python(script: str) -> list[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()

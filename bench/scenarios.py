@@ -16,6 +16,7 @@ unstructured maps in Go, so their keys come out sorted and compact.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -743,26 +744,22 @@ def medium() -> Scenario:
     )
 
 
+def _rollout_passes(
+    shapes: Sequence[RoleShape], *, slices: int, placement: JsonObject
+) -> list[JsonObject]:
+    """The sync requests of a rollout of a new engine image on every role of a settled set."""
+    cluster = Cluster(parent(shapes, slices=slices, placement=placement))
+    _passes(cluster, limit=MAX_SETTLE_PASSES)
+    updated = tuple(dataclasses.replace(shape, image_tag="v0.11.1") for shape in shapes)
+    status = cluster.status
+    cluster.parent = parent(updated, slices=slices, placement=placement, generation=2)
+    cluster.status = status
+    return _passes(cluster, limit=MAX_ROLLOUT_PASSES)
+
+
 def medium_rollout() -> Scenario:
     """The medium set halfway through a rollout of a new engine image on every role."""
-    cluster = Cluster(parent(_MEDIUM, slices=8, placement=_MEDIUM_PLACEMENT))
-    _passes(cluster, limit=MAX_SETTLE_PASSES)
-    updated = tuple(
-        RoleShape(
-            shape.name,
-            shape.engine,
-            shape.model,
-            replicas=shape.replicas,
-            size=shape.size,
-            gpus=shape.gpus,
-            image_tag="v0.11.1",
-        )
-        for shape in _MEDIUM
-    )
-    status = cluster.status
-    cluster.parent = parent(updated, slices=8, placement=_MEDIUM_PLACEMENT, generation=2)
-    cluster.status = status
-    requests = _passes(cluster, limit=MAX_ROLLOUT_PASSES)
+    requests = _rollout_passes(_MEDIUM, slices=8, placement=_MEDIUM_PLACEMENT)
     request = requests[len(requests) // 2]
     phase = slice_phases(run_sync(request).summary)["0"]
     if not phase.startswith("stepping"):
@@ -782,24 +779,7 @@ def large() -> Scenario:
 
 def large_rollout() -> Scenario:
     """The largest request of the large set's rollout: both revisions in every slice."""
-    cluster = Cluster(parent(_LARGE, slices=100, placement=_LARGE_PLACEMENT))
-    _passes(cluster, limit=MAX_SETTLE_PASSES)
-    updated = tuple(
-        RoleShape(
-            shape.name,
-            shape.engine,
-            shape.model,
-            replicas=shape.replicas,
-            size=shape.size,
-            gpus=shape.gpus,
-            image_tag="v0.11.1",
-        )
-        for shape in _LARGE
-    )
-    status = cluster.status
-    cluster.parent = parent(updated, slices=100, placement=_LARGE_PLACEMENT, generation=2)
-    cluster.status = status
-    requests = _passes(cluster, limit=MAX_ROLLOUT_PASSES)
+    requests = _rollout_passes(_LARGE, slices=100, placement=_LARGE_PLACEMENT)
     request = max(requests, key=lambda item: len(orjson.dumps(item)))
     description = "10 roles x 100 slices mid-rollout (two revisions per slice), largest pass"
     return _scenario("large-rollout", description, request)

@@ -6,8 +6,6 @@ error, or any warning (deprecated or ignored fields, which the kit must not use)
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any, Final
 
@@ -15,8 +13,8 @@ import pytest
 import yaml
 
 from tests.shared import REPO_ROOT
+from tools import install_yaml
 
-KUBECTL_TIMEOUT_S: Final = 120
 CRD_FILES: Final = ("crds/disaggregatedsets.yaml", "crds/disaggregatedsetrolescalers.yaml")
 
 Manifest = dict[str, Any]
@@ -24,23 +22,13 @@ Manifest = dict[str, Any]
 
 def render(directory: Path) -> list[Manifest]:
     """The objects of `kubectl kustomize <directory>`."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed; the kustomize build cannot be rendered")
     try:
-        proc = subprocess.run(
-            [kubectl, "kustomize", str(directory)],
-            capture_output=True,
-            text=True,
-            timeout=KUBECTL_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"kubectl kustomize {directory} took more than {KUBECTL_TIMEOUT_S}s")
-    if proc.returncode != 0:
-        pytest.fail(f"kubectl kustomize {directory} failed:\n{proc.stderr}")
-    assert "warning" not in proc.stderr.lower(), proc.stderr
-    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+        text = install_yaml.kustomize_build(directory)
+    except install_yaml.KubectlMissing as missing:
+        pytest.skip(f"{missing}; the kustomize build cannot be rendered")
+    except install_yaml.GenerationError as error:
+        pytest.fail(str(error))
+    return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
 def require_crds() -> None:

@@ -275,49 +275,44 @@ def test_the_hook_metrics_include_the_histogram_series() -> None:
 # --- PromQL ------------------------------------------------------------------------------------
 
 
-def _selectors(node: Any) -> Iterator[promql_parser.VectorSelector]:
-    """Every vector selector in a parsed expression."""
-    if isinstance(node, promql_parser.VectorSelector):
-        yield node
-    elif isinstance(node, promql_parser.MatrixSelector):
-        yield node.vector_selector
+def _nodes(node: Any) -> Iterator[Any]:
+    """Every node of a parsed expression, outermost first."""
+    yield node
+    if isinstance(node, promql_parser.MatrixSelector):
+        children = [node.vector_selector]
     elif isinstance(node, promql_parser.BinaryExpr):
-        yield from _selectors(node.lhs)
-        yield from _selectors(node.rhs)
+        children = [node.lhs, node.rhs]
     elif isinstance(node, promql_parser.AggregateExpr):
-        yield from _selectors(node.expr)
-        if node.param is not None:
-            yield from _selectors(node.param)
+        children = [node.expr] + ([node.param] if node.param is not None else [])
     elif isinstance(node, promql_parser.Call):
-        for argument in node.args:
-            yield from _selectors(argument)
+        children = list(node.args)
     elif isinstance(
         node, promql_parser.ParenExpr | promql_parser.UnaryExpr | promql_parser.SubqueryExpr
     ):
-        yield from _selectors(node.expr)
-    elif not isinstance(node, promql_parser.NumberLiteral | promql_parser.StringLiteral):
+        children = [node.expr]
+    elif isinstance(
+        node,
+        promql_parser.VectorSelector | promql_parser.NumberLiteral | promql_parser.StringLiteral,
+    ):
+        children = []
+    else:
         raise TypeError(f"unexpected PromQL node {type(node).__name__}")
+    for child in children:
+        yield from _nodes(child)
+
+
+def _selectors(node: Any) -> Iterator[promql_parser.VectorSelector]:
+    """Every vector selector in a parsed expression."""
+    return (n for n in _nodes(node) if isinstance(n, promql_parser.VectorSelector))
 
 
 def _groupings(node: Any) -> Iterator[tuple[list[str], Any]]:
     """(labels, subexpression) of every `by`/`without` and `on`/`ignoring` in an expression."""
-    if isinstance(node, promql_parser.AggregateExpr):
-        if node.modifier is not None:
-            yield list(node.modifier.labels), node.expr
-        yield from _groupings(node.expr)
-    elif isinstance(node, promql_parser.BinaryExpr):
-        matching = node.modifier.matching if node.modifier is not None else None
-        if matching is not None:
-            yield list(matching.labels), node
-        yield from _groupings(node.lhs)
-        yield from _groupings(node.rhs)
-    elif isinstance(node, promql_parser.Call):
-        for argument in node.args:
-            yield from _groupings(argument)
-    elif isinstance(
-        node, promql_parser.ParenExpr | promql_parser.UnaryExpr | promql_parser.SubqueryExpr
-    ):
-        yield from _groupings(node.expr)
+    for n in _nodes(node):
+        if isinstance(n, promql_parser.AggregateExpr) and n.modifier is not None:
+            yield list(n.modifier.labels), n.expr
+        elif isinstance(n, promql_parser.BinaryExpr) and n.modifier and n.modifier.matching:
+            yield list(n.modifier.matching.labels), n
 
 
 def _metric_name(selector: promql_parser.VectorSelector) -> str:

@@ -41,17 +41,22 @@ HEADER: Final = """\
 
 
 class GenerationError(Exception):
-    """kubectl is missing or the kustomize build failed."""
+    """The kustomize build failed or warned."""
 
 
-def render(root: Path = REPO_ROOT) -> str:
-    """The text install.yaml must hold: the header, then `kubectl kustomize root`."""
+class KubectlMissing(GenerationError):
+    """kubectl, whose built-in kustomize renders the kit, is not on PATH."""
+
+
+def kustomize_build(directory: Path) -> str:
+    """`kubectl kustomize directory`. A warning (a deprecated or ignored field, which the kit must
+    not use) is an error like a failed build."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
-        raise GenerationError("kubectl is not on PATH (its built-in kustomize renders the kit)")
+        raise KubectlMissing("kubectl is not on PATH (its built-in kustomize renders the kit)")
     try:
         proc = subprocess.run(
-            [kubectl, "kustomize", str(root)],
+            [kubectl, "kustomize", str(directory)],
             capture_output=True,
             text=True,
             timeout=KUBECTL_TIMEOUT_S,
@@ -59,9 +64,14 @@ def render(root: Path = REPO_ROOT) -> str:
         )
     except subprocess.TimeoutExpired:
         raise GenerationError(f"kubectl kustomize took more than {KUBECTL_TIMEOUT_S} s") from None
-    if proc.returncode != 0:
-        raise GenerationError(f"kubectl kustomize {root} failed: {proc.stderr.strip()}")
-    return HEADER + "---\n" + proc.stdout
+    if proc.returncode != 0 or "warning" in proc.stderr.lower():
+        raise GenerationError(f"kubectl kustomize {directory}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def render(root: Path = REPO_ROOT) -> str:
+    """The text install.yaml must hold: the header, then `kubectl kustomize root`."""
+    return HEADER + "---\n" + kustomize_build(root)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -207,15 +207,14 @@ def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.J
         return [f"{v.field}: {v.message}" for v in violations], None
     request = envelope.parse_sync_request(manifests.empty_cluster_request(stored))
     result = sync.sync(request, now=now)
-    if result.summary.get("outcome") == "held":
-        degraded = envelope.render_answer(result.answer)["status"]["conditions"][-1]
-        return [str(degraded["message"])], None
     response = envelope.render_answer(result.answer)
     degraded = [
         f"{c['reason']}: {c['message']}"
         for c in response["status"]["conditions"]
         if c["type"] == api.ConditionType.DEGRADED and c["status"] == api.ConditionStatus.TRUE
     ]
+    if result.summary.get("outcome") == "held":  # refused by the hook: nothing to render
+        return degraded, None
     return degraded, {"children": response["children"], "status": response["status"]}
 
 
@@ -427,7 +426,7 @@ def _add_crds(commands: _Subcommands) -> None:
         type=Path,
         metavar="DIR",
         help="directory of the CRD files (default: crds/ in the current directory, which must "
-        "exist; a --dir is created when missing)",
+        "exist; a missing --dir is created, except with --check)",
     )
     parser.add_argument(
         "--import-lws",
@@ -441,15 +440,16 @@ def _add_crds(commands: _Subcommands) -> None:
 
 def _run_crds(args: argparse.Namespace) -> int:
     directory: Path = args.dir or DEFAULT_CRDS_DIR
+    # Only an explicit --dir is created: a default crds/ missing here means the wrong directory.
+    if not directory.is_dir() and (args.check or args.dir is None):
+        advice = "" if args.dir else ": run from the repository root, or pass --dir"
+        raise CliError(f"{directory} is not a directory{advice}")
     if args.import_lws is not None:
         try:
             print(f"wrote {crdgen.import_lws(args.import_lws)}")
         except (OSError, crdgen.CrdGenError) as error:
             raise CliError(f"cannot import {args.import_lws}: {error}") from None
     if args.check:
-        if not directory.is_dir():
-            advice = "" if args.dir else ": run from the repository root or pass --dir"
-            raise CliError(f"{directory} is not a directory{advice}")
         stale = crdgen.check_crds(directory)
         if stale:
             command = f"{PROG} crds"
@@ -463,10 +463,6 @@ def _run_crds(args: argparse.Namespace) -> int:
             return 1
         print(f"CRDs in {directory} are up to date")
         return 0
-    if args.dir is None and not directory.is_dir():
-        raise CliError(
-            f"no {directory}/ here: run from the repository root, or pass --dir to create one"
-        )
     for name in crdgen.write_crds(directory):
         print(f"wrote {directory / name}")
     return 0

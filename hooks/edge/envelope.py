@@ -18,7 +18,7 @@ name, labels, annotations, spec). Never mutate it: copy the parts you change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import orjson
@@ -349,12 +349,18 @@ _SCHEMA_MESSAGES: Final[dict[tuple[tuple[int | str, ...], str], str]] = {
 }
 
 
+def field_path(parts: Iterable[object], *, root: str = "") -> str:
+    """A field path as the API server writes it: `root.a.b[2].c` (list indexes in brackets)."""
+    path = root
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path.lstrip(".")
+
+
 def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:
     violations = []
     for detail in error.errors(include_url=False):
-        path = "spec"
-        for part in detail["loc"]:
-            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        path = field_path(detail["loc"], root="spec")
         message = _SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"])
         violations.append(api.Violation(rule="schema", field=path, message=message))
     return tuple(violations)

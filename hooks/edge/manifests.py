@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -72,20 +71,16 @@ def schema_errors(document: JsonObject) -> list[str]:
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
-    return [f"{_path(error.absolute_path)}: {_message(error)}" for error in errors]
+    return [
+        f"{envelope.field_path(error.absolute_path) or '(the object)'}: {_message(error)}"
+        for error in errors
+    ]
 
 
 @functools.cache
 def _schema_validator() -> jsonschema.Draft4Validator:
     schema = crdgen.build_crds()[crdgen.DS_FILE]["spec"]["versions"][0]["schema"]
     return jsonschema.Draft4Validator(schema["openAPIV3Schema"])
-
-
-def _path(parts: Iterable[object]) -> str:
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path.lstrip(".") or "(the object)"
 
 
 def _message(error: jsonschema.ValidationError) -> str:

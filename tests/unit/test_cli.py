@@ -496,7 +496,7 @@ def test_crds_check_outside_the_repository_says_where_to_run_it(
     assert code == 1
     assert out == ""
     assert err == (
-        "python -m hooks crds: error: crds is not a directory: run from the repository root "
+        "python -m hooks crds: error: crds is not a directory: run from the repository root, "
         "or pass --dir\n"
     )
     assert "regenerate" not in err
@@ -522,7 +522,7 @@ def test_crds_does_not_create_crds_outside_the_repository(
     code, _, err = run(capsys, "crds")
 
     assert code == 1
-    assert "pass --dir to create one" in err
+    assert "run from the repository root, or pass --dir" in err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,13 +9,20 @@ LeaderWorkerSet controller: every LWS reports ready `--delay` seconds after a ch
 
 - create: N sets (prefill 2 + decode 1 groups, one slice) are created at once; the phase ends
   when every set is Available for its generation;
+- idle: every set gets an unrelated annotation at once, so each is synced with nothing to change;
+  the phase ends 2 s after the hook answered that many syncs (Metacontroller should write nothing);
 - rollout: every set's image changes at once; the phase ends when every set is Available at a
   new revision and only the new revision's LWS remain.
 
-For each phase it prints the wall time, the CPU seconds of Metacontroller, the hook server,
+For each phase it prints the time from the first write to each milestone (the arrival of the
+watch event that completed it), the CPU seconds of Metacontroller, the hook server,
 kube-apiserver and etcd (from /proc, whole process groups), the hook calls by hook with their
-mean latency (the server's own histogram), the sync calls per set and Metacontroller's API
-requests. After both phases: each process's peak resident memory.
+mean latency (the server's own histogram), the syncs per set and how many of them answered the
+observed state (`disaggregatedset_sync_unchanged_total`), and Metacontroller's API requests by
+method with its writes per set. After the phases: each process's peak resident memory. With one
+set, the create and rollout phases are also printed event by event: each watch event of the
+set, its LWS and Services, merged with the hook server's log line of each call (with what the
+call made Metacontroller write), which shows where the time of a rollout goes.
 
 Metacontroller profiles (its command-line flags):
 
@@ -30,12 +37,15 @@ usage error.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +55,7 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from hooks import api  # noqa: E402
 from tests.cluster import assets, kube, processes, sets  # noqa: E402 (needs the root on sys.path)
 from tests.cluster.controlplane import ControlPlane, scale_flags  # noqa: E402
 from tests.cluster.lws import FakeLwsController  # noqa: E402
@@ -53,7 +64,7 @@ JsonObject = dict[str, Any]
 
 PROCESSES: Final = ("metacontroller", "hooks", "kube-apiserver", "etcd")
 NAMESPACE: Final = "bench"
-POLL_SECONDS: Final = 1.0
+SETTLE_SECONDS: Final = 2.0
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 
@@ -96,16 +107,20 @@ def _samples(url: str) -> list[tuple[str, dict[str, str], float]]:
     ]
 
 
+WRITE_METHODS: Final = ("POST", "PUT", "PATCH", "DELETE")
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Counters at one moment; phases are differences of two snapshots."""
 
-    at: float
+    wall: float
     cpu: Mapping[str, float]
     peak_kib: Mapping[str, int]
     hook_calls: Mapping[str, float]
     hook_seconds: Mapping[str, float]
-    api_requests: float
+    unchanged: float
+    api_requests: Mapping[str, float]
 
     @classmethod
     def take(cls, plane: ControlPlane) -> Snapshot:
@@ -114,31 +129,42 @@ class Snapshot:
             cpu[name], peak[name] = _group_stats(plane.running[name].pid)
         calls: dict[str, float] = {}
         seconds: dict[str, float] = {}
+        unchanged = 0.0
         for name, labels, value in _samples(f"{plane.hook_url}/metrics"):
             if name == "disaggregatedset_hook_duration_seconds_count":
                 calls[labels["hook"]] = calls.get(labels["hook"], 0) + value
             elif name == "disaggregatedset_hook_duration_seconds_sum":
                 seconds[labels["hook"]] = seconds.get(labels["hook"], 0) + value
-        requests = sum(
-            value
-            for name, _, value in _samples(plane.metacontroller_metrics)
-            if name == "rest_client_requests_total"
-        )
-        return cls(time.monotonic(), cpu, peak, calls, seconds, requests)
+            elif name == "disaggregatedset_sync_unchanged_total":
+                unchanged += value
+        requests: dict[str, float] = {}
+        for name, labels, value in _samples(plane.metacontroller_metrics):
+            if name == "rest_client_requests_total":
+                method = labels.get("method", "?")
+                requests[method] = requests.get(method, 0) + value
+        return cls(time.time(), cpu, peak, calls, seconds, unchanged, requests)
 
 
 @dataclass(frozen=True)
 class Phase:
     name: str
-    completed: bool
+    milestones: Mapping[str, float | None]
+    """Seconds from the phase's start to each milestone; None when it was not reached."""
     seconds: float
     cpu: Mapping[str, float]
     hook_calls: Mapping[str, float]
     hook_mean_ms: Mapping[str, float]
-    api_requests: float
+    unchanged: float
+    api_requests: Mapping[str, float]
+
+    @property
+    def completed(self) -> bool:
+        return all(value is not None for value in self.milestones.values())
 
 
-def phase_between(name: str, completed: bool, before: Snapshot, after: Snapshot) -> Phase:
+def phase_between(
+    name: str, reached: Mapping[str, float | None], before: Snapshot, after: Snapshot
+) -> Phase:
     calls = {
         hook: after.hook_calls[hook] - before.hook_calls.get(hook, 0) for hook in after.hook_calls
     }
@@ -149,87 +175,303 @@ def phase_between(name: str, completed: bool, before: Snapshot, after: Snapshot)
     }
     return Phase(
         name=name,
-        completed=completed,
-        seconds=after.at - before.at,
+        milestones={
+            milestone: None if at is None else at - before.wall for milestone, at in reached.items()
+        },
+        seconds=after.wall - before.wall,
         cpu={process: after.cpu[process] - before.cpu[process] for process in PROCESSES},
         hook_calls={hook: count for hook, count in calls.items() if count},
         hook_mean_ms=mean,
-        api_requests=after.api_requests - before.api_requests,
+        unchanged=after.unchanged - before.unchanged,
+        api_requests={
+            method: count - before.api_requests.get(method, 0)
+            for method, count in after.api_requests.items()
+            if count - before.api_requests.get(method, 0)
+        },
     )
+
+
+# --- watching --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """One watch event or hook call, at wall-clock time `at`."""
+
+    at: float
+    source: str
+    name: str
+    what: str
+
+
+class Recorder:
+    """Watches the sets, their LWS and Services; waits on what it saw and keeps a timeline.
+
+    Completion times are the arrival times of the watch events that completed a phase, so they
+    are not rounded to a polling interval.
+    """
+
+    def __init__(self, client: kube.Client) -> None:
+        self._condition = threading.Condition()
+        self.objects: dict[str, dict[str, JsonObject]] = {"ds": {}, "lws": {}, "svc": {}}
+        self.events: list[Event] = []
+        self._watches = [
+            kube.Watch(client, resource, self._handler(source), namespace=NAMESPACE)
+            for source, resource in (
+                ("ds", kube.DISAGGREGATED_SETS),
+                ("lws", kube.LWS),
+                ("svc", kube.SERVICES),
+            )
+        ]
+
+    def _handler(self, source: str) -> Callable[[JsonObject], None]:
+        def on_event(event: JsonObject) -> None:
+            obj = event["object"]
+            name = obj["metadata"]["name"]
+            with self._condition:
+                previous = self.objects[source].get(name)
+                if event["type"] == "DELETED":
+                    self.objects[source].pop(name, None)
+                else:
+                    self.objects[source][name] = obj
+                what = _describe_change(source, event["type"], previous, obj)
+                self.events.append(Event(time.time(), source, name, what))
+                self._condition.notify_all()
+
+        return on_event
+
+    def wait(self, done: Callable[[Recorder], bool], timeout: float) -> float | None:
+        """The wall time of the event after which `done` held, or None after `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            while not done(self):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._condition.wait(left)
+            return self.events[-1].at if self.events else time.time()
+
+    def stop(self) -> None:
+        for watch in self._watches:
+            watch.stop()
+
+
+def _describe_change(source: str, kind: str, previous: JsonObject | None, obj: JsonObject) -> str:
+    if kind == "DELETED":
+        return "deleted"
+    if source == "ds":
+        status = obj.get("status") or {}
+        reasons = ",".join(
+            f"{c['type']}={c['status']}" for c in status.get("conditions", []) if "type" in c
+        )
+        return f"{kind.lower()} gen {obj['metadata']['generation']} status {reasons or '-'}"
+    if source == "svc":
+        return kind.lower()
+    spec = obj.get("spec", {}).get("replicas", 1)
+    ready = (obj.get("status") or {}).get("readyReplicas", 0)
+    if previous is None:
+        return f"{kind.lower()} replicas {spec}"
+    old_spec = previous.get("spec", {}).get("replicas", 1)
+    old_ready = (previous.get("status") or {}).get("readyReplicas", 0)
+    changes = []
+    if old_spec != spec:
+        changes.append(f"replicas {old_spec}->{spec}")
+    if old_ready != ready:
+        changes.append(f"ready {old_ready}->{ready}")
+    return ", ".join(changes) or "metadata"
+
+
+def hook_calls(log: Path, since: float, until: float) -> list[Event]:
+    """The hook server's log lines for calls that ended between `since` and `until`."""
+    calls = []
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        if "hook" not in entry:
+            continue
+        at = datetime.fromisoformat(entry["time"].replace("Z", "+00:00")).timestamp()
+        if since <= at <= until + 1:
+            described = entry["hook"]
+            writes = entry.get("writes")
+            if isinstance(writes, dict):
+                changes = " ".join(f"{key}={value}" for key, value in writes.items() if value)
+                described += f" {changes or 'unchanged'}"
+            calls.append(Event(at, "hook", entry.get("object", ""), described))
+    return calls
 
 
 # --- the workload ------------------------------------------------------------------------------
 
 
-def _set(index: int, image: str) -> JsonObject:
+def _set(name: str, image: str) -> JsonObject:
     manifest = sets.small_set(NAMESPACE, image=image)
-    manifest["metadata"]["name"] = f"llm-{index:04d}"
+    manifest["metadata"]["name"] = name
     return manifest
 
 
-def _wait(check: Callable[[], bool], timeout: float) -> bool:
+def _all_lws(count: int, *, besides: Mapping[str, str]) -> Callable[[Recorder], bool]:
+    """Every set has its two LWS at a revision other than `besides` (its old one)."""
+
+    def done(recorder: Recorder) -> bool:
+        fresh = [
+            lws
+            for lws in recorder.objects["lws"].values()
+            if lws["metadata"]["labels"].get(api.LABEL_REVISION)
+            != besides.get(lws["metadata"]["labels"].get(api.LABEL_NAME, ""))
+        ]
+        return len(fresh) == 2 * count
+
+    return done
+
+
+def _all_available(count: int) -> Callable[[Recorder], bool]:
+    def done(recorder: Recorder) -> bool:
+        listed = recorder.objects["ds"].values()
+        return len(listed) == count and all(sets.is_available(ds) for ds in listed)
+
+    return done
+
+
+def _rolled(old: Mapping[str, str]) -> Callable[[Recorder], bool]:
+    def done(recorder: Recorder) -> bool:
+        for ds in recorder.objects["ds"].values():
+            revision = ds.get("status", {}).get("revision")
+            if revision == old[ds["metadata"]["name"]] or not sets.is_available(ds):
+                return False
+        return len(recorder.objects["lws"]) == 2 * len(old)
+
+    return done
+
+
+@dataclass(frozen=True)
+class Run:
+    phases: list[Phase]
+    timelines: dict[str, list[Event]]
+    """With one set: the create and rollout phases' watch events and hook calls, in time order."""
+    peaks: Mapping[str, int]
+
+
+class Workload:
+    """The sets of one run on one control plane, and what was measured so far."""
+
+    def __init__(self, plane: ControlPlane, recorder: Recorder, count: int, timeout: float):
+        self.plane, self.recorder, self.count, self.timeout = plane, recorder, count, timeout
+        self.phases: list[Phase] = []
+        self.timelines: dict[str, list[Event]] = {}
+
+    def _measure(
+        self,
+        name: str,
+        act: Callable[[], None],
+        milestones: Mapping[str, Callable[[], float | None]],
+    ) -> bool:
+        """Run `act`, wait for each milestone in turn, and record the phase; whether all came."""
+        before = Snapshot.take(self.plane)
+        started = len(self.recorder.events)
+        act()
+        reached = {}
+        for milestone, wait in milestones.items():
+            reached[milestone] = wait()
+        after = Snapshot.take(self.plane)
+        self.phases.append(phase_between(name, reached, before, after))
+        if self.count == 1 and name != "idle":
+            calls = hook_calls(self.plane.running["hooks"].log, before.wall, after.wall)
+            watched = self.recorder.events[started:]
+            self.timelines[name] = sorted([*watched, *calls], key=lambda event: event.at)
+        return all(value is not None for value in reached.values())
+
+    def _each(self, change: Callable[[kube.Client, str], None]) -> Callable[[], None]:
+        def act() -> None:
+            for index in range(self.count):
+                change(self.plane.client, f"llm-{index:04d}")
+
+        return act
+
+    def create(self) -> bool:
+        def create(client: kube.Client, name: str) -> None:
+            client.create(kube.DISAGGREGATED_SETS, _set(name, sets.IMAGE_V1))
+
+        wait = self.recorder.wait
+        return self._measure(
+            "create",
+            self._each(create),
+            {
+                "all LWS": lambda: wait(_all_lws(self.count, besides={}), self.timeout),
+                "Available": lambda: wait(_all_available(self.count), self.timeout),
+            },
+        )
+
+    def idle(self) -> bool:
+        """An annotation on every set: a sync each that has nothing to change."""
+
+        def touch(client: kube.Client, name: str) -> None:
+            patch = {"metadata": {"annotations": {"example.com/touched": str(time.time())}}}
+            client.patch(kube.DISAGGREGATED_SETS, name, patch, namespace=NAMESPACE)
+
+        synced = Snapshot.take(self.plane).hook_calls.get("sync", 0)
+        return self._measure(
+            "idle",
+            self._each(touch),
+            {"synced": lambda: _wait_syncs(self.plane, synced + self.count, self.timeout)},
+        )
+
+    def rollout(self) -> bool:
+        old = {name: ds["status"]["revision"] for name, ds in self.recorder.objects["ds"].items()}
+
+        def upgrade(client: kube.Client, name: str) -> None:
+            spec = _set(name, sets.IMAGE_V2)["spec"]
+            client.patch(kube.DISAGGREGATED_SETS, name, {"spec": spec}, namespace=NAMESPACE)
+
+        wait = self.recorder.wait
+        return self._measure(
+            "rollout",
+            self._each(upgrade),
+            {
+                "new LWS": lambda: wait(_all_lws(self.count, besides=old), self.timeout),
+                "rolled out": lambda: wait(_rolled(old), self.timeout),
+            },
+        )
+
+
+def _wait_syncs(plane: ControlPlane, calls: float, timeout: float) -> float | None:
+    """The time by which the hook answered `calls` syncs in all, then was quiet for a while."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(POLL_SECONDS)
-    return False
+        if Snapshot.take(plane).hook_calls.get("sync", 0) >= calls:
+            reached = time.time()
+            time.sleep(SETTLE_SECONDS)  # let any write they cause happen within the phase
+            return reached
+        time.sleep(0.1)
+    return None
 
 
-def _all_available(client: kube.Client, count: int) -> bool:
-    listed = client.list(kube.DISAGGREGATED_SETS, namespace=NAMESPACE)
-    return len(listed) == count and all(sets.is_available(ds) for ds in listed)
-
-
-def _rolled(client: kube.Client, old: Mapping[str, str]) -> bool:
-    listed = client.list(kube.DISAGGREGATED_SETS, namespace=NAMESPACE)
-    for ds in listed:
-        revision = ds.get("status", {}).get("revision")
-        if revision == old[ds["metadata"]["name"]] or not sets.is_available(ds):
-            return False
-    lws = client.list(kube.LWS, namespace=NAMESPACE)
-    return len(lws) == 2 * len(old)
-
-
-def run(count: int, flags: Sequence[str], *, delay: float, timeout: float) -> list[Phase]:
-    """One fresh control plane: create `count` sets, then roll them all."""
+def run(count: int, flags: Sequence[str], *, delay: float, timeout: float) -> Run:
+    """One fresh control plane: create `count` sets, sync them idle, then roll them all."""
     found = assets.find_assets()
     workdir = Path(tempfile.mkdtemp(prefix="ds-bench-"))
     plane = ControlPlane.start(found, workdir, metacontroller_flags=flags)
     controller = FakeLwsController(plane.client, delay=delay)
     controller.start()
+    client = plane.client
+    client.create(
+        kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+    )
+    # The API server's first DisaggregatedSet write compiles the CRD's validation rules (about 2 s
+    # here); a dry run pays that before anything is timed.
+    client.create(kube.DISAGGREGATED_SETS, _set("llm-warm-up", sets.IMAGE_V1), dry_run=True)
+    recorder = Recorder(client)
     try:
-        client = plane.client
-        client.create(
-            kube.NAMESPACES,
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        )
-        phases = []
-        before = Snapshot.take(plane)
-        for index in range(count):
-            client.create(kube.DISAGGREGATED_SETS, _set(index, sets.IMAGE_V1))
-        done = _wait(lambda: _all_available(client, count), timeout)
-        after = Snapshot.take(plane)
-        phases.append(phase_between("create", done, before, after))
-        if done:
-            old = {
-                ds["metadata"]["name"]: ds["status"]["revision"]
-                for ds in client.list(kube.DISAGGREGATED_SETS, namespace=NAMESPACE)
-            }
-            before = Snapshot.take(plane)
-            for index in range(count):
-                spec = _set(index, sets.IMAGE_V2)["spec"]
-                client.patch(
-                    kube.DISAGGREGATED_SETS, f"llm-{index:04d}", {"spec": spec}, namespace=NAMESPACE
-                )
-            done = _wait(lambda: _rolled(client, old), timeout)
-            after = Snapshot.take(plane)
-            phases.append(phase_between("rollout", done, before, after))
-        _print_peaks(after)
+        workload = Workload(plane, recorder, count, timeout)
+        if workload.create():
+            time.sleep(SETTLE_SECONDS)
+            workload.idle()
+            workload.rollout()
         if controller.errors:
             print(f"  fake LWS controller errors: {controller.errors[:3]}")
-        return phases
+        return Run(workload.phases, workload.timelines, Snapshot.take(plane).peak_kib)
     finally:
+        recorder.stop()
         controller.stop()
         plane.stop()
 
@@ -237,25 +479,46 @@ def run(count: int, flags: Sequence[str], *, delay: float, timeout: float) -> li
 # --- output ------------------------------------------------------------------------------------
 
 
-def _print_peaks(snapshot: Snapshot) -> None:
-    peaks = ", ".join(f"{name} {kib / 1024:.0f} MiB" for name, kib in snapshot.peak_kib.items())
-    print(f"  peak memory: {peaks}")
+def _print_peaks(peaks: Mapping[str, int]) -> None:
+    print(
+        "  peak memory: " + ", ".join(f"{name} {kib / 1024:.0f} MiB" for name, kib in peaks.items())
+    )
 
 
 def _print_phase(count: int, phase: Phase) -> None:
-    status = "" if phase.completed else "  NOT COMPLETED"
+    reached = "  ".join(
+        f"{milestone} {'NOT REACHED' if at is None else f'{at:.2f} s'}"
+        for milestone, at in phase.milestones.items()
+    )
     cpu = "  ".join(f"{name} {seconds:.1f}" for name, seconds in phase.cpu.items())
-    total = sum(phase.cpu.values())
-    share = 100 * phase.cpu["metacontroller"] / total if total else 0.0
+    controller = phase.cpu["metacontroller"] + phase.cpu["hooks"]
     calls = ", ".join(
         f"{hook} {int(n)} ({phase.hook_mean_ms.get(hook, 0):.1f} ms)"
         for hook, n in sorted(phase.hook_calls.items())
     )
-    syncs = phase.hook_calls.get("sync", 0) / count
-    print(f"  {phase.name:<8} {phase.seconds:7.1f} s{status}")
-    print(f"           CPU s: {cpu}  (Metacontroller {share:.0f}% of these)")
-    print(f"           hook calls: {calls}; {syncs:.1f} syncs per set")
-    print(f"           Metacontroller API requests: {int(phase.api_requests)}")
+    syncs = phase.hook_calls.get("sync", 0)
+    changing = syncs - phase.unchanged
+    writes = sum(phase.api_requests.get(method, 0) for method in WRITE_METHODS)
+    requests = ", ".join(f"{method} {int(n)}" for method, n in sorted(phase.api_requests.items()))
+    print(f"  {phase.name:<8} {reached}")
+    print(f"           CPU s: {cpu}  (controller: Metacontroller + hooks {controller:.1f})")
+    print(f"           hook calls: {calls}")
+    print(
+        f"           syncs per set {syncs / count:.1f}: {changing / count:.1f} changed something,"
+        f" {phase.unchanged / count:.1f} answered the observed state"
+    )
+    print(
+        f"           Metacontroller API requests: {requests}; writes per set {writes / count:.1f}"
+    )
+
+
+def _print_timeline(name: str, timeline: Sequence[Event]) -> None:
+    if not timeline:
+        return
+    print(f"  {name}, event by event (s from the first; a hook line is logged as its call ends):")
+    first = timeline[0].at
+    for event in timeline:
+        print(f"    {event.at - first:7.3f}  {event.source:<4} {event.name:<34} {event.what}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -280,9 +543,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = PROFILES[profile]()
         for count in counts:
             print(f"{count} sets, Metacontroller {profile} ({' '.join(flags) or 'no flags'}):")
-            for phase in run(count, flags, delay=args.delay, timeout=args.timeout):
+            result = run(count, flags, delay=args.delay, timeout=args.timeout)
+            for phase in result.phases:
                 _print_phase(count, phase)
                 all_done = all_done and phase.completed
+            _print_peaks(result.peaks)
+            for name, timeline in result.timelines.items():
+                _print_timeline(name, timeline)
             sys.stdout.flush()
     return 0 if all_done else 1
 

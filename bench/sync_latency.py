@@ -6,10 +6,12 @@ For each case (see `bench/scenarios.py`) it times, on the same request body:
 
 - floor: `orjson.loads(body)` + `orjson.dumps(parsed)`, the least any JSON hook could do;
 - in-process: what the Flask view does between reading the body and writing the answer:
-  `orjson.loads`, `envelope.parse_sync_request`, `sync.sync`, `orjson.dumps` of the response;
-- HTTP: a POST to `python -m hooks serve --workers 1` on 127.0.0.1 through a
-  `requests.Session`, from sending the body to having the whole answer, over a kept-alive
-  connection (as Metacontroller's Go client calls).
+  `orjson.loads`, the server's `/sync` hook (`envelope.parse_sync_request`, `sync.sync` and the
+  count of what the answer makes Metacontroller write), `orjson.dumps` of the response;
+- HTTP: a POST to `python -m hooks serve --workers 1` on 127.0.0.1 through the standard
+  library's `http.client`, from sending the body to having the whole answer, over a kept-alive
+  connection (as Metacontroller's Go client calls). A lean client: what it adds is close to what
+  Go's adds, so HTTP p50 minus in-process p50 is the server's own overhead.
 
 Each timing loop warms up first, runs `gc.collect()` before it and keeps the garbage collector
 disabled while it runs (unless `--gc`), so that a collection triggered by the previous case or
@@ -17,7 +19,8 @@ by the warm-up does not land in one sample; `gc.collect()` also runs between cas
 process keeps its collector on, as in production.
 
 Targets (exit status 1 when one is missed, so this can gate a change): small in-process p50 below
-2 ms; large in-process p50 at most twice its JSON floor p50. Exit status 2 is a usage error.
+2 ms; small HTTP p50 at most 1 ms above its in-process p50; large in-process p50 at most twice its
+JSON floor p50. Exit status 2 is a usage error.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import http.client
 import io
 import os
 import pstats
@@ -34,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -49,10 +54,10 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
-from hooks.core import sync  # noqa: E402 (as above)
 from hooks.edge import app, envelope  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
+SMALL_HTTP_OVERHEAD_LIMIT_MS: Final = 1.0
 LARGE_FLOOR_RATIO_LIMIT: Final = 2.0
 DEFAULT_ITERATIONS: Final = {"small": 2000, "medium": 300, "medium-rollout": 300, "large": 15}
 DEFAULT_CASES: Final = ("small", "medium", "medium-rollout", "large")
@@ -60,6 +65,7 @@ START_DEADLINE_SECONDS: Final = 60.0
 POLL_SECONDS: Final = 0.05
 HTTP_TIMEOUT_SECONDS: Final = 120.0
 PROFILE_ROWS: Final = 30
+SYNC_HOOK: Final = app.DEFAULT_HOOKS["/sync"]
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -113,9 +119,10 @@ def json_floor(body: bytes) -> bytes:
 
 
 def in_process(body: bytes) -> bytes:
-    """What the view does with a sync body: decode, parse, sync, encode the answer."""
-    request = envelope.parse_sync_request(orjson.loads(body))
-    return orjson.dumps(envelope.render_answer(sync.sync(request, now=scenarios.NOW).answer))
+    """What the view does with a sync body: decode; parse, sync and count the writes (the
+    server's `/sync` hook); encode the answer."""
+    result = SYNC_HOOK.run(orjson.loads(body), scenarios.NOW)
+    return orjson.dumps(envelope.render_answer(result.answer))
 
 
 # --- the HTTP server -----------------------------------------------------------------------------
@@ -189,17 +196,14 @@ def _tail(server: Server) -> str:
     return "\n".join(server.log.read_text(errors="replace").splitlines()[-20:])
 
 
-def http_call(session: requests.Session, url: str, body: bytes) -> bytes:
+def http_call(connection: http.client.HTTPConnection, body: bytes) -> bytes:
     """POST the body to /sync and return the whole answer; anything but a 200 raises."""
-    answer = session.post(
-        f"{url}/sync",
-        data=body,
-        headers={"Content-Type": "application/json"},
-        timeout=HTTP_TIMEOUT_SECONDS,
-    )
-    if answer.status_code != 200:
-        raise ServerError(f"/sync answered {answer.status_code}: {answer.text[:500]}")
-    return answer.content
+    connection.request("POST", "/sync", body=body, headers={"Content-Type": "application/json"})
+    answer = connection.getresponse()
+    content = answer.read()
+    if answer.status != 200:
+        raise ServerError(f"/sync answered {answer.status}: {content[:500]!r}")
+    return content
 
 
 def check_http_answer(answer: bytes, expected: bytes) -> None:
@@ -290,6 +294,15 @@ def check_targets(results: Sequence[CaseResult]) -> list[tuple[bool, str]]:
                     f"small in-process p50 {result.local.p50:.3f} ms < {SMALL_P50_LIMIT_MS} ms",
                 )
             )
+        if result.scenario.name == "small" and result.http is not None:
+            overhead = result.http.p50 - result.local.p50
+            checks.append(
+                (
+                    overhead < SMALL_HTTP_OVERHEAD_LIMIT_MS,
+                    f"small HTTP p50 - in-process p50 = {overhead:.3f} ms"
+                    f" < {SMALL_HTTP_OVERHEAD_LIMIT_MS} ms",
+                )
+            )
         if result.scenario.name == "large":
             checks.append(
                 (
@@ -375,7 +388,7 @@ def run_case(
     iterations: int,
     keep_gc: bool,
     server: Server | None,
-    session: requests.Session,
+    connection: http.client.HTTPConnection,
 ) -> CaseResult:
     """Floor, in-process and (with a server) HTTP timings of one case."""
     body = scenario.body
@@ -385,10 +398,9 @@ def run_case(
     local = measure(lambda: in_process(body), iterations=iterations, warmup=warmup, keep_gc=keep_gc)
     http: Stats | None = None
     if server is not None:
-        url = server.url
-        check_http_answer(http_call(session, url, body), expected)
+        check_http_answer(http_call(connection, body), expected)
         http = measure(
-            lambda: http_call(session, url, body),
+            lambda: http_call(connection, body),
             iterations=iterations,
             warmup=warmup,
             keep_gc=keep_gc,
@@ -414,16 +426,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="bench-sync-") as tmp,
         ExitStack() as stack,
-        requests.Session() as session,
     ):
         server = None if args.no_http else stack.enter_context(running_server(Path(tmp)))
+        address = urllib.parse.urlsplit(server.url if server else "http://127.0.0.1")
+        connection = http.client.HTTPConnection(
+            address.hostname or "127.0.0.1", address.port, timeout=HTTP_TIMEOUT_SECONDS
+        )
+        stack.callback(connection.close)
         for scenario in built:
             gc.collect()
             iterations = args.iterations or DEFAULT_ITERATIONS[scenario.name]
             print(f"timing {scenario.name} ({iterations} iterations)...", flush=True)
             results.append(
                 run_case(
-                    scenario, iterations=iterations, keep_gc=args.gc, server=server, session=session
+                    scenario,
+                    iterations=iterations,
+                    keep_gc=args.gc,
+                    server=server,
+                    connection=connection,
                 )
             )
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import flask
+from flask.testing import FlaskClient
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -13,3 +16,18 @@ settings.register_profile(
     "dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+class ServedClient(FlaskClient):
+    """A Flask test client that reads each answer whole and closes it, as a server does.
+
+    The hook server counts and logs a call once its answer is sent (when the response closes), so
+    a test sees the metrics and the log line as soon as the call returns.
+    """
+
+    def open(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("buffered", True)
+        return super().open(*args, **kwargs)
+
+
+flask.Flask.test_client_class = ServedClient

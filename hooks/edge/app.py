@@ -47,6 +47,7 @@ imported; `python -m hooks serve` does so.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
@@ -108,7 +109,12 @@ class Hook:
 
 
 def _run_sync(body: object, now: str) -> records.HookResult:
-    return sync.sync(envelope.parse_sync_request(body), now=now)
+    request = envelope.parse_sync_request(body)
+    result = sync.sync(request, now=now)
+    if not isinstance(result.answer, records.SyncAnswer):
+        return result
+    writes = envelope.writes(request, result.answer)
+    return dataclasses.replace(result, summary={**result.summary, "writes": writes})
 
 
 def _run_customize(body: object, now: str) -> records.HookResult:
@@ -237,6 +243,7 @@ class _Metrics:
     calls: prometheus_client.Counter
     errors: prometheus_client.Counter
     duration: prometheus_client.Histogram
+    unchanged: prometheus_client.Counter
     multiprocess_dir: str | None
 
     @classmethod
@@ -265,6 +272,12 @@ class _Metrics:
                 "Time to answer a hook call, from the first byte read to the serialised answer.",
                 ["hook"],
                 buckets=LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            unchanged=prometheus_client.Counter(
+                "disaggregatedset_sync_unchanged",
+                "DisaggregatedSet syncs answered with the observed state (children as last"
+                " applied, the same status): Metacontroller writes nothing for them.",
                 registry=registry,
             ),
             multiprocess_dir=multiprocess_dir,
@@ -309,6 +322,10 @@ class _BufferedBodies:
 
     def release(self, size: int) -> None:
         self.held -= size
+
+
+MAX_COST_PER_BYTE: Final = 202
+"""The most `parse_cost` can give per byte (a body of `{`): smaller bodies are never counted."""
 
 
 def parse_cost(body: bytes) -> int:
@@ -406,19 +423,29 @@ def _hook_view(
         except Exception as error:
             return _answer_failure(hook, metrics, error, seconds=time.perf_counter() - started)
         seconds = time.perf_counter() - started
-        outcome = str(result.summary.get("outcome", "ok"))
-        _record(hook, metrics, status=200, outcome=outcome, seconds=seconds)
-        fields = {
-            **result.summary,
-            "hook": hook.name,
-            "status": 200,
-            "outcome": outcome,
-            "duration_ms": _ms(seconds),
-        }
-        _log.info("%s %d", hook.name, 200, extra={"hook_fields": fields})
-        return flask.Response(payload, status=200, mimetype=_JSON)
+        response = flask.Response(payload, status=200, mimetype=_JSON)
+        # Counted and logged once the answer is sent: Metacontroller does not wait for it.
+        response.call_on_close(lambda: _account(hook, metrics, result.summary, seconds))
+        return response
 
     return view
+
+
+def _account(hook: Hook, metrics: _Metrics, summary: Mapping[str, object], seconds: float) -> None:
+    """The metrics and the log line of an answered call."""
+    outcome = str(summary.get("outcome", "ok"))
+    _record(hook, metrics, status=200, outcome=outcome, seconds=seconds)
+    writes = summary.get("writes")
+    if isinstance(writes, Mapping) and not any(writes.values()):
+        metrics.unchanged.inc()
+    fields = {
+        **summary,
+        "hook": hook.name,
+        "status": 200,
+        "outcome": outcome,
+        "duration_ms": _ms(seconds),
+    }
+    _log.info("%s %d", hook.name, 200, extra={"hook_fields": fields})
 
 
 def _answer(
@@ -434,7 +461,9 @@ def _answer(
     try:
         raw = b"".join(chunks)
         chunks.clear()
-        if parse_cost(raw) > limits.max_parse_bytes:
+        if MAX_COST_PER_BYTE * len(raw) > limits.max_parse_bytes and (
+            parse_cost(raw) > limits.max_parse_bytes
+        ):
             raise _BodyError(
                 _Failure(413, "body_too_complex", "request body would take too much memory")
             )

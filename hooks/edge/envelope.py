@@ -453,6 +453,31 @@ def _model_json(model: pydantic.BaseModel) -> JsonObject:
     return rendered
 
 
+def writes(request: records.SyncRequest, answer: records.SyncAnswer) -> Mapping[str, int]:
+    """What Metacontroller writes for `answer`: children to create, to update, to delete, and 1
+    under "status" when the status changes. All zero: the answer is the observed state.
+
+    A child counts as updated when it differs from its last-applied annotation (Metacontroller
+    updates a child when the answer, merged over the live object, changes it). Metacontroller sets
+    observedGeneration in the status before it compares, so this does too.
+    """
+    applied = {(item.kind.kind, item.name): item.applied for item in request.children}
+    create = update = 0
+    for child in answer.children:
+        previous = applied.pop((child["kind"], child["metadata"]["name"]), None)
+        if previous is None:
+            create += 1
+        elif previous != child:
+            update += 1
+    status = {**render_status(answer.status), "observedGeneration": request.parent.generation}
+    return {
+        "create": create,
+        "update": update,
+        "delete": len(applied),
+        "status": int(status != request.parent.status),
+    }
+
+
 def render_customize_response(rules: Sequence[records.RelatedRule]) -> JsonObject:
     """The customize answer: which related objects Metacontroller should send with each sync."""
     related = []

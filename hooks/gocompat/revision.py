@@ -9,13 +9,18 @@ written by `hooks.gojson` from the committed type table (its module docstring ho
 and encoding rules), each role name quoted by `hooks.gotext`. A `null` template is the zero
 LeaderWorkerTemplate, as in Go. A template a typed Go decode would reject raises
 `gotext.EncodingError` located at `[<index>].spec.leaderWorkerTemplate...`: there is no default
-hash. The module is pure: no I/O of its own, no clock, no logging, no state; it never mutates its
-input.
+hash. The module is pure: no I/O of its own, no clock, no logging; it never mutates its input. Its
+one piece of state is a bounded memo of `compute_revision` (every sync of a set hashes the same
+templates again), keyed by a digest of the roles' exact values (their pickle: unlike a JSON dump,
+it tells apart every value a JSON or YAML load can give): it changes how fast an answer comes,
+never what it is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import pickle
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
@@ -23,6 +28,11 @@ from hooks import api
 from hooks.gocompat import gojson, gotext
 
 REVISION_LENGTH: Final = 8
+MEMO_SIZE: Final = 1024
+"""Revisions remembered per process (least recently used first out): one per set and revision
+in flight, a few dozen bytes each."""
+
+_memo: OrderedDict[bytes, str] = OrderedDict()
 
 
 def encode_templates(roles: Sequence[tuple[str, api.JsonObject]]) -> bytes:
@@ -46,5 +56,20 @@ def encode_templates(roles: Sequence[tuple[str, api.JsonObject]]) -> bytes:
 
 def compute_revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
     """The 8-hex revision of the roles: a SHA-256 prefix of `encode_templates(roles)`."""
-    digest = hashlib.sha256(encode_templates(roles)).hexdigest()
-    return digest[:REVISION_LENGTH]
+    try:
+        key = hashlib.sha256(pickle.dumps(roles, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+    except Exception:  # whatever stops the key, the encoder judges the roles
+        return _revision(roles)
+    known = _memo.get(key)
+    if known is not None:
+        _memo.move_to_end(key)
+        return known
+    computed = _revision(roles)
+    _memo[key] = computed
+    if len(_memo) > MEMO_SIZE:
+        _memo.popitem(last=False)
+    return computed
+
+
+def _revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
+    return hashlib.sha256(encode_templates(roles)).hexdigest()[:REVISION_LENGTH]

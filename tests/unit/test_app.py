@@ -565,6 +565,39 @@ def test_creating_the_app_twice_keeps_one_log_handler() -> None:
     assert len([h for h in handlers if isinstance(h.formatter, hook_app.JsonFormatter)]) == 1
 
 
+def test_a_call_is_counted_and_logged_once_its_answer_is_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client({"/sync": answer_with(sync_answer(), {"outcome": "synced"})})
+    # A plain client leaves the answer open, as a server does while it sends the bytes.
+    sending = FlaskClient(client.application).post("/sync", data=b"{}")
+    counted = 'disaggregatedset_hook_calls_total{code="200",hook="sync",outcome="synced"} 1.0'
+
+    assert sending.status_code == 200
+    assert hook_lines(caplog) == []
+    assert counted not in client.get("/metrics").get_data(as_text=True)
+    sending.close()
+    assert len(hook_lines(caplog)) == 1
+    assert counted in client.get("/metrics").get_data(as_text=True)
+
+
+def test_answers_that_write_nothing_are_counted() -> None:
+    nothing = {"create": 0, "update": 0, "delete": 0, "status": 0}
+    client, _ = make_client(
+        {
+            "/sync": answer_with(sync_answer(), {"writes": nothing}),
+            "/rolescaler/sync": answer_with(sync_answer(), {"writes": {**nothing, "status": 1}}),
+        }
+    )
+    client.post("/sync", data=b"{}")
+    client.post("/sync", data=b"{}")
+    client.post("/rolescaler/sync", data=b"{}")
+
+    text = client.get("/metrics").get_data(as_text=True)
+    assert "disaggregatedset_sync_unchanged_total 2.0" in text
+
+
 # --- the real hooks on captured Metacontroller requests ------------------------------------------
 
 

@@ -11,6 +11,7 @@ from hooks import api
 from hooks.core import records
 from hooks.edge import envelope
 from tests import builders
+from tests.golden import make_fixtures
 
 
 def lws_child(name: str = "llm-0-aaaaaaaa-prefill", **kwargs: object) -> api.JsonObject:
@@ -217,6 +218,62 @@ def test_render_customize_response_shapes_rules() -> None:
             {"apiVersion": "v1", "resource": "services", "names": ["x"]},
         ]
     }
+
+
+# --- what an answer makes Metacontroller write -------------------------------------------------
+
+
+def _writes(name: str) -> dict[str, int]:
+    request = envelope.parse_sync_request(
+        orjson.loads((make_fixtures.REQUESTS / name).read_bytes())
+    )
+    result = make_fixtures.hook_for(name)(
+        orjson.loads((make_fixtures.REQUESTS / name).read_bytes())
+    )
+    assert isinstance(result.answer, records.SyncAnswer)
+    return dict(envelope.writes(request, result.answer))
+
+
+def test_a_steady_set_answers_its_observed_state() -> None:
+    assert _writes("ds-sync-steady.json") == {"create": 0, "update": 0, "delete": 0, "status": 0}
+
+
+def test_a_first_sync_creates_every_child_and_writes_the_status() -> None:
+    assert _writes("ds-sync-first.json") == {"create": 3, "update": 0, "delete": 0, "status": 1}
+
+
+def test_a_rollout_step_updates_what_it_scales() -> None:
+    request = orjson.loads((make_fixtures.REQUESTS / "ds-sync-mid-rollout.json").read_bytes())
+    answer = orjson.loads((make_fixtures.RESPONSES / "ds-sync-mid-rollout.json").read_bytes())
+    observed = {
+        obj["metadata"]["name"]: obj["spec"].get("replicas")
+        for group in request["children"].values()
+        for obj in group.values()
+        if obj["kind"] == api.LWS_KIND
+    }
+    scaled = sum(
+        1
+        for child in answer["children"]
+        if child["kind"] == api.LWS_KIND
+        and child["spec"].get("replicas") != observed.get(child["metadata"]["name"])
+    )
+    writes = _writes("ds-sync-mid-rollout.json")
+    assert scaled > 0
+    assert writes["update"] == scaled and writes["create"] == writes["delete"] == 0
+
+
+def test_a_child_left_out_counts_as_a_deletion_and_a_changed_one_as_an_update() -> None:
+    kept, dropped = lws_child(), lws_child("llm-0-aaaaaaaa-decode")
+    request = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[kept, dropped])
+    )
+    changed = {**request.children[1].applied, "spec": {"replicas": 7}}
+    answer = records.SyncAnswer(
+        status=api.DisaggregatedSetStatus(observed_generation=request.parent.generation),
+        children=(changed,),
+    )
+    writes = envelope.writes(request, answer)
+    assert (writes["update"], writes["delete"], writes["create"]) == (1, 1, 0)
 
 
 def test_parsing_does_not_mutate_the_body() -> None:

@@ -390,3 +390,59 @@ def test_table_problems_are_reported_not_guessed() -> None:
         gojson._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.U", ""]]}})
     with pytest.raises(gojson.TableError, match="by value"):
         gojson._compile({"root": "x/v1.T", "types": {"x/v1.T": [["a", "x/v1.T", ""]]}})
+
+
+# --- the memo ------------------------------------------------------------------------------------
+
+
+def test_a_repeated_revision_comes_from_the_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    computed: list[object] = []
+    plain = revision._revision
+    monkeypatch.setattr(revision, "_memo", type(revision._memo)())
+    monkeypatch.setattr(revision, "_revision", lambda roles: computed.append(roles) or plain(roles))
+    roles = [("prefill", _template()), ("decode", _template(hostNetwork=True))]
+    first = revision.compute_revision(roles)
+    again = revision.compute_revision(copy.deepcopy(roles))
+    assert first == again == plain(roles)
+    assert len(computed) == 1
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (None, float("inf")),  # JSON dumps write both as null
+        (1, True),
+        (1, 1.0),
+        ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00+00:00"),
+    ],
+    ids=["null-inf", "int-bool", "int-float", "time-spellings"],
+)
+def test_values_a_json_dump_confuses_are_never_served_each_others_revision(
+    one: object, other: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(revision, "_memo", type(revision._memo)())
+    for value in (one, other, one):
+        roles = [("prefill", _template(terminationGracePeriodSeconds=value))]
+        try:
+            expected: object = revision._revision(roles)
+        except gotext.EncodingError as error:
+            expected = type(error)
+        try:
+            got: object = revision.compute_revision(roles)
+        except gotext.EncodingError as error:
+            got = type(error)
+        assert got == expected
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(revision, "_memo", type(revision._memo)())
+    for index in range(revision.MEMO_SIZE + 5):
+        revision.compute_revision([(f"role-{index}", _template())])
+    assert len(revision._memo) == revision.MEMO_SIZE
+
+
+def test_roles_that_cannot_be_keyed_are_still_judged_by_the_encoder() -> None:
+    def local() -> None: ...
+
+    with pytest.raises(gotext.EncodingError):
+        revision.compute_revision([("prefill", {"size": local})])  # a local function: no pickle

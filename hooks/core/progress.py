@@ -167,6 +167,22 @@ def _past_deadline(
     )
 
 
+def resync_after(control: Control, record: api.RolloutStatus | None, *, now: str) -> int | None:
+    """Seconds until the deadline of a waiting rollout passes, so that a sync then reports it.
+
+    Everything else a rollout waits for (readiness, a scaler, a deleted child) is a change of a
+    child or related object, which syncs the set without being asked; so there is no resync
+    without a running deadline, or once it has passed (it is reported already).
+    """
+    if record is None or control.paused or not control.deadline_seconds:
+        return None
+    stalled_for = _seconds_between(record.last_progress_time, now)
+    if stalled_for is None or stalled_for > control.deadline_seconds:
+        return None
+    # The deadline is exceeded strictly after `deadline_seconds` whole seconds.
+    return control.deadline_seconds - stalled_for + 1
+
+
 def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
     what = f"the rollout to revision {revision} is" if rolling else "rollouts are"
     return status.ConditionUpdate(

@@ -35,24 +35,30 @@ from hooks.core import (
 )
 from hooks.gocompat import gotext, revision
 
-RESYNC_SECONDS = 5.0
-_QUIET = frozenset({rollout.Phase.STEADY, rollout.Phase.PAUSED})
-
 JsonObject = api.JsonObject
 Objects = Sequence[records.ObservedObject]
 
 
 def customize(request: records.CustomizeRequest) -> records.HookResult:
-    """Related objects: LWS carrying the set's name label, and objects at its scaler names."""
+    """Related objects: whatever exists at the names of the target revision's LWS and of the
+    scalers, so that an object the set does not own at a name it wants is seen (and reported,
+    never overwritten).
+
+    Names, not a label selector: Metacontroller matches every LWS event against every parent's
+    rules, and a name costs it a string comparison where a selector is built anew each time.
+    """
     parent = request.parent
-    rules = [
-        records.RelatedRule(
-            api_version=api.LWS_API_VERSION,
-            resource="leaderworkersets",
-            namespace=parent.namespace,
-            label_selector={api.LABEL_NAME: parent.name},
+    rules = []
+    wanted = _target_lws_names(parent)
+    if wanted:
+        rules.append(
+            records.RelatedRule(
+                api_version=api.LWS_API_VERSION,
+                resource="leaderworkersets",
+                namespace=parent.namespace,
+                names=wanted,
+            )
         )
-    ]
     scaler_names = tuple(
         naming.scaler_name(set_name=parent.name, role=role.name)
         for role in (parent.spec.roles if parent.spec is not None else ())
@@ -73,6 +79,29 @@ def customize(request: records.CustomizeRequest) -> records.HookResult:
     )
 
 
+def _target_lws_names(parent: records.Parent) -> tuple[str, ...]:
+    """The LWS names of the spec's revision in every slice; none for a spec the sync holds."""
+    spec = parent.spec
+    if spec is None or validation.violations(parent):
+        return ()
+    try:
+        target = _revision_of(spec)
+    except gotext.EncodingError:
+        return ()
+    return tuple(
+        naming.lws_name(set_name=parent.name, slice_index=index, revision=target, role=role.name)
+        for index in range(spec.slices)
+        for role in spec.roles
+    )
+
+
+def _revision_of(spec: api.DisaggregatedSetSpec) -> str:
+    """The spec's revision; `gotext.EncodingError` for a template Go could not decode."""
+    return revision.compute_revision(
+        [(role.name, role.leader_worker_template) for role in spec.roles]
+    )
+
+
 def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     """The desired children and status of one DisaggregatedSet."""
     parent = request.parent
@@ -81,9 +110,7 @@ def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
         return _hold(request, [_invalid(v) for v in violations], now=now)
     spec = parent.spec
     try:
-        target = revision.compute_revision(
-            [(role.name, role.leader_worker_template) for role in spec.roles]
-        )
+        target = _revision_of(spec)
     except gotext.EncodingError as error:
         problem = status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")
         return _hold(request, [problem], now=now)
@@ -232,16 +259,11 @@ def _reconcile(
     ]
     answer = _collect(request.children, plan, results)
     answer.check()
-    # Waiting slices look again in a few seconds (readiness, and the progress deadline); steady
-    # and paused ones wait for the next change.
-    resync = any(result.plan.phase not in _QUIET for result in results)
     ordered = answer.sorted_children()
+    set_status = _status(request, plan, results, answer, now=now)
+    resync = progress.resync_after(plan.control, set_status.rollout, now=now)
     return records.HookResult(
-        answer=records.SyncAnswer(
-            status=_status(request, plan, results, answer, now=now),
-            children=ordered,
-            resync_after_seconds=RESYNC_SECONDS if resync else None,
-        ),
+        answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -250,7 +272,9 @@ def _reconcile(
             "outcome": "synced",
             "slices": {str(index): _describe(r.plan) for index, r in enumerate(results)},
             "children": _count_kinds(ordered),
+            "related": len(request.related),
             "deleted": answer.deleted(),
+            "resync_after": resync,
             "scalers_created": len(plan.scalers.created),
             "conflicts": len(answer.conflicts)
             + len(plan.scalers.conflicts)

@@ -324,6 +324,17 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
         )
 
+    def hook_calls(self, hook: str, obj: str) -> list[dict[str, Any]]:
+        """The hook server's log lines of `hook` calls for `obj` ("namespace/name"), in order."""
+        calls = []
+        for line in self.running["hooks"].log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            if entry.get("hook") == hook and entry.get("object") == obj:
+                calls.append(entry)
+        return calls
+
     def kill_hooks(self) -> None:
         """Kill the hook server (arbiter and workers) without a graceful shutdown."""
         self.running.pop("hooks").kill()

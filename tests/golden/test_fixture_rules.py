@@ -15,6 +15,7 @@ from hooks import api
 from hooks.core import planner
 from tests.golden import make_fixtures
 from tests.sim import views
+from tests.sim.test_rollouts import revision_of
 
 JsonObject = dict[str, Any]
 LWS_GROUP = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
@@ -138,17 +139,22 @@ def test_rolescaler_sync_counts_the_owned_groups_of_its_role() -> None:
     assert condition(answer, "Ready")["reason"] == "Bound"
 
 
-def test_customize_asks_for_the_sets_lws_and_objects_at_its_scaler_names() -> None:
+def test_customize_asks_for_the_target_lws_names_and_the_scaler_names() -> None:
     request, answer = load("ds-customize.json")
     parent = request["parent"]
     set_name = parent["metadata"]["name"]
     external = [r["name"] for r in parent["spec"]["roles"] if views.is_external(r)]
+    target = revision_of(parent["spec"])
     assert answer["relatedResources"] == [
         {
             "apiVersion": api.LWS_API_VERSION,
             "resource": "leaderworkersets",
             "namespace": parent["metadata"]["namespace"],
-            "labelSelector": {"matchLabels": {api.LABEL_NAME: set_name}},
+            "names": [
+                f"{set_name}-{index}-{target}-{role['name']}"
+                for index in range(parent["spec"].get("slices", 1))
+                for role in parent["spec"]["roles"]
+            ],
         },
         {
             "apiVersion": api.API_VERSION,

@@ -505,6 +505,22 @@ def test_slices_roll_independently_when_one_never_becomes_ready(hook_version: st
     assert_settled(cluster)
 
 
+def test_readiness_events_alone_drive_a_slow_rollout() -> None:
+    """The LWS take 5 s to become ready; no answer asks for a resync before the progress deadline
+    (1800 s), so every step is taken on a change of a child, and the rollout completes."""
+    cluster = started(pair(prefill=4, decode=2, surge=1), delay=5)
+    first = len(cluster.passes)
+    cluster.edit("llm", image(V2))
+    ticks = cluster.run(max_ticks=400)
+    assert_settled(cluster)
+    asked = [
+        record.response["resyncAfterSeconds"]
+        for record in cluster.passes[first:]
+        if "resyncAfterSeconds" in record.response
+    ]
+    assert asked and min(asked) > ticks
+
+
 @pytest.mark.parametrize(
     "fault",
     [

@@ -169,6 +169,57 @@ def test_a_finished_rollout_drops_its_record() -> None:
     assert verdict.progressing is None
 
 
+# --- resync ----------------------------------------------------------------------------------
+
+
+def _at(seconds: int) -> str:
+    """T0 plus `seconds` (under a day)."""
+    hours, rest = divmod(seconds, 3600)
+    return f"2026-11-29T{12 + hours:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "elapsed", "resync"),
+    [
+        ({}, 0, 1801),
+        ({}, 600, 1201),
+        ({api.ANNOTATION_PROGRESS_DEADLINE: "30"}, 30, 1),
+        ({api.ANNOTATION_PROGRESS_DEADLINE: "30"}, 31, None),
+        ({api.ANNOTATION_PROGRESS_DEADLINE: "0"}, 0, None),
+        ({**PAUSED, api.ANNOTATION_PROGRESS_DEADLINE: "30"}, 0, None),
+    ],
+    ids=["fresh", "stalled", "last-second", "exceeded", "off", "paused"],
+)
+def test_a_waiting_rollout_resyncs_when_its_deadline_passes(
+    annotations: dict[str, str], elapsed: int, resync: int | None
+) -> None:
+    record = judge(parent(rollout=recorded(), annotations=annotations), now=_at(elapsed)).rollout
+    control = progress.control_of(annotations)
+    assert progress.resync_after(control, record, now=_at(elapsed)) == resync
+
+
+def test_no_rollout_no_resync() -> None:
+    assert progress.resync_after(progress.control_of({}), None, now=T0) is None
+
+
+@pytest.mark.parametrize("deadline", [1, 30, 600, 1800])
+@pytest.mark.parametrize("elapsed", [0, 1, 29, 300])
+def test_the_resync_lands_on_the_first_second_past_the_deadline(
+    deadline: int, elapsed: int
+) -> None:
+    annotations = {api.ANNOTATION_PROGRESS_DEADLINE: str(deadline)}
+    the_parent = parent(rollout=recorded(), annotations=annotations)
+    record = judge(the_parent, now=_at(elapsed)).rollout
+    wait = progress.resync_after(progress.control_of(annotations), record, now=_at(elapsed))
+    if elapsed > deadline:
+        assert wait is None
+        return
+    assert wait is not None
+    assert judge(the_parent, now=_at(elapsed + wait - 1)).progressing is None
+    late = judge(the_parent, now=_at(elapsed + wait)).progressing
+    assert late is not None and late.reason == progress.REASON_DEADLINE_EXCEEDED
+
+
 # --- pausing ----------------------------------------------------------------------------------
 
 

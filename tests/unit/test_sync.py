@@ -130,3 +130,44 @@ def test_reverting_to_a_revision_whose_lws_still_exist_creates_nothing() -> None
     # drained revision and go.
     assert names(result, api.LWS_KIND) == names(serving, api.LWS_KIND)
     assert replicas(result) == replicas(serving)
+
+
+# --- customize -----------------------------------------------------------------------------------
+
+
+def customize(ds: JsonObject) -> list[JsonObject]:
+    request = envelope.parse_customize_request({"parent": ds})
+    rules: list[JsonObject] = envelope.render_answer(sync.customize(request).answer)[
+        "relatedResources"
+    ]
+    return rules
+
+
+def _target(ds: JsonObject) -> str:
+    spec = envelope.parse_parent(ds).spec
+    assert spec is not None
+    return sync._revision_of(spec)
+
+
+def test_customize_names_each_slice_and_role_of_the_target_revision() -> None:
+    ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
+    (lws_rule,) = customize(ds)
+    target = _target(ds)
+    assert lws_rule["names"] == [
+        f"llm-{index}-{target}-{role}" for index in (0, 1) for role in ("prefill", "decode")
+    ]
+    assert "labelSelector" not in lws_rule
+
+
+def test_customize_also_names_the_scalers_of_external_roles() -> None:
+    ds = make_ds(roles=[make_role("prefill"), make_role("decode", external=True)])
+    lws_rule, scaler_rule = customize(ds)
+    target = _target(ds)
+    assert lws_rule["names"] == [f"llm-0-{target}-prefill", f"llm-0-{target}-decode"]
+    assert scaler_rule["names"] == ["llm-decode"]
+
+
+def test_customize_asks_for_no_lws_when_the_sync_would_hold() -> None:
+    ds = make_ds(roles=[make_role("prefill")])
+    ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["size"] = "two"  # Go cannot decode it
+    assert customize(ds) == []

@@ -1,0 +1,142 @@
+"""What syncs cost on the real stack (docs/operations.md, "Performance").
+
+A settled set answers exactly its observed state: a sync it did not need (here, one caused by an
+unrelated annotation) writes nothing and asks for no resync. The customize hook asks for related
+LWS by name (the target revision's), which Metacontroller matches cheaply; an LWS the set does not
+own at such a name, whatever its labels, is seen, reported and left alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hooks import api
+from hooks.gocompat import revision
+from tests.cluster import kube, sets
+from tests.cluster.controlplane import ControlPlane
+
+JsonObject = dict[str, Any]
+
+pytestmark = pytest.mark.usefixtures("lws_controller")
+
+
+def _versions(client: kube.Client, namespace: str) -> dict[tuple[str, str], str]:
+    """The resourceVersion of every LWS, Service and scaler of a namespace."""
+    return {
+        (resource.plural, obj["metadata"]["name"]): obj["metadata"]["resourceVersion"]
+        for resource in (kube.LWS, kube.SERVICES, kube.SCALERS)
+        for obj in client.list(resource, namespace=namespace)
+    }
+
+
+def _quiet(control_plane: ControlPlane, key: str, *, after: int = 0) -> list[JsonObject]:
+    """The set's sync calls, once there are more than `after` and the last one wrote nothing."""
+    calls: list[JsonObject] = kube.wait_for(
+        lambda: (
+            len(found := control_plane.hook_calls("sync", key)) > after
+            and not any(found[-1]["writes"].values())
+            and found
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message=f"a sync of {key} that writes nothing",
+    )
+    return calls
+
+
+def test_a_settled_set_syncs_without_writes_or_resyncs(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    key = f"{namespace}/llm"
+    sets.apply_set(control_plane, sets.small_set(namespace, external="decode"))
+    sets.wait_available(client, namespace, "llm")
+    seen = len(_quiet(control_plane, key))
+    children = _versions(client, namespace)
+    status = client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)["status"]
+
+    control_plane.kubectl(
+        "annotate", "-n", namespace, "disaggregatedset/llm", "example.com/touched=yes"
+    )
+    calls = _quiet(control_plane, key, after=seen)[seen:]
+
+    assert calls, "the annotation caused a sync"
+    for call in calls:
+        assert call["writes"] == {"create": 0, "update": 0, "delete": 0, "status": 0}
+        assert call["resync_after"] is None
+    assert _versions(client, namespace) == children
+    assert client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)["status"] == status
+
+
+def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    key = f"{namespace}/llm"
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    sets.wait_available(client, namespace, "llm")
+    assert _quiet(control_plane, key)[-1]["related"] == 2  # its own LWS, at the wanted names
+
+    # An LWS that is not the set's, at the name the next revision's prefill will want; it does not
+    # carry the set's labels either.
+    upgrade = sets.small_set(namespace, image=sets.IMAGE_V2)
+    defaulted = client.create(
+        kube.DISAGGREGATED_SETS,
+        {**upgrade, "metadata": {**upgrade["metadata"], "name": "dry-run"}},
+        dry_run=True,
+    )
+    target = revision.compute_revision(
+        [
+            (role["name"], role["spec"]["leaderWorkerTemplate"])
+            for role in defaulted["spec"]["roles"]
+        ]
+    )
+    name = f"llm-0-{target}-prefill"
+    own = next(
+        lws
+        for lws in client.list(kube.LWS, namespace=namespace)
+        if lws["metadata"]["labels"][api.LABEL_ROLE] == "prefill"
+    )
+    labels = {"app": "someone-else"}
+    client.create(
+        kube.LWS,
+        {
+            "apiVersion": api.LWS_API_VERSION,
+            "kind": api.LWS_KIND,
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": own["spec"],
+        },
+    )
+
+    sets.apply_set(control_plane, upgrade)
+    degraded = kube.wait_for(
+        lambda: (
+            (
+                c := sets.condition(
+                    client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace), "Degraded"
+                )
+            )
+            and c["reason"] == "NameConflict"
+            and c
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="Degraded=NameConflict",
+    )
+    assert name in degraded["message"]
+    foreign = client.get(kube.LWS, name, namespace=namespace)
+    assert "ownerReferences" not in foreign["metadata"]
+    assert foreign["metadata"]["labels"] == labels
+
+    client.delete(kube.LWS, name, namespace=namespace)
+    kube.wait_for(
+        lambda: (
+            sets.is_available(ds := client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace))
+            and ds["status"]["revision"] == target
+            and len(client.list(kube.LWS, namespace=namespace)) == 2
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the rollout completed once the foreign LWS was gone",
+    )
+    owned = client.get(kube.LWS, name, namespace=namespace)
+    assert owned["metadata"]["ownerReferences"][0]["name"] == "llm"

@@ -28,7 +28,9 @@ Metacontroller profiles (its command-line flags):
 
 - default: none (5 workers, 5 API requests/s, burst 10);
 - qps: the request rate and burst of `components/metacontroller-scale`, 5 workers;
-- large: all flags of `components/metacontroller-scale` (as it patches Metacontroller's install).
+- large: all flags of `components/metacontroller-scale` (as it patches Metacontroller's install);
+- unthrottled: 8 workers, 500 requests/s, burst 500: a rate limit no run here reaches, so the
+  CPU decides.
 
 Exit status: 0 when every phase of every run completed within `--timeout`, 1 otherwise, 2 for a
 usage error.
@@ -72,6 +74,7 @@ PROFILES: Final[Mapping[str, Callable[[], tuple[str, ...]]]] = {
     "default": lambda: (),
     "qps": lambda: tuple(flag for flag in scale_flags() if not flag.startswith("--workers")),
     "large": scale_flags,
+    "unthrottled": lambda: ("--workers=8", "--client-go-qps=500", "--client-go-burst=500"),
 }
 
 

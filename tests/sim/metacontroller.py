@@ -30,7 +30,7 @@ import orjson
 
 from hooks import api
 from hooks.core import records, sync
-from hooks.edge import envelope
+from hooks.edge import app, envelope
 from tests.sim import apply
 from tests.sim.store import FakeClock, ObjectKey, Store, object_key, type_key
 
@@ -172,8 +172,8 @@ class FakeMetacontroller:
         return found
 
     def call_sync(self, request: JsonObject) -> records.HookResult:
-        parsed = envelope.parse_sync_request(wire(request))
-        return sync.sync(parsed, now=self.clock.iso())
+        """The server's `/sync` hook: parse, sync, and the summary with its `writes`."""
+        return app.DEFAULT_HOOKS["/sync"].run(wire(request), self.clock.iso())
 
     def sync_once(self, parent: JsonObject, *, tick: int) -> PassRecord:
         request = self.build_request(parent)

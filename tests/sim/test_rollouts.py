@@ -521,6 +521,23 @@ def test_readiness_events_alone_drive_a_slow_rollout() -> None:
     assert asked and min(asked) > ticks
 
 
+def test_each_sync_logs_exactly_what_metacontroller_then_wrote() -> None:
+    """The `writes` of the hook's log line, estimated from the request, are the writes the
+    simulated Metacontroller makes for the answer, pass by pass, from creation to rollout."""
+    cluster = started(pair(prefill=4, decode=2, surge=1), delay=2)
+    cluster.edit("llm", image(V2))
+    cluster.run(max_ticks=400)
+    assert_settled(cluster)
+    for record in cluster.passes:
+        assert record.summary["writes"] == {
+            "create": len(record.created),
+            "update": len(record.updated),
+            "delete": len(record.deleted),
+            "status": int(record.status_written),
+        }, record.tick
+    assert any(not any(record.summary["writes"].values()) for record in cluster.passes)
+
+
 @pytest.mark.parametrize(
     "fault",
     [

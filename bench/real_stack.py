@@ -506,9 +506,11 @@ def _print_phase(count: int, phase: Phase) -> None:
     print(f"  {phase.name:<8} {reached}")
     print(f"           CPU s: {cpu}  (controller: Metacontroller + hooks {controller:.1f})")
     print(f"           hook calls: {calls}")
+    per_pass = f"{syncs / changing:.1f}" if changing else "-"
     print(
-        f"           syncs per set {syncs / count:.1f}: {changing / count:.1f} changed something,"
-        f" {phase.unchanged / count:.1f} answered the observed state"
+        f"           syncs per set {syncs / count:.1f}: {changing / count:.1f} passes that changed"
+        f" something, {phase.unchanged / count:.1f} answered the observed state;"
+        f" {per_pass} syncs per pass"
     )
     print(
         f"           Metacontroller API requests: {requests}; writes per set {writes / count:.1f}"

@@ -42,6 +42,11 @@ _CHILD_KINDS: Final = (
     records.ChildKind.LWS,
     records.ChildKind.SERVICE,
 )
+_RESOURCES: Final = {
+    records.ChildKind.SCALER: api.SCALER_PLURAL,
+    records.ChildKind.LWS: "leaderworkersets",
+    records.ChildKind.SERVICE: "services",
+}
 
 
 # --- pod templates -------------------------------------------------------------------------------
@@ -512,9 +517,23 @@ class Cluster:
             "controller": _CONTROLLER,
             "parent": _sorted(observed_parent),
             "children": grouped,
-            "related": {records.ChildKind.LWS.value: {}},
+            "related": self._related(),
             "finalizing": False,
         }
+
+    def _related(self) -> dict[str, dict[str, JsonObject]]:
+        """What Metacontroller sends as related: every object at the names the customize hook
+        asks for (the set's own children among them)."""
+        customized = sync.customize(envelope.parse_customize_request({"parent": self.parent}))
+        related: dict[str, dict[str, JsonObject]] = {}
+        for rule in envelope.render_answer(customized.answer)["relatedResources"]:
+            kind = next(k for k in _CHILD_KINDS if _RESOURCES[k] == rule["resource"])
+            group = related.setdefault(kind.value, {})
+            for name in rule.get("names", []):
+                stored = self.children.get((kind.kind, name))
+                if stored is not None:
+                    group[name] = stored.observed
+        return related
 
     def apply(self, response: Mapping[str, Any]) -> None:
         """Create or update every desired child, delete the rest, write the parent's status."""

@@ -1,14 +1,16 @@
 """The whole stack under load: many DisaggregatedSets on a real control plane.
 
     python bench/real_stack.py [--sets 1,100,300] [--profiles default,large] [--delay 0.25]
+                               [--external]
 
 Each run starts a fresh control plane from `tests/cluster` (etcd, kube-apiserver, the garbage
 collector, Metacontroller and `python -m hooks serve`, the kit installed as `kubectl apply -k .`
 installs it; the programs are found as the cluster tests find them) and plays the
 LeaderWorkerSet controller: every LWS reports ready `--delay` seconds after a change. Then:
 
-- create: N sets (prefill 2 + decode 1 groups, one slice) are created at once; the phase ends
-  when every set is Available for its generation;
+- create: N sets (prefill 2 + decode 1 groups, one slice; with `--external`, decode is scaled
+  by its RoleScaler) are created at once; the phase ends when every set is Available for its
+  generation;
 - idle: every set gets an unrelated annotation at once, so each is synced with nothing to change;
   the phase ends 2 s after the hook answered that many syncs (Metacontroller should write nothing);
 - rollout: every set's image changes at once; the phase ends when every set is Available at a
@@ -307,8 +309,8 @@ def hook_calls(log: Path, since: float, until: float) -> list[Event]:
 # --- the workload ------------------------------------------------------------------------------
 
 
-def _set(name: str, image: str) -> JsonObject:
-    manifest = sets.small_set(NAMESPACE, image=image)
+def _set(name: str, image: str, *, external: bool = False) -> JsonObject:
+    manifest = sets.small_set(NAMESPACE, image=image, external="decode" if external else None)
     manifest["metadata"]["name"] = name
     return manifest
 
@@ -358,8 +360,11 @@ class Run:
 class Workload:
     """The sets of one run on one control plane, and what was measured so far."""
 
-    def __init__(self, plane: ControlPlane, recorder: Recorder, count: int, timeout: float):
+    def __init__(
+        self, plane: ControlPlane, recorder: Recorder, count: int, timeout: float, external: bool
+    ):
         self.plane, self.recorder, self.count, self.timeout = plane, recorder, count, timeout
+        self.external = external
         self.phases: list[Phase] = []
         self.timelines: dict[str, list[Event]] = {}
 
@@ -393,7 +398,9 @@ class Workload:
 
     def create(self) -> bool:
         def create(client: kube.Client, name: str) -> None:
-            client.create(kube.DISAGGREGATED_SETS, _set(name, sets.IMAGE_V1))
+            client.create(
+                kube.DISAGGREGATED_SETS, _set(name, sets.IMAGE_V1, external=self.external)
+            )
 
         wait = self.recorder.wait
         return self._measure(
@@ -423,7 +430,7 @@ class Workload:
         old = {name: ds["status"]["revision"] for name, ds in self.recorder.objects["ds"].items()}
 
         def upgrade(client: kube.Client, name: str) -> None:
-            spec = _set(name, sets.IMAGE_V2)["spec"]
+            spec = _set(name, sets.IMAGE_V2, external=self.external)["spec"]
             client.patch(kube.DISAGGREGATED_SETS, name, {"spec": spec}, namespace=NAMESPACE)
 
         wait = self.recorder.wait
@@ -449,7 +456,9 @@ def _wait_syncs(plane: ControlPlane, calls: float, timeout: float) -> float | No
     return None
 
 
-def run(count: int, flags: Sequence[str], *, delay: float, timeout: float) -> Run:
+def run(
+    count: int, flags: Sequence[str], *, delay: float, timeout: float, external: bool = False
+) -> Run:
     """One fresh control plane: create `count` sets, sync them idle, then roll them all."""
     found = assets.find_assets()
     workdir = Path(tempfile.mkdtemp(prefix="ds-bench-"))
@@ -465,7 +474,7 @@ def run(count: int, flags: Sequence[str], *, delay: float, timeout: float) -> Ru
     client.create(kube.DISAGGREGATED_SETS, _set("llm-warm-up", sets.IMAGE_V1), dry_run=True)
     recorder = Recorder(client)
     try:
-        workload = Workload(plane, recorder, count, timeout)
+        workload = Workload(plane, recorder, count, timeout, external)
         if workload.create():
             time.sleep(SETTLE_SECONDS)
             workload.idle()
@@ -534,6 +543,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--delay", type=float, default=0.25, help="LWS readiness delay, seconds")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase")
+    parser.add_argument(
+        "--external",
+        action="store_true",
+        help="decode scaled by its RoleScaler (scaling: External): one scaler per set",
+    )
     args = parser.parse_args(argv)
     try:
         counts = [int(value) for value in args.sets.split(",")]
@@ -548,7 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = PROFILES[profile]()
         for count in counts:
             print(f"{count} sets, Metacontroller {profile} ({' '.join(flags) or 'no flags'}):")
-            result = run(count, flags, delay=args.delay, timeout=args.timeout)
+            result = run(
+                count, flags, delay=args.delay, timeout=args.timeout, external=args.external
+            )
             for phase in result.phases:
                 _print_phase(count, phase)
                 all_done = all_done and phase.completed

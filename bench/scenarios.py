@@ -522,16 +522,20 @@ class Cluster:
         }
 
     def _related(self) -> dict[str, dict[str, JsonObject]]:
-        """What Metacontroller sends as related: every object at the names the customize hook
-        asks for (the set's own children among them)."""
+        """What Metacontroller sends as related: every object that a rule of the customize hook
+        selects, by name or by labels (the set's own children among them)."""
         customized = sync.customize(envelope.parse_customize_request({"parent": self.parent}))
         related: dict[str, dict[str, JsonObject]] = {}
         for rule in envelope.render_answer(customized.answer)["relatedResources"]:
             kind = next(k for k in _CHILD_KINDS if _RESOURCES[k] == rule["resource"])
+            names = rule.get("names")
+            wanted = rule.get("labelSelector", {}).get("matchLabels", {})
             group = related.setdefault(kind.value, {})
-            for name in rule.get("names", []):
-                stored = self.children.get((kind.kind, name))
-                if stored is not None:
+            for (child_kind, name), stored in sorted(self.children.items()):
+                labels = stored.observed["metadata"].get("labels", {})
+                if child_kind != kind.kind or (names is not None and name not in names):
+                    continue
+                if all(labels.get(key) == value for key, value in wanted.items()):
                     group[name] = stored.observed
         return related
 

@@ -227,7 +227,7 @@ def test_the_servers_own_errors_answer_capped_json(
 def test_idle_and_slow_clients_do_not_take_the_server_away(server: Server) -> None:
     """Regression: two idle connections blocked both sync workers until their 30 s timeout,
     and 50 clients dribbling a body kept /healthz and /sync at 0% availability.
-    (bench/hostile_inputs.py measures the latency under this load.)"""
+    (`bench/server_limits.py --cases slow-clients` measures the latency under this load.)"""
     host, port = server.url.removeprefix("http://").split(":")
     idle = [socket.create_connection((host, int(port)), timeout=30) for _ in range(20)]
     dribbling = []

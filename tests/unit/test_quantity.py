@@ -127,7 +127,8 @@ def test_quantities_longer_than_pythons_int_conversion_limit_work() -> None:
 MILLION = 1_000_000
 
 # Valid million-digit quantities (the CRD's pattern admits any length; upstream has no bound):
-# the value is exact, and the work is linear (bench/hostile_inputs.py times it; once 23 s).
+# the value is exact, and the work is linear (`bench/server_limits.py --cases quantity` times it;
+# once 23 s).
 LONG_CASES = [
     ('"' + "1" * MILLION + '"', '"' + "1" * MILLION + '"'),
     ('"1' + "0" * (MILLION - 1) + '"', '"1"'),  # 10^999999: exponent without an SI suffix

@@ -64,6 +64,9 @@ class ObservedObject:
     spec_replicas: int | None
     status: ReplicaStatus
     applied: api.JsonObject
+    """What the hook answered for this child last time (Metacontroller's last-applied
+    annotation, when it names exactly this object); empty for a related object, which the hooks
+    look at but never answer with."""
     slice_index: int | None = 0
     """The slice label: 0 when absent or empty (objects from before slices existed), None when
     it is not a canonical decimal number (such a child is kept but never planned)."""

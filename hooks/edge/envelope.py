@@ -46,7 +46,7 @@ def parse_sync_request(body: object) -> records.SyncRequest:
         request.get("children"), "children", allowed=records.DS_CHILD_KINDS
     )
     related, _ = _parse_object_groups(
-        request.get("related", {}), "related", allowed=frozenset(records.ChildKind)
+        request.get("related", {}), "related", allowed=frozenset(records.ChildKind), related=True
     )
     return records.SyncRequest(parent=parent, children=children, related=related)
 
@@ -68,6 +68,7 @@ def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
         "related",
         allowed=frozenset(records.ChildKind),
         keep_parents=True,
+        related=True,
     )
     return records.ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
 
@@ -171,9 +172,12 @@ def _parse_object_groups(
     *,
     allowed: frozenset[records.ChildKind],
     keep_parents: bool = False,
+    related: bool = False,
 ) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...]]:
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
-    `keep_parents`, DisaggregatedSets come back as parents, apart."""
+    `keep_parents`, DisaggregatedSets come back as parents, apart. Related objects are never
+    answered with, so their last-applied annotation is not read (a set's own LWS come as related
+    too: parsing it twice would double the largest cost of a big request)."""
     if not isinstance(groups, dict):
         raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
     observed: list[records.ObservedObject] = []
@@ -194,14 +198,18 @@ def _parse_object_groups(
             if kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
                 parents.append(parse_parent(_require_object(obj, label)))
             else:
-                observed.append(_parse_observed(kind, _require_object(obj, label), label))
+                observed.append(
+                    _parse_observed(kind, _require_object(obj, label), label, related=related)
+                )
     return (
         tuple(sorted(observed, key=lambda obj: (obj.kind.value, obj.namespace, obj.name))),
         tuple(sorted(parents, key=lambda obj: (obj.namespace, obj.name))),
     )
 
 
-def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> records.ObservedObject:
+def _parse_observed(
+    kind: records.ChildKind, obj: JsonObject, where: str, *, related: bool = False
+) -> records.ObservedObject:
     metadata = _require_object(obj.get("metadata"), f"{where} metadata")
     name = _require_str(metadata.get("name"), f"{where} metadata.name")
     labels = _string_map(metadata.get("labels"), f"{where} metadata.labels")
@@ -222,7 +230,7 @@ def _parse_observed(kind: records.ChildKind, obj: JsonObject, where: str) -> rec
         controller_uid=_optional_str(owner.get("uid")) or None if owner else None,
         spec_replicas=_optional_int(spec.get("replicas"), f"{where} spec.replicas"),
         status=replica_status,
-        applied=_applied_object(kind, obj, name, labels, annotations),
+        applied={} if related else _applied_object(kind, obj, name, labels, annotations),
         slice_index=_slice_index(labels),
         status_error=status_error,
     )

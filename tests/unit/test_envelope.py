@@ -87,6 +87,17 @@ def test_last_applied_of_another_object_is_not_trusted() -> None:
     assert parsed.applied["metadata"]["name"] == "llm-0-aaaaaaaa-prefill"
 
 
+def test_only_children_have_their_last_applied_read_not_related_objects() -> None:
+    child = lws_child()
+    request = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[child], related=[child])
+    )
+    (as_child,), (as_related,) = request.children, request.related
+    assert as_child.applied["metadata"]["name"] == "llm-0-aaaaaaaa-prefill"
+    assert as_related.applied == {}
+    assert (as_related.name, as_related.controller_uid) == (as_child.name, as_child.controller_uid)
+
+
 def test_children_are_sorted_whatever_the_input_order() -> None:
     first = lws_child("llm-0-aaaaaaaa-b")
     second = lws_child("llm-0-aaaaaaaa-a")

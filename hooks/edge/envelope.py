@@ -176,8 +176,8 @@ def _parse_object_groups(
 ) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...]]:
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
     `keep_parents`, DisaggregatedSets come back as parents, apart. Related objects are never
-    answered with, so their last-applied annotation is not read (a set's own LWS come as related
-    too: parsing it twice would double the largest cost of a big request)."""
+    answered with, so their last-applied annotation is not read (a set's own target LWS come as
+    related too, and those annotations are a large share of a big request)."""
     if not isinstance(groups, dict):
         raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
     observed: list[records.ObservedObject] = []

@@ -11,14 +11,16 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema
 import yaml
 
 from hooks import api
 from hooks.core import records
 from hooks.edge import crdgen, envelope
+
+if TYPE_CHECKING:
+    import jsonschema
 
 RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
 DEFAULT_NAMESPACE: Final = "default"
@@ -79,6 +81,11 @@ def schema_errors(document: JsonObject) -> list[str]:
 
 @functools.cache
 def _schema_validator() -> jsonschema.Draft4Validator:
+    # Imported here: only `render` checks schemas, and the hook server, which imports this
+    # module through the command line, would otherwise carry jsonschema (about 4 MiB) in every
+    # process.
+    import jsonschema
+
     schema = crdgen.build_crds()[crdgen.DS_FILE]["spec"]["versions"][0]["schema"]
     return jsonschema.Draft4Validator(schema["openAPIV3Schema"])
 

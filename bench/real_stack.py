@@ -155,7 +155,6 @@ class Phase:
     name: str
     milestones: Mapping[str, float | None]
     """Seconds from the phase's start to each milestone; None when it was not reached."""
-    seconds: float
     cpu: Mapping[str, float]
     hook_calls: Mapping[str, float]
     hook_mean_ms: Mapping[str, float]
@@ -183,7 +182,6 @@ def phase_between(
         milestones={
             milestone: None if at is None else at - before.wall for milestone, at in reached.items()
         },
-        seconds=after.wall - before.wall,
         cpu={process: after.cpu[process] - before.cpu[process] for process in PROCESSES},
         hook_calls={hook: count for hook, count in calls.items() if count},
         hook_mean_ms=mean,
@@ -387,7 +385,7 @@ class Workload:
             calls = hook_calls(self.plane.running["hooks"].log, before.wall, after.wall)
             watched = self.recorder.events[started:]
             self.timelines[name] = sorted([*watched, *calls], key=lambda event: event.at)
-        return all(value is not None for value in reached.values())
+        return self.phases[-1].completed
 
     def _each(self, change: Callable[[kube.Client, str], None]) -> Callable[[], None]:
         def act() -> None:

@@ -33,7 +33,6 @@ import io
 import os
 import pstats
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
 from hooks.edge import app, envelope  # noqa: E402 (as above)
+from tests.cluster import processes  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
 SMALL_HTTP_OVERHEAD_LIMIT_MS: Final = 1.0
@@ -141,17 +141,10 @@ class ServerError(Exception):
     """The server did not start or answered wrongly."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def running_server(tmpdir: Path) -> Iterator[Server]:
     """Start the server with TMPDIR=tmpdir, wait for /healthz, stop it with SIGTERM afterwards."""
-    port = _free_port()
+    port = processes.free_port()
     env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": str(REPO_ROOT)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     log = tmpdir / "server.log"

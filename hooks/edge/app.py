@@ -324,8 +324,12 @@ class _BufferedBodies:
         self.held -= size
 
 
-MAX_COST_PER_BYTE: Final = 202
-"""The most `parse_cost` can give per byte (a body of `{`): smaller bodies are never counted."""
+# parse_cost's weights: bytes per `{`, `[`, unescaped `"` and `,`, and per byte of the body.
+_COST_OBJECT: Final = 200
+_COST_ARRAY: Final = 64
+_COST_STRING: Final = 28
+_COST_ENTRY: Final = 48
+_COST_BYTE: Final = 2
 
 
 def parse_cost(body: bytes) -> int:
@@ -338,12 +342,19 @@ def parse_cost(body: bytes) -> int:
     """
     quotes = body.count(b'"') - body.count(b'\\"')
     return (
-        200 * body.count(b"{")
-        + 64 * body.count(b"[")
-        + 28 * quotes
-        + 48 * body.count(b",")
-        + 2 * len(body)
+        _COST_OBJECT * body.count(b"{")
+        + _COST_ARRAY * body.count(b"[")
+        + _COST_STRING * quotes
+        + _COST_ENTRY * body.count(b",")
+        + _COST_BYTE * len(body)
     )
+
+
+def over_parse_budget(body: bytes, budget: int) -> bool:
+    """Whether `parse_cost(body)` exceeds `budget`; a body too short to reach it whatever it
+    holds (every byte a `{`) is not counted."""
+    most_per_byte = max(_COST_OBJECT, _COST_ARRAY, _COST_STRING, _COST_ENTRY) + _COST_BYTE
+    return most_per_byte * len(body) > budget and parse_cost(body) > budget
 
 
 # --- the app -------------------------------------------------------------------------------------
@@ -461,9 +472,7 @@ def _answer(
     try:
         raw = b"".join(chunks)
         chunks.clear()
-        if MAX_COST_PER_BYTE * len(raw) > limits.max_parse_bytes and (
-            parse_cost(raw) > limits.max_parse_bytes
-        ):
+        if over_parse_budget(raw, limits.max_parse_bytes):
             raise _BodyError(
                 _Failure(413, "body_too_complex", "request body would take too much memory")
             )

@@ -17,6 +17,8 @@ import flask
 import orjson
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hooks import api
 from hooks.core import desired, records
@@ -339,6 +341,16 @@ def test_parse_cost_bounds_what_parsing_allocates() -> None:
     cost = hook_app.parse_cost(request)
     # The Kubernetes request: above its parsed size, and within a small factor of its length.
     assert len(request) < cost < 16 * len(request)
+
+
+@given(
+    body=st.text(alphabet='{}[]",:a\\ ', max_size=200).map(str.encode),
+    budget=st.integers(min_value=0, max_value=50_000),
+)
+def test_the_parse_budget_check_is_the_cost_compared_with_the_budget(
+    body: bytes, budget: int
+) -> None:
+    assert hook_app.over_parse_budget(body, budget) == (hook_app.parse_cost(body) > budget)
 
 
 def test_bodies_in_flight_past_the_process_budget_are_503() -> None:

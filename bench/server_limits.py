@@ -41,7 +41,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
 from bench.sync_latency import Server, Stats, running_server  # noqa: E402
-from hooks.edge import app, settings  # noqa: E402
+from hooks.edge import bodies, settings  # noqa: E402
 from hooks.gocompat import quantity  # noqa: E402
 
 SLOW_CLIENTS: Final = 50
@@ -210,7 +210,7 @@ def run_sizing(tmpdir: Path) -> list[tuple[bool, str]]:
                 _ok(answer)
             peak = _peak_rss_mib(_worker_pid(server))
         median = sorted(times)[1]
-        cost = app.parse_cost(case.body) / settings.MIB
+        cost = bodies.parse_cost(case.body) / settings.MIB
         print(
             f"| {name} | {case.children} | {len(case.body) / settings.MIB:.1f} | {cost:.0f} | "
             f"{peak:.0f} | {_ms(median):.0f} |"

@@ -53,7 +53,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
-from hooks.edge import app, envelope  # noqa: E402 (as above)
+from hooks.edge import app, bodies, envelope  # noqa: E402 (as above)
 from tests.cluster import processes  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
@@ -109,7 +109,7 @@ def measure(run: Callable[[], object], *, iterations: int, warmup: int, keep_gc:
 def _quiet_gc(*, enabled: bool) -> Iterator[None]:
     """Start from a collected heap; unless `enabled`, pause the collector as the server does."""
     gc.collect()
-    with nullcontext() if enabled else app.collector_paused():
+    with nullcontext() if enabled else bodies.collector_paused():
         yield
 
 

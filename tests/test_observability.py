@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hooks import api
 from hooks.core import progress
 from hooks.edge import app as hook_app
-from hooks.edge import settings
+from hooks.edge import observability, settings
 from tests import kustomize
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -418,11 +418,11 @@ def test_hook_latency_alert_sits_at_a_bucket_bound_within_half_the_webhook_timeo
         for hook in controller["spec"]["hooks"].values()
     }
     threshold = tree.rhs.val
-    assert threshold in hook_app.LATENCY_BUCKETS
+    assert threshold in observability.LATENCY_BUCKETS
     assert threshold <= min(timeouts) / 2
     # histogram_quantile never returns more than the largest finite bucket bound: at that bound
     # only `>=` can ever fire.
-    assert str(tree.op) == (">=" if threshold == max(hook_app.LATENCY_BUCKETS) else ">")
+    assert str(tree.op) == (">=" if threshold == max(observability.LATENCY_BUCKETS) else ">")
     assert isinstance(tree.lhs, promql_parser.Call)
     assert tree.lhs.func.name == "histogram_quantile"
     assert tree.lhs.args[0].val == pytest.approx(0.99)

@@ -1,4 +1,4 @@
-"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.app`.
+"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.edge.app`.
 
 Worker model: gevent (an event loop per worker process). A connection that is idle, or sends its
 request slowly, holds only a cheap greenlet, so slow or hostile clients cannot take the workers
@@ -18,8 +18,9 @@ exits. Nothing is written anywhere else, so the server runs as a non-root user o
 filesystem where only /tmp is writable.
 
 prometheus_client chooses between in-process and multiprocess metric storage when it is first
-imported, so `serve` sets PROMETHEUS_MULTIPROC_DIR before it imports `hooks.app`, the only module
-that imports prometheus_client. gevent patches the standard library before that import too.
+imported, so `serve` sets PROMETHEUS_MULTIPROC_DIR before it imports `hooks.edge.app` (and with it
+`hooks.edge.observability`, the only module that imports prometheus_client). gevent patches the
+standard library before that import too.
 """
 
 from __future__ import annotations
@@ -179,10 +180,10 @@ def serve(
     atexit.register(remove_metrics_dir)
     # prometheus_client chooses between in-process and multiprocess metric storage when it is
     # first imported, so the app (its only importer) may be imported only after the line above.
-    from hooks.edge import app
+    from hooks.edge import app, observability
 
     def child_exit(server: object, worker: Any) -> None:
-        app.mark_process_dead(worker.pid)
+        observability.mark_process_dead(worker.pid)
 
     class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
         """gunicorn's own log lines in the same JSON format as the hook lines."""
@@ -190,7 +191,7 @@ def serve(
         def setup(self, cfg: Any) -> None:
             super().setup(cfg)
             for handler in self.error_log.handlers:
-                handler.setFormatter(app.JsonFormatter())
+                handler.setFormatter(observability.JsonFormatter())
 
     options: dict[str, object] = {
         "bind": [bind] if metrics_bind is None else [bind, metrics_bind],

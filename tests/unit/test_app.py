@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hooks import api
 from hooks.core import desired, records
 from hooks.edge import app as hook_app
-from hooks.edge import envelope, settings
+from hooks.edge import bodies, envelope, observability, settings
 from hooks.edge.settings import Limits
 from tests import shared
 from tests.golden import make_fixtures
@@ -326,7 +326,7 @@ def test_limits_must_be_positive() -> None:
 def test_a_body_too_costly_to_parse_is_413_before_it_is_parsed() -> None:
     """Regression: a 60 MiB body of `{}` objects drove a worker to 2 GB while parsing."""
     body = b"[" + b"{}," * 2000 + b"{}]"
-    assert hook_app.parse_cost(body) > 200 * 2000
+    assert bodies.parse_cost(body) > 200 * 2000
     client, fakes = make_client(limits=Limits(max_parse_bytes=200 * 2000))
 
     answer = client.post("/sync", data=body)
@@ -338,7 +338,7 @@ def test_a_body_too_costly_to_parse_is_413_before_it_is_parsed() -> None:
 
 def test_parse_cost_bounds_what_parsing_allocates() -> None:
     request = load_request("ds-sync-mid-rollout.json")
-    cost = hook_app.parse_cost(request)
+    cost = bodies.parse_cost(request)
     # The Kubernetes request: above its parsed size, and within a small factor of its length.
     assert len(request) < cost < 16 * len(request)
 
@@ -350,7 +350,7 @@ def test_parse_cost_bounds_what_parsing_allocates() -> None:
 def test_the_parse_budget_check_is_the_cost_compared_with_the_budget(
     body: bytes, budget: int
 ) -> None:
-    assert hook_app.over_parse_budget(body, budget) == (hook_app.parse_cost(body) > budget)
+    assert bodies.over_parse_budget(body, budget) == (bodies.parse_cost(body) > budget)
 
 
 def test_bodies_in_flight_past_the_process_budget_are_503() -> None:
@@ -361,7 +361,7 @@ def test_bodies_in_flight_past_the_process_budget_are_503() -> None:
         cell.cell_contents
         for view in app.view_functions.values()
         for cell in (view.__closure__ or ())
-        if isinstance(cell.cell_contents, hook_app._BufferedBodies)
+        if isinstance(cell.cell_contents, bodies.BufferedBodies)
     )
     buffered.take(100)  # other uploads hold most of the budget
 
@@ -495,7 +495,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
     assert fields["status"] == 200
     assert isinstance(fields["duration_ms"], float)
     assert fields["duration_ms"] >= 0
-    assert "hunter2" not in hook_app.JsonFormatter().format(record)
+    assert "hunter2" not in observability.JsonFormatter().format(record)
 
 
 def test_a_call_without_outcome_logs_ok(caplog: pytest.LogCaptureFixture) -> None:
@@ -536,7 +536,7 @@ def test_server_error_logs_one_error_line_with_the_traceback(
     [record] = hook_lines(caplog)
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
-    line = json.loads(hook_app.JsonFormatter().format(record))
+    line = json.loads(observability.JsonFormatter().format(record))
     assert line["status"] == 500
     assert line["hook"] == "sync"
     assert "ZeroDivisionError: division by zero" in line["traceback"]
@@ -546,7 +546,7 @@ def test_json_formatter_writes_one_line_and_keeps_its_own_keys() -> None:
     record = logging.LogRecord("hooks.app", logging.INFO, __file__, 1, "sync %d", (200,), None)
     record.hook_fields = {"message": "shadow", "hook": "sync", "slices": {0: "drain"}}
 
-    text = hook_app.JsonFormatter().format(record)
+    text = observability.JsonFormatter().format(record)
 
     assert "\n" not in text
     line = json.loads(text)
@@ -574,7 +574,7 @@ def test_creating_the_app_twice_keeps_one_log_handler() -> None:
     make_client()
 
     handlers = logging.getLogger("hooks").handlers
-    assert len([h for h in handlers if isinstance(h.formatter, hook_app.JsonFormatter)]) == 1
+    assert len([h for h in handlers if isinstance(h.formatter, observability.JsonFormatter)]) == 1
 
 
 def test_a_call_is_counted_and_logged_once_its_answer_is_sent(
@@ -671,7 +671,7 @@ def test_real_sync_logs_its_decision_summary(
     assert len(fields["revision"]) == 8
     assert fields["outcome"] in {"synced", "held"}
     assert "children" in fields
-    text = hook_app.JsonFormatter().format(record)
+    text = observability.JsonFormatter().format(record)
     assert "leaderWorkerTemplate" not in text
     assert "nginx" not in text
 
@@ -690,10 +690,10 @@ def test_the_cyclic_collector_is_paused_during_a_call_and_restored_after() -> No
     import gc
 
     assert gc.isenabled()
-    with hook_app.collector_paused():
+    with bodies.collector_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
-    with pytest.raises(RuntimeError), hook_app.collector_paused():
+    with pytest.raises(RuntimeError), bodies.collector_paused():
         raise RuntimeError("hook failed")
     assert gc.isenabled()
 

@@ -188,23 +188,61 @@ CASES: list[tuple[str, JsonObject, set[str]]] = [
         make_ds(make_role("a", scaling="External"), make_role("b"), slices=2),
         {"external-single-slice"},
     ),
-    # rule 7
-    # <name>-<slice>-<8 hex>-prefill-prv: len(name) + 23 characters with one slice digit.
-    ("names-fit-exactly", make_ds(make_role("prefill"), make_role("b"), name=name_of(40)), set()),
+    # rule 7, the name budget of lws PR #991: <name>-<slice>-<8 hex>-<role> plus the pod
+    # revision-hash label of the last group, -<group>-<10 characters>: len(name) + len(role) +
+    # 25 characters with one slice digit and one group digit, so name and role share 38.
+    ("names-fit-exactly", make_ds(make_role("prefill"), make_role("b"), name=name_of(31)), set()),
     (
         "names-one-too-long",
-        make_ds(make_role("prefill"), make_role("b"), name=name_of(41)),
+        make_ds(make_role("prefill"), make_role("b"), name=name_of(32)),
+        {"generated-names-fit"},
+    ),
+    (
+        "names-of-the-issue-forty-and-prefill",
+        make_ds(make_role("prefill"), make_role("b"), name=name_of(40)),
         {"generated-names-fit"},
     ),
     (
         "names-fit-with-ten-slices",
-        make_ds(make_role("prefill"), make_role("b"), name=name_of(40), slices=10),
+        make_ds(make_role("prefill"), make_role("b"), name=name_of(31), slices=10),
         set(),
     ),
     (
         "names-too-long-with-eleven-slices",
-        make_ds(make_role("prefill"), make_role("b"), name=name_of(40), slices=11),
+        make_ds(make_role("prefill"), make_role("b"), name=name_of(31), slices=11),
         {"generated-names-fit"},
+    ),
+    (
+        "names-fit-with-ten-replicas",
+        make_ds(make_role("prefill", replicas=10), make_role("b", replicas=10), name=name_of(31)),
+        set(),
+    ),
+    (
+        "names-too-long-with-eleven-replicas",
+        make_ds(make_role("prefill", replicas=11), make_role("b", replicas=11), name=name_of(31)),
+        {"generated-names-fit"},
+    ),
+    (
+        "names-fit-with-zero-replicas",
+        make_ds(make_role("prefill", replicas=0), make_role("b", replicas=0), name=name_of(31)),
+        set(),
+    ),
+    (
+        "names-fit-with-unset-replicas",
+        make_ds(
+            make_role("prefill", replicas=None), make_role("b", replicas=None), name=name_of(31)
+        ),
+        set(),
+    ),
+    (
+        "names-too-long-with-a-thousand-and-one-replicas",
+        make_ds(make_role("p", replicas=1001), make_role("b", replicas=1001), name=name_of(35)),
+        {"generated-names-fit"},
+    ),
+    (
+        "names-fit-with-a-thousand-replicas",
+        make_ds(make_role("p", replicas=1000), make_role("b", replicas=1000), name=name_of(35)),
+        set(),
     ),
     (
         "scaler-name-too-long",

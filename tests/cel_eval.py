@@ -27,7 +27,8 @@ import celpy
 import jsonschema
 from celpy import celtypes
 
-from hooks import api, rules
+from hooks import api
+from hooks.api import rules
 from hooks.edge import crdgen
 
 JsonObject = dict[str, Any]
@@ -151,6 +152,17 @@ class CrdHarness:
             raise CelRuleError(f"{rule.id} did not return a bool on {value!r}: {result!r}")
         return bool(result)
 
+    def message(self, entry: JsonObject, value: Any) -> str:
+        """What the API server reports for a failed rule: its messageExpression's value, when it
+        has one, else its message."""
+        expression = entry.get("messageExpression")
+        if expression is None:
+            return str(entry["message"])
+        result = self._program(expression).evaluate({"self": celpy.json_to_cel(value)})
+        if not isinstance(result, str):
+            raise CelRuleError(f"messageExpression did not return a string: {result!r}")
+        return str(result)
+
     def _program(self, text: str) -> Any:
         if text not in self._programs:
             ast = self._environment.compile(text)
@@ -182,7 +194,7 @@ class CrdHarness:
             if not self.evaluate(rule, self_value):
                 suffix = entry.get("fieldPath", "")
                 full = (path + suffix).lstrip(".") if suffix else path
-                failures.append(CelFailure(rule.id, full, entry["message"]))
+                failures.append(CelFailure(rule.id, full, self.message(entry, self_value)))
         if isinstance(value, dict):
             properties = schema.get("properties")
             additional = schema.get("additionalProperties")

@@ -70,3 +70,20 @@ def by_name(_index: int, vector: Any) -> str:
 def _missing(relative: str) -> Any:
     reason = f"../shared/{relative} is not available in this checkout (upstream reference data)"
     return pytest.param(None, id="shared-missing", marks=pytest.mark.skip(reason=reason))
+
+
+def names_over_budget(stored: Any) -> list[str]:
+    """The `spec.roles[i].name` fields upstream's later name budget (lws PR #991, after the
+    golden vectors' commit) refuses in a stored DisaggregatedSet, written here from the PR's
+    rule and independently of the hooks: per role, len(<set>-<slice>-<8 hex>-<role>) +
+    max(4, 1 + digits(replicas - 1) + 11) <= 63, replicas 0 or unset counting one digit and the
+    slice digits being those of slices - 1."""
+    spec = stored["spec"]
+    slice_digits = len(str((spec.get("slices") or 1) - 1))
+    fields = []
+    for index, role in enumerate(spec["roles"]):
+        replicas = role["spec"].get("replicas") or 1
+        lws = len(stored["metadata"]["name"]) + 1 + slice_digits + 1 + 8 + 1 + len(role["name"])
+        if lws + max(4, 1 + len(str(max(replicas - 1, 0))) + 11) > 63:
+            fields.append(f"spec.roles[{index}].name")
+    return fields

@@ -1,4 +1,4 @@
-"""The reconcile core stays readable: short functions of low complexity (docs/architecture.md).
+"""The code keeps its shape: a readable core, and no clock below the edges (docs/architecture.md).
 
 Measured with radon: no function in `hooks/core/` over 60 lines or cyclomatic complexity 15,
 unless its `def` line carries a comment that starts with `# long:` and says why.
@@ -53,3 +53,47 @@ def test_core_functions_are_simple(path: Path) -> None:
 
 def test_the_core_has_its_modules() -> None:
     assert len(MODULES) >= 10
+
+
+# --- no clock below the edges ---------------------------------------------------------------------
+
+BELOW_THE_EDGES = sorted(
+    path
+    for folder in ("api", "core", "gocompat")
+    for path in (REPO_ROOT / "hooks" / folder).glob("*.py")
+)
+# Ways to read the clock: `datetime.now()`, `date.today()`, `time.time()` and the rest of the
+# `time` module (import-linter keeps `time` out of these folders too; this also catches
+# `from datetime import datetime` followed by `datetime.now()`).
+CLOCK_CALLS = frozenset({"now", "utcnow", "today"})
+CLOCK_MODULES = frozenset({"time"})
+
+
+def _clock_reads(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in CLOCK_CALLS:
+                found.append(f"line {node.lineno}: .{node.func.attr}()")
+        elif isinstance(node, ast.Import):
+            found += [
+                f"line {node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name in CLOCK_MODULES
+            ]
+        elif isinstance(node, ast.ImportFrom) and node.module in CLOCK_MODULES:
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+    return found
+
+
+@pytest.mark.parametrize("path", BELOW_THE_EDGES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_nothing_below_the_edges_reads_the_clock(path: Path) -> None:
+    """The time of a call is read once, at the edge, and passed in as `now`."""
+    assert _clock_reads(ast.parse(path.read_text())) == []
+
+
+def test_the_clock_lint_catches_what_it_is_for() -> None:
+    source = (
+        "from datetime import datetime, date\nimport time\nx = datetime.now()\ny = date.today()\n"
+    )
+    assert len(_clock_reads(ast.parse(source))) == 3

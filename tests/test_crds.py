@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from hooks import api, rules
+from hooks import api
+from hooks.api import rules
 from hooks.edge import crdgen
 from tests import cel_eval
 from tests.shared import REPO_ROOT, by_name, golden_params, load_golden_or_empty, shared_path

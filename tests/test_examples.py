@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import naming, validation
+from hooks.api import naming
+from hooks.core import validation
 from hooks.edge import envelope, manifests
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"

@@ -14,7 +14,8 @@ autoscaler owns it). Nothing here mutates its inputs: every change is made on a 
 from __future__ import annotations
 
 from hooks import api
-from hooks.core import naming, placement, records
+from hooks.api import naming
+from hooks.core import placement, records
 
 JsonObject = api.JsonObject
 

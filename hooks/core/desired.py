@@ -2,9 +2,10 @@
 
 Metacontroller deletes every observed child whose (apiVersion, kind, name) the answer leaves out.
 `DesiredChildren` collects the answer by (kind, name) (apiVersion follows from the kind: one
-version per kind), records which observed children the spec allows to go, and `check` refuses an
-answer that would drop any other (`UnsafeDeletionError`: a bug, answered non-200, so nothing
-changes). docs/safety.md lists the reasons a child may go.
+version per kind) and records which observed children the spec allows to go. The answer's
+children can only be had through `checked_children`, which refuses an answer that would drop any
+other (`UnsafeDeletionError`: a bug, answered non-200, so nothing changes): no path, the hold
+path included, skips the guard. docs/safety.md lists the reasons a child may go.
 
 Two different objects under one name mean the observed children contradict each other (a child
 whose slice, revision or role label was removed or edited is claimed by two slices, or by a slice
@@ -57,15 +58,13 @@ class DesiredChildren:
     def allow_deletion(self, key: ChildKey) -> None:
         self._allowed.add(key)
 
-    def check(self) -> None:
-        """Raise `UnsafeDeletionError` if an observed child would go without a reason."""
+    def checked_children(self) -> tuple[api.JsonObject, ...]:
+        """The answer's children by kind, then name; `UnsafeDeletionError` if an observed child
+        would go without a reason."""
         unexpected = sorted(set(self._observed) - set(self._children) - self._allowed)
         if unexpected:
             listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
             raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
-
-    def sorted_children(self) -> tuple[api.JsonObject, ...]:
-        """The answer's children by kind, then name."""
         return tuple(self._children[key] for key in sorted(self._children))
 
     def deleted(self) -> int:

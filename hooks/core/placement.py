@@ -22,18 +22,12 @@ from hooks import api
 JsonObject = api.JsonObject
 
 
-def has_placement(policy: api.PlacementPolicy | None) -> bool:
-    """Whether the policy injects anything (a non-None type with a topology key)."""
-    return (
-        policy is not None and policy.type is not api.PlacementType.NONE and bool(policy.topology)
-    )
-
-
 def build_placed_template(
     template: JsonObject, *, policy: api.PlacementPolicy | None, set_name: str, slice_index: int
 ) -> JsonObject:
     """A copy of a pod template with the placement terms appended to its affinity."""
-    if policy is None or not has_placement(policy):
+    # Validation holds a set whose active policy lacks a topology key before this runs.
+    if policy is None or not policy.is_active or not policy.topology:
         return template
     topology = str(policy.topology)
     slice_label = str(slice_index)

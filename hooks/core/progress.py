@@ -22,21 +22,12 @@ read only from the `now` the caller passes; timestamps are RFC 3339.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from hooks import api
+from hooks.api import limits, times
 from hooks.core import records, status
-
-REASON_INVALID_ANNOTATION: Final = "InvalidAnnotation"
-REASON_PAUSED: Final = "RolloutPaused"
-REASON_DEADLINE_EXCEEDED: Final = "ProgressDeadlineExceeded"
-
-_TIME = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +47,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
     if paused_text not in ("true", "false"):
         problems.append(
             status.Problem(
-                REASON_INVALID_ANNOTATION,
+                api.Reason.INVALID_ANNOTATION,
                 f'annotation {api.ANNOTATION_PAUSED} is {paused_text[:64]!r}: use "true" to'
                 ' pause rollouts and "false" (or no annotation) to run them; not paused',
             )
@@ -69,7 +60,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         else:
             problems.append(
                 status.Problem(
-                    REASON_INVALID_ANNOTATION,
+                    api.Reason.INVALID_ANNOTATION,
                     f"annotation {api.ANNOTATION_PROGRESS_DEADLINE} is {deadline_text[:64]!r}:"
                     ' use whole seconds ("0" turns the deadline off); the default'
                     f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
@@ -122,27 +113,34 @@ def _record(
     moved: bool,
     now: str,
 ) -> api.RolloutStatus:
-    """The rollout record: `now` when the rollout moved (or is new), else the previous one."""
+    """The rollout record: `now` when the rollout moved (or is new), else the previous one.
+
+    The previous record is read back from the status, which anyone who can write the status can
+    edit, so it is trusted only as far as it is possible: a time that is not RFC 3339 or lies
+    after `now` starts the record afresh, and counts above what the new LWS can have are
+    lowered to that (a count kept impossibly high would hide every rise).
+    """
     ready = sum(item.status.ready_replicas for item in new_lws)
     updated = sum(item.status.updated_replicas for item in new_lws)
-    if (
-        previous is None
-        or previous.revision != revision
-        or moved
-        or ready > previous.ready_replicas
-        or updated > previous.updated_replicas
-    ):
-        return api.RolloutStatus(
-            revision=revision,
-            last_progress_time=now,
-            ready_replicas=ready,
-            updated_replicas=updated,
-        )
+    fresh = api.RolloutStatus(
+        revision=revision, last_progress_time=now, ready_replicas=ready, updated_replicas=updated
+    )
+    if previous is None or previous.revision != revision or moved:
+        return fresh
+    since = times.parse(previous.last_progress_time)
+    current = times.parse(now)
+    if since is None or current is None or since > current:
+        return fresh
+    most = sum(item.replicas for item in new_lws)
+    ready_then = min(previous.ready_replicas, most)
+    updated_then = min(previous.updated_replicas, most)
+    if ready > ready_then or updated > updated_then:
+        return fresh
     return api.RolloutStatus(
         revision=revision,
-        last_progress_time=previous.last_progress_time,
-        ready_replicas=previous.ready_replicas,
-        updated_replicas=previous.updated_replicas,
+        last_progress_time=times.format_utc(since.seconds),
+        ready_replicas=ready_then,
+        updated_replicas=updated_then,
     )
 
 
@@ -154,7 +152,7 @@ def _past_deadline(
     now: str,
 ) -> status.ConditionUpdate | None:
     """Progressing=False, ProgressDeadlineExceeded, when the rollout stalled too long."""
-    stalled_for = _seconds_between(record.last_progress_time, now)
+    stalled_for = times.seconds_between(record.last_progress_time, now)
     deadline = control.deadline_seconds
     if not deadline or stalled_for is None or stalled_for <= deadline:
         return None
@@ -163,7 +161,10 @@ def _past_deadline(
         f" {record.last_progress_time} (deadline {deadline} s); not ready: {_not_ready(new_lws)}"
     )
     return status.new_condition(
-        api.ConditionType.PROGRESSING, true=False, reason=REASON_DEADLINE_EXCEEDED, message=message
+        api.ConditionType.PROGRESSING,
+        true=False,
+        reason=api.Reason.PROGRESS_DEADLINE_EXCEEDED,
+        message=message,
     )
 
 
@@ -176,11 +177,12 @@ def resync_after(control: Control, record: api.RolloutStatus | None, *, now: str
     """
     if record is None or control.paused or not control.deadline_seconds:
         return None
-    stalled_for = _seconds_between(record.last_progress_time, now)
+    stalled_for = times.seconds_between(record.last_progress_time, now)
     if stalled_for is None or stalled_for > control.deadline_seconds:
         return None
-    # The deadline is exceeded strictly after `deadline_seconds` whole seconds.
-    return control.deadline_seconds - stalled_for + 1
+    # The deadline is exceeded strictly after `deadline_seconds` whole seconds; a later sync
+    # asks again, so the wait is bounded whatever the deadline.
+    return min(control.deadline_seconds - stalled_for + 1, limits.MAX_RESYNC_SECONDS)
 
 
 def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
@@ -188,14 +190,15 @@ def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
     return status.ConditionUpdate(
         type=api.ConditionType.PROGRESSING,
         status=api.ConditionStatus.UNKNOWN,
-        reason=REASON_PAUSED,
+        reason=api.Reason.ROLLOUT_PAUSED,
         message=f"Paused: {what} frozen until annotation {api.ANNOTATION_PAUSED} is removed",
     )
 
 
 def _was_paused(conditions: Iterable[records.ObservedCondition]) -> bool:
     return any(
-        c.type == api.ConditionType.PROGRESSING and c.reason == REASON_PAUSED for c in conditions
+        c.type == api.ConditionType.PROGRESSING and c.reason == api.Reason.ROLLOUT_PAUSED
+        for c in conditions
     )
 
 
@@ -206,31 +209,6 @@ def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
         for item in sorted(new_lws, key=lambda lws: lws.name)
         if item.status.ready_replicas < item.replicas
     ]
-    return "; ".join(lagging) if lagging else "every new LWS is ready, but no step can be taken"
-
-
-def epoch_seconds(text: str) -> int | None:
-    """Seconds since 1970 of an RFC 3339 time (fractions dropped), or None when it is not one."""
-    match = _TIME.fullmatch(text)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
-        return None
-    # Days from the civil date (proleptic Gregorian calendar), counted from 1970-01-01.
-    shifted = year - (month <= 2)
-    era = shifted // 400
-    year_of_era = shifted - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    seconds = days * 86400 + hour * 3600 + minute * 60 + second
-    if match.group(7):
-        offset = int(match.group(8)) * 3600 + int(match.group(9)) * 60
-        seconds -= offset if match.group(7) == "+" else -offset
-    return seconds
-
-
-def _seconds_between(earlier: str, later: str) -> int | None:
-    start, end = epoch_seconds(earlier), epoch_seconds(later)
-    return None if start is None or end is None else end - start
+    if not lagging:
+        return "every new LWS is ready, but no step can be taken"
+    return status.summarise(lagging)

@@ -48,7 +48,8 @@ from enum import StrEnum
 from typing import TypedDict
 
 from hooks import api
-from hooks.core import naming, planner, records
+from hooks.api import naming
+from hooks.core import planner, records
 
 
 class Phase(StrEnum):

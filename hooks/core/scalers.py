@@ -22,13 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.core import children, naming, records, status
-
-REASON_BOUND = "Bound"
-REASON_OWNER_NOT_FOUND = "OwnerNotFound"
-REASON_OWNER_INVALID = "OwnerSpecInvalid"
-REASON_ROLE_NOT_EXTERNAL = "RoleNotExternal"
-REASON_LABELS_MISSING = "LabelsMissing"
+from hooks.api import naming
+from hooks.core import children, records, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,36 +181,36 @@ def _readiness(
     *,
     set_name: str,
     role: str,
-) -> tuple[bool, str, str]:
+) -> tuple[bool, api.Reason, str]:
     if not set_name or not role:
         return (
             False,
-            REASON_LABELS_MISSING,
+            api.Reason.LABELS_MISSING,
             f"The scaler needs the labels {api.LABEL_NAME} and {api.LABEL_ROLE}; "
             "it is created by its DisaggregatedSet, do not create scalers by hand",
         )
     if owner is None:
         return (
             False,
-            REASON_OWNER_NOT_FOUND,
+            api.Reason.OWNER_NOT_FOUND,
             f"DisaggregatedSet {set_name!r} that owns this scaler was not found",
         )
     if owner.spec is None:
         return (
             False,
-            REASON_OWNER_INVALID,
+            api.Reason.OWNER_SPEC_INVALID,
             f"DisaggregatedSet {set_name!r} has an invalid spec; see its Degraded condition",
         )
     spec_role = owner.spec.role(role)
     if spec_role is None or not spec_role.is_external:
         return (
             False,
-            REASON_ROLE_NOT_EXTERNAL,
+            api.Reason.ROLE_NOT_EXTERNAL,
             f"Role {role!r} of DisaggregatedSet {set_name!r} is not scaling.mode External",
         )
     return (
         True,
-        REASON_BOUND,
+        api.Reason.BOUND,
         f"Drives role {role!r} of DisaggregatedSet {set_name!r}",
     )
 

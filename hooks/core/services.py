@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hooks import api
-from hooks.core import children, naming, records, rollout
+from hooks.api import naming
+from hooks.core import children, records, rollout
 
 JsonObject = api.JsonObject
 

@@ -22,27 +22,36 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
 from hooks.core import records
 
-REASON_ALL_ROLES_READY = "AllRolesReady"
-REASON_ROLLOUT_IN_PROGRESS = "RolloutInProgress"
-REASON_AS_EXPECTED = "AsExpected"
-REASON_INVALID_SPEC = "InvalidSpec"
-REASON_NAME_CONFLICT = "NameConflict"
-REASON_SCALER_CONFLICT = "ScalerConflict"
-REASON_CHILD_CONFLICT = "ChildConflict"
-REASON_INVALID_METADATA = "InvalidMetadata"
-REASON_INVALID_CHILD_STATUS = "InvalidChildStatus"
-MAX_MESSAGE = 32768
+SHOWN_ITEMS: Final = 5
+"""Items a message lists before it counts the rest."""
+ITEM_MAX_LENGTH: Final = 1000
+"""Characters of one listed item (an object name, a problem) before it is cut."""
+
+
+def summarise(items: Sequence[str]) -> str:
+    """The first few items, each cut to a bounded length, then how many more there are: a text
+    that fits a condition message whatever the number of items."""
+    shown = [_cut(item) for item in items[:SHOWN_ITEMS]]
+    rest = len(items) - len(shown)
+    return "; ".join(shown) + (f"; and {rest} more" if rest else "")
+
+
+def _cut(text: str) -> str:
+    if len(text) <= ITEM_MAX_LENGTH:
+        return text
+    return f"{text[:ITEM_MAX_LENGTH]}... ({len(text) - ITEM_MAX_LENGTH} more characters)"
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
     """Why the set is Degraded: a condition reason and a message a person can act on."""
 
-    reason: str
+    reason: api.Reason
     message: str
 
 
@@ -80,14 +89,14 @@ def compute(
         or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
     ]
     if lagging:
-        reason = REASON_ROLLOUT_IN_PROGRESS
+        reason = api.Reason.ROLLOUT_IN_PROGRESS
         message = "Waiting for " + "; ".join(
             _describe_lag(status, role)
             for status, role in zip(role_statuses, roles, strict=True)
             if status in lagging
         )
     else:
-        reason = REASON_ALL_ROLES_READY
+        reason = api.Reason.ALL_ROLES_READY
         message = f"All roles run revision {revision} with every replica ready"
     available = not lagging
     conditions = [
@@ -152,7 +161,7 @@ class ConditionUpdate:
 
     type: api.ConditionType
     status: api.ConditionStatus
-    reason: str
+    reason: api.Reason
     message: str
 
 
@@ -187,7 +196,7 @@ def carry_over(
 
 
 def new_condition(
-    condition_type: api.ConditionType, *, true: bool, reason: str, message: str
+    condition_type: api.ConditionType, *, true: bool, reason: api.Reason, message: str
 ) -> ConditionUpdate:
     """A True or False condition update."""
     status = api.ConditionStatus.TRUE if true else api.ConditionStatus.FALSE
@@ -199,19 +208,15 @@ def _degraded(problems: Sequence[Problem]) -> ConditionUpdate:
         return new_condition(
             api.ConditionType.DEGRADED,
             true=False,
-            reason=REASON_AS_EXPECTED,
+            reason=api.Reason.AS_EXPECTED,
             message="No problems detected",
         )
-    first = problems[0]
-    message = first.message
-    if len(problems) > 1:
-        message += (
-            f" (and {len(problems) - 1} more: "
-            + "; ".join(problem.message for problem in problems[1:])
-            + ")"
-        )
+    first, *others = problems
+    message = _cut(first.message)
+    if others:
+        message += f" (and {len(others)} more: {summarise([p.message for p in others])})"
     return new_condition(
-        api.ConditionType.DEGRADED, true=True, reason=first.reason, message=message[:MAX_MESSAGE]
+        api.ConditionType.DEGRADED, true=True, reason=first.reason, message=message
     )
 
 

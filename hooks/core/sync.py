@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
+from hooks.api import naming
 from hooks.core import (
     children,
     desired,
-    naming,
     progress,
     records,
     rollout,
@@ -112,7 +112,7 @@ def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     try:
         target = _revision_of(spec)
     except gotext.EncodingError as error:
-        problem = status.Problem(status.REASON_INVALID_SPEC, f"spec.roles: {error}")
+        problem = status.Problem(api.Reason.INVALID_SPEC, f"spec.roles: {error}")
         return _hold(request, [problem], now=now)
     return _reconcile(request, spec, target, now=now)
 
@@ -239,6 +239,8 @@ class _SetPlan:
     control: progress.Control
     scalers: scalers.ScalerPlan
     targets: Mapping[str, int | None]
+    capped: tuple[status.Problem, ...]
+    """External roles asking for more groups than their names allow."""
     lws: _BySlice
     services: _BySlice
 
@@ -258,8 +260,7 @@ def _reconcile(
         for index in range(spec.slices)
     ]
     answer = _collect(request.children, plan, results)
-    answer.check()
-    ordered = answer.sorted_children()
+    ordered = answer.checked_children()
     set_status = _status(request, plan, results, answer, now=now)
     resync = progress.resync_after(plan.control, set_status.rollout, now=now)
     return records.HookResult(
@@ -297,7 +298,7 @@ def _plan_set(
         lws=observed[records.ChildKind.LWS],
         foreign_names=foreign[records.ChildKind.SCALER],
     )
-    targets = _per_slice_targets(spec, scaler_plan)
+    targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
     control = progress.control_of(parent.annotations)
     roles = tuple(
         rollout.RoleInput(
@@ -319,6 +320,7 @@ def _plan_set(
         control=control,
         scalers=scaler_plan,
         targets=targets,
+        capped=capped,
         lws=_split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices),
         services=_split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
@@ -386,6 +388,7 @@ def _status(
         generation=request.parent.generation,
         problems=[
             *_problems(request, foreign_lws, plan.scalers, answer.conflicts),
+            *plan.capped,
             *plan.control.problems,
         ],
         observed=request.parent.conditions,
@@ -404,7 +407,7 @@ def _problems(
     """Why the set is Degraded, most actionable first."""
     problems = [
         status.Problem(
-            status.REASON_NAME_CONFLICT,
+            api.Reason.NAME_CONFLICT,
             f"LeaderWorkerSet {name!r} exists and is not controlled by this DisaggregatedSet; "
             "delete or rename it so the set can create its own",
         )
@@ -412,7 +415,7 @@ def _problems(
     ]
     problems.extend(
         status.Problem(
-            status.REASON_SCALER_CONFLICT,
+            api.Reason.SCALER_CONFLICT,
             f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is not "
             "controlled by this DisaggregatedSet; delete it so the set can create its own",
         )
@@ -420,7 +423,7 @@ def _problems(
     )
     problems.extend(
         status.Problem(
-            status.REASON_CHILD_CONFLICT,
+            api.Reason.CHILD_CONFLICT,
             f"{kind} {name!r} is claimed twice by this DisaggregatedSet's slices or revisions (a"
             f" {api.GROUP} label of a child was removed or edited): it is kept exactly as it"
             " is; restore the labels its name implies",
@@ -429,7 +432,7 @@ def _problems(
     )
     problems.extend(
         status.Problem(
-            status.REASON_INVALID_CHILD_STATUS,
+            api.Reason.INVALID_CHILD_STATUS,
             f"{item.kind.kind} {item.name!r}: {item.status_error}, more than any"
             f" {api.LWS_KIND} can have; its status is ignored (counted as not ready) until it is"
             " sane again",
@@ -455,7 +458,7 @@ def _hold(
         generation=parent.generation,
         now=now,
     )
-    kept = answer.sorted_children()
+    kept = answer.checked_children()
     return records.HookResult(
         answer=records.SyncAnswer(status=held, children=kept),
         summary={
@@ -463,7 +466,7 @@ def _hold(
             "object": _key(parent),
             "generation": parent.generation,
             "outcome": "held",
-            "reason": problems[0].reason if problems else status.REASON_INVALID_SPEC,
+            "reason": problems[0].reason if problems else api.Reason.INVALID_SPEC,
             "children": _count_kinds(kept),
             "deleted": 0,
         },
@@ -472,24 +475,47 @@ def _hold(
 
 def _invalid(violation: api.Violation) -> status.Problem:
     reason = (
-        status.REASON_INVALID_METADATA
+        api.Reason.INVALID_METADATA
         if violation.field.startswith("metadata.")
-        else status.REASON_INVALID_SPEC
+        else api.Reason.INVALID_SPEC
     )
     return status.Problem(reason, f"{violation.field}: {violation.message}")
 
 
 def _per_slice_targets(
-    spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
-) -> dict[str, int | None]:
-    """Each spec role's replicas per slice: the scaler's for External roles (None when unknown),
-    spec.replicas (default applied) for Static ones."""
-    return {
-        role.name: scaler_plan.targets.get(role.name)
-        if role.is_external
-        else role.replicas_or_default
-        for role in spec.roles
-    }
+    set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
+) -> tuple[dict[str, int | None], tuple[status.Problem, ...]]:
+    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
+    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
+    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
+    with a problem for each role capped."""
+    targets: dict[str, int | None] = {}
+    capped = []
+    for role in spec.roles:
+        if not role.is_external:
+            targets[role.name] = role.replicas_or_default
+            continue
+        wanted = scaler_plan.targets.get(role.name)
+        longest = naming.lws_name(
+            set_name=set_name,
+            slice_index=spec.slices - 1,
+            revision="0" * naming.REVISION_LENGTH,
+            role=role.name,
+        )
+        most = naming.max_fitting_replicas(lws=longest)
+        if wanted is not None and wanted > most:
+            capped.append(
+                status.Problem(
+                    api.Reason.NAME_BUDGET_EXCEEDED,
+                    f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
+                    f" group {most} and beyond would carry a controller-revision-hash label"
+                    f" longer than {naming.DNS1035_LABEL_MAX} characters and never start: it"
+                    f" runs {most}; shorten the DisaggregatedSet name or the role name",
+                )
+            )
+            wanted = most
+        targets[role.name] = wanted
+    return targets, tuple(capped)
 
 
 def _by_kind(

@@ -26,17 +26,13 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from hooks import api, rules
-from hooks.core import naming, planner, records
-from hooks.gocompat import revision
+from hooks import api
+from hooks.api import limits, naming, rules
+from hooks.core import planner, records
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
 _ROLL_PATH: Final = "spec.rolloutStrategy"
 _RUC_PATH: Final = f"{_ROLL_PATH}.rollingUpdateConfiguration"
-_DNS1035_MAX: Final = 63
-_NAME_MAX: Final = 253
-_DEFAULT_MAX_SURGE: Final = 0
-_DEFAULT_MAX_UNAVAILABLE: Final = 1
 
 
 def violations(parent: records.Parent) -> tuple[api.Violation, ...]:
@@ -115,8 +111,10 @@ def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
         config = role.rolling_update_configuration
         if config is None or replicas is None or replicas <= 0:
             continue
-        surge = int_or_percent(config.get("maxSurge", _DEFAULT_MAX_SURGE))
-        unavailable = int_or_percent(config.get("maxUnavailable", _DEFAULT_MAX_UNAVAILABLE))
+        surge = int_or_percent(config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE))
+        unavailable = int_or_percent(
+            config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE)
+        )
         if surge is None:
             yield _violation(
                 rules.MAX_SURGE_INT_OR_PERCENT, _role_path(index, f"{_RUC_PATH}.maxSurge")
@@ -169,20 +167,13 @@ def int_or_percent(value: Any) -> int | str | None:
 
 
 def _placement_active(spec: api.DisaggregatedSetSpec) -> bool:
-    policy = spec.placement_policy
-    return policy is not None and policy.type is not api.PlacementType.NONE
+    return spec.placement_policy is not None and spec.placement_policy.is_active
 
 
 def _placement_topology(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     policy = spec.placement_policy
-    if policy is not None and _placement_active(spec) and not policy.topology:
+    if policy is not None and policy.is_active and not policy.topology:
         yield _violation(rules.PLACEMENT_TOPOLOGY_REQUIRED, "spec.placementPolicy.topology")
-
-
-_EXCLUSIVE_KEYS: Final = (
-    api.EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-)
 
 
 def _placement_annotation_conflict(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
@@ -193,7 +184,11 @@ def _placement_annotation_conflict(spec: api.DisaggregatedSetSpec) -> Iterator[a
         for template in role.pod_templates():
             metadata = template.get("metadata") or {}
             annotation_maps.append(metadata.get("annotations") or {})
-        if any(key in annotations for annotations in annotation_maps for key in _EXCLUSIVE_KEYS):
+        if any(
+            key in annotations
+            for annotations in annotation_maps
+            for key in api.EXCLUSIVE_ANNOTATIONS
+        ):
             yield _violation(rules.PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT, _role_path(index))
 
 
@@ -203,19 +198,24 @@ def _external_single_slice(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
 
 
 def _generated_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """Rule 7: the longest Service name, <name>-<slice>-<revision>-<role>-prv, fits 63."""
-    longest_revision = "0" * revision.REVISION_LENGTH
+    """Rule 7: every role's generated names fit their DNS-1035 budget (`naming.budget`)."""
     for index, role in enumerate(spec.roles):
-        lws = naming.lws_name(
-            set_name=name, slice_index=spec.slices - 1, revision=longest_revision, role=role.name
+        budget = naming.budget(
+            set_name=name, role=role.name, slices=spec.slices, replicas=role.replicas
         )
-        if len(naming.service_name(lws)) > _DNS1035_MAX:
-            yield _violation(rules.GENERATED_NAMES_FIT, _role_path(index, "name"))
+        if not budget.fits:
+            yield api.Violation(
+                rule=rules.GENERATED_NAMES_FIT.id,
+                field=_role_path(index, "name"),
+                message=rules.GENERATED_NAMES_TEMPLATE.format(
+                    length=budget.length, combined_limit=budget.combined_limit
+                ),
+            )
 
 
 def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     """Rule 7 for External roles: the scaler name <name>-<role> fits 253."""
     for index, role in enumerate(spec.roles):
         scaler = naming.scaler_name(set_name=name, role=role.name)
-        if role.is_external and len(scaler) > _NAME_MAX:
+        if role.is_external and len(scaler) > naming.DNS1123_SUBDOMAIN_MAX:
             yield _violation(rules.SCALER_NAME_FITS, _role_path(index, "name"))

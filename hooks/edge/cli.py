@@ -29,7 +29,8 @@ from typing import Final, TypeAlias
 import yaml
 
 from hooks import api
-from hooks.core import planner, progress, records, sync, validation
+from hooks.api import times
+from hooks.core import planner, records, sync, validation
 from hooks.edge import crdgen, envelope, manifests, plans, server, settings
 
 PROG: Final = "python -m hooks"
@@ -85,7 +86,8 @@ def _add_serve(commands: _Subcommands) -> None:
         type=_positive_int,
         default=settings.DEFAULT_MAX_BODY_BYTES,
         metavar="N",
-        help="larger hook requests are answered 413 (default "
+        help="larger hook requests are answered 413; the bodies held at once by a worker, "
+        "complete or still arriving, may take twice this, more are answered 503 (default "
         f"{_mib(settings.DEFAULT_MAX_BODY_BYTES)})",
     )
     parser.add_argument(
@@ -93,15 +95,18 @@ def _add_serve(commands: _Subcommands) -> None:
         type=_positive_int,
         default=settings.DEFAULT_MAX_PARSE_BYTES,
         metavar="N",
-        help="requests whose parsed form could take more memory are answered 413 before "
-        f"parsing (default {_mib(settings.DEFAULT_MAX_PARSE_BYTES)})",
+        help="memory a call on a request over "
+        f"{_mib(settings.DEFAULT_ISOLATE_ABOVE_BYTES)} may take (parse, hook and answer, in a "
+        "child process limited to it); one that needs more is answered 413 (default "
+        f"{_mib(settings.DEFAULT_MAX_PARSE_BYTES)})",
     )
     parser.add_argument(
         "--timeout",
         type=_positive_int,
         default=DEFAULT_TIMEOUT_SECONDS,
         metavar="S",
-        help="seconds a worker may be busy before it is restarted (default "
+        help="seconds a worker may be busy before it is restarted, and a call on a large "
+        "request may run before it is answered 503 (default "
         f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
@@ -109,16 +114,22 @@ def _add_serve(commands: _Subcommands) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    bind = _address("--bind", args.bind)
+    metrics_bind = (
+        None if args.metrics_bind is None else _address("--metrics-bind", args.metrics_bind)
+    )
     try:
         server.serve(
-            bind=args.bind,
+            bind=bind,
             workers=args.workers,
             timeout=args.timeout,
             log_level=args.log_level,
             limits=settings.Limits(
-                max_body_bytes=args.max_body_bytes, max_parse_bytes=args.max_parse_bytes
+                max_body_bytes=args.max_body_bytes,
+                max_parse_bytes=args.max_parse_bytes,
+                call_deadline_seconds=float(args.timeout),
             ),
-            metrics_bind=args.metrics_bind,
+            metrics_bind=metrics_bind,
         )
     except server.ServerError as error:
         raise CliError(str(error)) from None
@@ -127,6 +138,13 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 def _mib(size: int) -> str:
     return f"{size // settings.MIB} MiB"
+
+
+def _address(flag: str, text: str) -> server.Address:
+    try:
+        return server.parse_address(text)
+    except server.AddressError as error:
+        raise CliError(f"{flag}: {error}", exit_code=2) from None
 
 
 # --- render --------------------------------------------------------------------------------------
@@ -223,7 +241,7 @@ def _problem(text: str) -> None:
 
 
 def _rfc3339(text: str) -> str:
-    if progress.epoch_seconds(text) is None:
+    if times.parse(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time")
     return text
 
@@ -491,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {settings.package_version()}"
     )
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, title="commands"

@@ -25,7 +25,8 @@ from typing import Any, Final
 import yaml
 from pydantic import BaseModel
 
-from hooks import api, rules
+from hooks import api
+from hooks.api import rules
 
 JsonObject = dict[str, Any]
 
@@ -312,6 +313,8 @@ def schema_node(root: JsonObject, path: rules.RuleNode) -> JsonObject:
 def render_rule(rule: rules.CelRule) -> JsonObject:
     """One `x-kubernetes-validations` entry."""
     entry: JsonObject = {"rule": rule.rule, "message": rule.message, "reason": rule.reason.value}
+    if rule.message_expression is not None:
+        entry["messageExpression"] = rule.message_expression
     if rule.field_path is not None:
         entry["fieldPath"] = rule.field_path
     return entry

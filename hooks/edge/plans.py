@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hooks import api, rules
+from hooks import api
+from hooks.api import rules
 from hooks.core import planner, records, rollout, validation
 from hooks.gocompat import gotext, revision
 

@@ -15,7 +15,8 @@ Decoding rules:
   them when it stored the object: integers as digits, floats in Go's shortest form (`1e+21`,
   `1.5e-7`, `1000` for 1000.0). An integral float therefore decodes into an integer field; a
   fraction, an out-of-range number, `true` or a string for an integer field raises `EncodingError`.
-- `metav1.Time` accepts RFC 3339 (Go's fast parser: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
+- `metav1.Time` accepts RFC 3339 as `hooks.api.times` reads it (Go's fast parser:
+  `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
 
 Encoding rules:
 
@@ -36,6 +37,8 @@ import math
 import re
 from json.encoder import encode_basestring
 from typing import Any, Final
+
+from hooks.api import times
 
 INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "int8": (-(2**7), 2**7 - 1),
@@ -60,10 +63,6 @@ _GO_ESCAPES: Final = {
 _NEEDS_FIX: Final = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _INTEGER_TEXT: Final = re.compile(r"-?[0-9]+")
-_RFC3339: Final = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
-    r"(?:\.([0-9]+))?(Z|[+-][0-9]{2}:[0-9]{2})"
-)
 _ZERO_TIME_SECONDS: Final = -62135596800  # 0001-01-01T00:00:00Z, Go's zero time, from 1970
 
 
@@ -227,67 +226,13 @@ def go_map_entries(value: dict[Any, Any]) -> list[tuple[str, Any]]:
 # --- metav1.Time -------------------------------------------------------------------------------
 
 
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 in the proleptic Gregorian calendar, for any year."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era - 719468
-
-
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    days += 719468
-    era = days // 146097
-    day_of_era = days - era * 146097
-    year_of_era = (
-        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
-    ) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    shifted_month = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
-    month = shifted_month + (3 if shifted_month < 10 else -9)
-    return year_of_era + era * 400 + (month <= 2), month, day
-
-
-def _days_in_month(year: int, month: int) -> int:
-    if month == 2:
-        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-        return 29 if leap else 28
-    return 30 if month in (4, 6, 9, 11) else 31
-
-
 def go_time_text(value: Any) -> str:
     """metav1.Time: decode RFC 3339, write UTC to the second, or `null` for the zero time."""
     if not isinstance(value, str):
         raise EncodingError.mismatch(value, "string")
-    match = _RFC3339.fullmatch(value)
-    if match is None:
+    instant = times.parse(value)
+    if instant is None:
         raise EncodingError(f"cannot parse {value!r} as an RFC 3339 time")
-    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
-    fraction, zone = match.group(7) or "", match.group(8)
-    in_range = (
-        1 <= month <= 12
-        and 1 <= day <= _days_in_month(year, month)
-        and hour <= 23
-        and minute <= 59
-        and second <= 59
-    )
-    offset = 0
-    if zone != "Z":
-        zone_hour, zone_minute = int(zone[1:3]), int(zone[4:6])
-        in_range = in_range and zone_hour <= 23 and zone_minute <= 59
-        offset = (zone_hour * 60 + zone_minute) * 60 * (-1 if zone[0] == "-" else 1)
-    if not in_range:
-        raise EncodingError(f"cannot parse {value!r} as an RFC 3339 time: field out of range")
-    nanos = int((fraction + "000000000")[:9])
-    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
-    seconds -= offset
-    if seconds == _ZERO_TIME_SECONDS and nanos == 0:
+    if instant == times.Instant(_ZERO_TIME_SECONDS):
         return "null"
-    days, rest = divmod(seconds, 86400)
-    utc_year, utc_month, utc_day = _civil_from_days(days)
-    year_text = f"-{-utc_year:04d}" if utc_year < 0 else f"{utc_year:04d}"
-    clock = f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
-    return f'"{year_text}-{utc_month:02d}-{utc_day:02d}T{clock}Z"'
+    return f'"{times.format_utc(instant.seconds)}"'

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from hooks import api
+from hooks.api import naming
 from hooks.gocompat import gojson, gotext
 
-REVISION_LENGTH: Final = 8
 MEMO_SIZE: Final = 1024
 """Revisions remembered per process (least recently used first out): one per set and revision
 in flight, a few dozen bytes each."""
@@ -72,4 +72,4 @@ def compute_revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
 
 
 def _revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
-    return hashlib.sha256(encode_templates(roles)).hexdigest()[:REVISION_LENGTH]
+    return hashlib.sha256(encode_templates(roles)).hexdigest()[: naming.REVISION_LENGTH]

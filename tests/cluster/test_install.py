@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import api, rules
+from hooks import api
+from hooks.api import rules
 from hooks.edge import crdgen
 from tests.cluster import assets, controlplane, kube, sets
 from tests.cluster.controlplane import ControlPlane
@@ -48,8 +49,9 @@ def test_crds_install_fresh_with_kubectl_apply(
     try:
         for name in names:
             kube.wait_for(
-                lambda name=name: kube.is_established(control_plane.client.get(kube.CRDS, name)),
-                timeout=30,
+                lambda name=name: control_plane.client.get(kube.CRDS, name),
+                until=kube.is_established,
+                timeout=sets.WAIT_SECONDS,
                 message=f"{name} Established",
             )
     finally:

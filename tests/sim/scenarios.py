@@ -154,7 +154,8 @@ def settled_request(ds: JsonObject) -> JsonObject:
     cluster = Cluster(seed=7)
     cluster.create(ds)
     cluster.run(max_ticks=100)
-    if not cluster.is_true("Available"):
+    name = ds["metadata"]["name"]
+    if not cluster.is_true("Available", name):
         raise AssertionError(cluster.failure("the set did not become Available"))
-    request: JsonObject = cluster.metacontroller.build_request(cluster.ds())
+    request: JsonObject = cluster.metacontroller.build_request(cluster.ds(name))
     return request

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hooks import rules
+from hooks import api
+from hooks.api import rules
+from hooks.core import validation
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL, rolling
 from tests.cel_eval import make_ds, make_role
@@ -22,6 +24,7 @@ from tests.shared import (
     by_name,
     golden_params,
     load_golden_or_empty,
+    names_over_budget,
     reference_params,
     shared_path,
 )
@@ -145,15 +148,18 @@ _UPSTREAM_MESSAGES = {
 def test_stored_objects_match_upstream_webhook(
     harness: cel_eval.CrdHarness, vector: JsonObject
 ) -> None:
+    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991)."""
     admission = harness.admit(vector["stored"])
     assert admission.schema_errors == []
     error = vector["webhook_error"]
-    if not error:
-        assert admission.cel_failures == []
-        return
-    [rule_id] = [rule for fragment, rule in _UPSTREAM_MESSAGES.items() if fragment in error]
-    path = error.split(":", 1)[0]
-    assert (rule_id, path) in {(f.rule_id, f.path) for f in admission.cel_failures}
+    expected = set()
+    if error:
+        [rule_id] = [rule for fragment, rule in _UPSTREAM_MESSAGES.items() if fragment in error]
+        expected.add((rule_id, error.split(":", 1)[0]))
+    if names_over_budget(vector["stored"]):
+        # One CEL rule judges every role's names; it reports the list.
+        expected.add((rules.GENERATED_NAMES_FIT.id, "spec.roles"))
+    assert {(f.rule_id, f.path) for f in admission.cel_failures} == expected
 
 
 def test_stored_objects_include_rejected_ones() -> None:
@@ -198,3 +204,26 @@ def test_harness_defaults_like_the_api_server(harness: cel_eval.CrdHarness) -> N
     assert container["ports"] == [{"containerPort": 8000, "protocol": "TCP"}]
     assert defaulted["spec"]["slices"] == 1
     assert "slices" not in manifest["spec"]  # the input is untouched
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [case[1] for case in CASES if rules.GENERATED_NAMES_FIT.id in case[2]],
+    ids=[case[0] for case in CASES if rules.GENERATED_NAMES_FIT.id in case[2]],
+)
+def test_the_name_budget_message_is_the_hooks_for_the_first_role_over_it(
+    harness: cel_eval.CrdHarness, manifest: JsonObject
+) -> None:
+    """The CEL messageExpression names the lengths exactly as the hook's re-check does."""
+    defaulted = harness.default(manifest)
+    [failure] = [
+        f for f in harness.admit(manifest).cel_failures if f.rule_id == rules.GENERATED_NAMES_FIT.id
+    ]
+    spec = api.DisaggregatedSetSpec.model_validate(defaulted["spec"])
+    hook = [
+        v
+        for v in validation.check(name=defaulted["metadata"]["name"], spec=spec)
+        if v.rule == rules.GENERATED_NAMES_FIT.id
+    ]
+    assert failure.message == hook[0].message
+    assert failure.message.startswith("the generated names (")

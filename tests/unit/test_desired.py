@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
-from hooks.core import children, desired
+from hooks.core import children, desired, sync
+from hooks.edge import envelope
 from tests import builders
 
 
@@ -19,7 +20,7 @@ def test_children_come_out_by_kind_then_name() -> None:
     answer = desired.DesiredChildren(())
     for kind, name in (("Service", "a"), ("LeaderWorkerSet", "b"), ("LeaderWorkerSet", "a")):
         answer.add({"kind": kind, "metadata": {"name": name}})
-    ordered = answer.sorted_children()
+    ordered = answer.checked_children()
     assert [(c["kind"], c["metadata"]["name"]) for c in ordered] == [
         ("LeaderWorkerSet", "a"),
         ("LeaderWorkerSet", "b"),
@@ -31,9 +32,9 @@ def test_an_observed_child_may_go_only_when_allowed() -> None:
     (item,) = builders.parse_children(_observed_lws("llm-0-aaaaaaaa-prefill"))
     answer = desired.DesiredChildren([item])
     with pytest.raises(desired.UnsafeDeletionError, match="LeaderWorkerSet llm-0-aaaaaaaa"):
-        answer.check()
+        answer.checked_children()
     answer.allow_deletion(desired.key_of(item))
-    answer.check()
+    assert answer.checked_children() == ()
     assert answer.deleted() == 1
 
 
@@ -42,7 +43,7 @@ def test_the_same_child_twice_is_one_child() -> None:
     child = children.render_service(name="x-prv", labels={"a": "b"})
     answer.add(child)
     answer.add(dict(child))
-    assert answer.sorted_children() == (child,)
+    assert answer.checked_children() == (child,)
     assert answer.conflicts == set()
 
 
@@ -52,7 +53,31 @@ def test_two_different_children_under_an_observed_name_hold_the_observed_one() -
     answer.add(children.reemit_lws(item, replicas=5, initial_replicas=None))
     answer.add(children.reemit_lws(item, replicas=0, initial_replicas=None))
     answer.add(children.reemit_lws(item, replicas=7, initial_replicas=None))  # still held
-    (kept,) = answer.sorted_children()
+    (kept,) = answer.checked_children()
     assert kept["spec"]["replicas"] == 3  # exactly as observed
     assert answer.conflicts == {(api.LWS_KIND, "llm-1-aaaaaaaa-prefill")}
-    answer.check()
+
+
+def test_there_is_no_way_to_the_children_around_the_guard() -> None:
+    """The deletion guard cannot be skipped: the only accessor of the answer's children checks."""
+    public = {name for name in dir(desired.DesiredChildren) if not name.startswith("_")}
+    assert public == {"add", "allow_deletion", "checked_children", "deleted"}
+
+
+def test_the_hold_path_goes_through_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held set's answer (every observed child unchanged) is checked like any other."""
+    checked: list[int] = []
+    original = desired.DesiredChildren.checked_children
+
+    def spy(self: desired.DesiredChildren) -> tuple[api.JsonObject, ...]:
+        result = original(self)
+        checked.append(len(result))
+        return result
+
+    monkeypatch.setattr(desired.DesiredChildren, "checked_children", spy)
+    parent = builders.make_ds()
+    parent["spec"]["slices"] = True  # a wrong JSON type holds the set
+    body = builders.make_request(parent, children=[_observed_lws("llm-0-aaaaaaaa-prefill")])
+    result = sync.sync(envelope.parse_sync_request(body), now="2026-01-01T00:00:00Z")
+    assert result.summary["outcome"] == "held"
+    assert checked == [1]

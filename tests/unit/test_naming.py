@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hooks import api
-from hooks.core import naming
+from hooks.api import naming
 
 
 def test_lws_name_joins_set_slice_revision_and_role() -> None:

@@ -147,7 +147,7 @@ def test_rolescaler_without_owner_is_not_ready() -> None:
         scalers.sync(rolescaler_request(owners=[], lws=[]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 0
-    assert state["conditions"][0]["reason"] == scalers.REASON_OWNER_NOT_FOUND
+    assert state["conditions"][0]["reason"] == api.Reason.OWNER_NOT_FOUND
 
 
 def test_rolescaler_of_a_static_role_is_not_ready() -> None:
@@ -155,7 +155,7 @@ def test_rolescaler_of_a_static_role_is_not_ready() -> None:
     result = scalers.sync(rolescaler_request(owners=[static], lws=[]), now=builders.NOW)
     state = envelope.render_answer(result.answer)["status"]
     assert state["conditions"][0]["status"] == "False"
-    assert state["conditions"][0]["reason"] == scalers.REASON_ROLE_NOT_EXTERNAL
+    assert state["conditions"][0]["reason"] == api.Reason.ROLE_NOT_EXTERNAL
 
 
 def test_rolescaler_customize_asks_for_role_lws_and_owner() -> None:

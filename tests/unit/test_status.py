@@ -61,7 +61,7 @@ def test_role_statuses_sum_all_revisions_and_count_updated_only_at_target() -> N
 def test_available_when_every_role_is_at_target() -> None:
     found = conditions(compute(ready_set()))
     assert found["Available"].status == "True"
-    assert found["Available"].reason == status.REASON_ALL_ROLES_READY
+    assert found["Available"].reason == api.Reason.ALL_ROLES_READY
     assert found["Progressing"].status == "False"
     assert found["Progressing"].reason == found["Available"].reason
     assert found["Progressing"].message == found["Available"].message
@@ -76,7 +76,7 @@ def test_progressing_while_a_role_lags() -> None:
     )
     found = conditions(compute(lws))
     assert found["Progressing"].status == "True"
-    assert found["Progressing"].reason == status.REASON_ROLLOUT_IN_PROGRESS
+    assert found["Progressing"].reason == api.Reason.ROLLOUT_IN_PROGRESS
     assert found["Available"].status == "False"
     assert "prefill" in found["Progressing"].message
 
@@ -88,12 +88,12 @@ def test_unknown_target_is_never_available_even_at_zero() -> None:
 
 def test_degraded_lists_problems() -> None:
     problems = (
-        status.Problem(status.REASON_NAME_CONFLICT, "first"),
-        status.Problem(status.REASON_SCALER_CONFLICT, "second"),
+        status.Problem(api.Reason.NAME_CONFLICT, "first"),
+        status.Problem(api.Reason.SCALER_CONFLICT, "second"),
     )
     degraded = conditions(compute(ready_set(), problems=problems))["Degraded"]
     assert degraded.status == "True"
-    assert degraded.reason == status.REASON_NAME_CONFLICT
+    assert degraded.reason == api.Reason.NAME_CONFLICT
     assert degraded.message == "first (and 1 more: second)"
 
 
@@ -138,7 +138,7 @@ def test_held_status_keeps_everything_but_degraded() -> None:
     }
     held = status.compute_held(
         status=kept,
-        problems=[status.Problem(status.REASON_INVALID_SPEC, "spec.slices: too many")],
+        problems=[status.Problem(api.Reason.INVALID_SPEC, "spec.slices: too many")],
         observed=(),
         generation=2,
         now=builders.NOW,

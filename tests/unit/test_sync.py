@@ -171,3 +171,32 @@ def test_customize_asks_for_no_lws_when_the_sync_would_hold() -> None:
     ds = make_ds(roles=[make_role("prefill")])
     ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["size"] = "two"  # Go cannot decode it
     assert customize(ds) == []
+
+
+def test_an_external_role_grown_past_its_name_budget_runs_what_its_names_allow() -> None:
+    """An autoscaler is never admitted: past the most groups whose pod labels fit (10 here,
+    group indexes 0..9), the role is capped and the set says why, instead of creating LWS
+    groups whose pods would never start."""
+    name = "n" * 32  # <name>-0-<8 hex>-decode is 50: room for one digit of group index
+    roles = [make_role("p", replicas=1), make_role("decode", replicas=1, external=True)]
+    request = scenarios.settled_request(make_ds(name=name, roles=roles))
+    scaler = request["children"][scenarios.SCALER_TYPE][f"{name}-decode"]
+    scaler["spec"]["replicas"] = 12
+    decided = answer(request)
+    assert replicas(decided)[f"{name}-0-{decided['status']['revision']}-decode"] == 10
+    degraded = next(c for c in decided["status"]["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True"
+    assert degraded["reason"] == "NameBudgetExceeded"
+    assert "scaled to 12 groups" in degraded["message"]
+    assert "it runs 10" in degraded["message"]
+
+
+def test_an_external_role_within_its_name_budget_follows_its_scaler() -> None:
+    name = "n" * 32
+    roles = [make_role("p", replicas=1), make_role("decode", replicas=1, external=True)]
+    request = scenarios.settled_request(make_ds(name=name, roles=roles))
+    request["children"][scenarios.SCALER_TYPE][f"{name}-decode"]["spec"]["replicas"] = 10
+    decided = answer(request)
+    assert replicas(decided)[f"{name}-0-{decided['status']['revision']}-decode"] == 10
+    degraded = next(c for c in decided["status"]["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "False"

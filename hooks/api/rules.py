@@ -1,9 +1,10 @@
-"""Validation rules of the DisaggregatedSet API, one definition each (docs/api.md lists them).
+"""Validation rules of the DisaggregatedSet API, one definition each (the README lists them).
 
 The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.edge.crdgen` attaches
 it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
-message, for clusters that run an older or hand-edited CRD. Nothing here evaluates anything: it is
-a table of facts.
+message, for clusters that run an older or hand-edited CRD. The numbers in the CEL come from
+`hooks.api.limits` and `hooks.api.naming`, which the Python check reads too. Nothing here
+evaluates anything: it is a table of facts.
 
 Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
 may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from hooks import api
+from hooks.api import keys, naming
 
 
 class RuleNode(StrEnum):
@@ -52,6 +53,8 @@ class CelRule:
     message: str
     field_path: str | None = None
     reason: RuleReason = RuleReason.INVALID
+    message_expression: str | None = None
+    """A CEL expression for the message, when it names values (`message` is the fallback)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +76,9 @@ def _is_external(role: str) -> str:
 
 
 def _has_any_key(annotations: str) -> str:
-    keys = (api.EXCLUSIVE_TOPOLOGY_ANNOTATION, api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION)
-    return "(" + " || ".join(f"'{key}' in {annotations}" for key in keys) + ")"
+    return (
+        "(" + " || ".join(f"'{key}' in {annotations}" for key in keys.EXCLUSIVE_ANNOTATIONS) + ")"
+    )
 
 
 def _carries_exclusive_annotation(role: str) -> str:
@@ -218,8 +222,8 @@ PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT: Final = CelRule(
         f" || self.roles.all(r, !({_carries_exclusive_annotation('r')}))"
     ),
     message=(
-        f"spec.roles[] must not carry the {api.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
-        f" {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
+        f"spec.roles[] must not carry the {keys.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
+        f" {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
         " leader or worker pod template) while spec.placementPolicy.type is not None: remove"
         " the annotation or set spec.placementPolicy.type to None"
     ),
@@ -237,19 +241,76 @@ EXTERNAL_SINGLE_SLICE: Final = CelRule(
     ),
 )
 
+# The name budget (`naming` explains it): per role, the longest generated name in characters.
+_SLICE_DIGITS = "size(string((has(self.spec.slices) ? self.spec.slices : 1) - 1))"
+_LAST_GROUP = "(has(r.spec.replicas) && r.spec.replicas > 1 ? r.spec.replicas - 1 : 0)"
+_SUFFIX = (
+    f"(1 + size(string({_LAST_GROUP})) + {naming.POD_REVISION_LABEL_FIXED - 1}"
+    f" > {len(naming.SERVICE_SUFFIX)} ? 1 + size(string({_LAST_GROUP}))"
+    f" + {naming.POD_REVISION_LABEL_FIXED - 1} : {len(naming.SERVICE_SUFFIX)})"
+)
+_OVERHEAD = f"({naming.SEPARATORS} + {_SLICE_DIGITS} + {naming.REVISION_LENGTH} + {_SUFFIX})"
+_NAMES_LENGTH = f"(size(self.metadata.name) + size(r.name) + {_OVERHEAD})"
+_NAMES_FIT = f"{_NAMES_LENGTH} <= {naming.DNS1035_LABEL_MAX}"
+_NAMES_TOO_LONG = (
+    f"would exceed the DNS-1035 limit of {naming.DNS1035_LABEL_MAX} characters (accounting for"
+    " service name and StatefulSet revision hash labels); reduce the DisaggregatedSet name and/or"
+    " role name"
+)
+GENERATED_NAMES_TEMPLATE: Final = (
+    f"the generated names ({{length}} chars) {_NAMES_TOO_LONG} (combined limit:"
+    " {combined_limit} characters)"
+)
+"""Upstream's message, per role (`str.format` with `length` and `combined_limit`)."""
+
+
+_DIGITS = "[" + ", ".join(f"'{digit}'" for digit in "0123456789") + "]"
+
+
+def _cel_decimal(value: str) -> str:
+    """A CEL string expression of the decimal digits of an int expression in 0..999.
+
+    Built from a list of one-character literals rather than `string(int)`: kube-apiserver bounds
+    a string it can size (a literal) but estimates `string(int)` as long as a whole request, and
+    then refuses the message expression as 100 times over its cost budget.
+    """
+    number = f"({value})"
+    return (
+        f"({number} >= 100 ? {_DIGITS}[{number} / 100 % 10] : '')"
+        f" + ({number} >= 10 ? {_DIGITS}[{number} / 10 % 10] : '')"
+        f" + {_DIGITS}[{number} % 10]"
+    )
+
+
+def _cel_template(template: str, values: dict[str, str]) -> str:
+    """A CEL string expression of a `str.format` template whose fields are CEL int expressions
+    (each in 0..999)."""
+    parts = []
+    rest = template
+    while "{" in rest:
+        text, _, after = rest.partition("{")
+        name, _, rest = after.partition("}")
+        parts += [repr(text), _cel_decimal(values[name])]
+    parts.append(repr(rest))
+    return " + ".join(part for part in parts if part != "''")
+
+
 GENERATED_NAMES_FIT: Final = CelRule(
     id="generated-names-fit",
     path=RuleNode.ROOT,
     field_path=".spec.roles",
-    rule=(
-        "!has(self.metadata.name) || self.spec.roles.all(r, size(self.metadata.name) + 3"
-        " + size(string((has(self.spec.slices) ? self.spec.slices : 1) - 1)) + 8 + size(r.name)"
-        " + 4 <= 63)"
-    ),
-    message=(
-        "metadata.name and spec.roles[].name are too long together: the Service name"
-        " <metadata.name>-<slice>-<8-character revision>-<role>-prv must be a DNS-1035 label of"
-        " at most 63 characters; shorten the DisaggregatedSet name or the role name"
+    rule=f"!has(self.metadata.name) || self.spec.roles.all(r, {_NAMES_FIT})",
+    message=f"the generated names {_NAMES_TOO_LONG}",
+    message_expression=(
+        f"self.spec.roles.filter(r, !({_NAMES_FIT})).map(r, "
+        + _cel_template(
+            GENERATED_NAMES_TEMPLATE,
+            {
+                "length": _NAMES_LENGTH,
+                "combined_limit": f"{naming.DNS1035_LABEL_MAX} - {_OVERHEAD}",
+            },
+        )
+        + ")[0]"
     ),
 )
 
@@ -259,11 +320,13 @@ SCALER_NAME_FITS: Final = CelRule(
     field_path=".spec.roles",
     rule=(
         "!has(self.metadata.name) || self.spec.roles.all(r,"
-        f" !{_is_external('r')} || size(self.metadata.name) + 1 + size(r.name) <= 253)"
+        f" !{_is_external('r')} || size(self.metadata.name) + 1 + size(r.name)"
+        f" <= {naming.DNS1123_SUBDOMAIN_MAX})"
     ),
     message=(
         "metadata.name and the name of an External role in spec.roles[] are too long together:"
-        " the DisaggregatedSetRoleScaler name <metadata.name>-<role> must be at most 253"
+        " the DisaggregatedSetRoleScaler name <metadata.name>-<role> must be at most"
+        f" {naming.DNS1123_SUBDOMAIN_MAX}"
         " characters; shorten the DisaggregatedSet name or the role name"
     ),
 )

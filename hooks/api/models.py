@@ -1,8 +1,8 @@
-"""The disaggregatedset.x-k8s.io/v1 API: pydantic models and well-known keys.
+"""The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
 
-This module is the single source of truth for the API. `crdgen` turns the models (field docstrings
-become descriptions) and the rule table of `rules` into the CRDs. It owns no behaviour: no I/O, no
-clock, no imports from `hooks`.
+The models are the single source of truth for the API's shape. `hooks.edge.crdgen` turns them
+(field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
+owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
 
 Kubernetes-only schema facts (integer formats, list-map keys, `date-time`) live in each field's
 `json_schema_extra`; pydantic ignores them when validating and only `crdgen` assembles them. Two
@@ -26,60 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field
 from pydantic.alias_generators import to_camel
 from typing_extensions import TypedDict  # pydantic needs it for TypedDicts before 3.12
 
+from hooks.api import limits
+from hooks.api.conditions import ConditionStatus
+
 JsonObject = dict[str, Any]
 JsonDict = dict[str, JsonValue]
-
-GROUP: Final = "disaggregatedset.x-k8s.io"
-VERSION: Final = "v1"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
-DS_KIND: Final = "DisaggregatedSet"
-DS_PLURAL: Final = "disaggregatedsets"
-SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
-SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
-SCALER_SHORT_NAME: Final = "dsrs"
-
-LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
-LWS_KIND: Final = "LeaderWorkerSet"
-SERVICE_API_VERSION: Final = "v1"
-SERVICE_KIND: Final = "Service"
-
-LABEL_NAME: Final = f"{GROUP}/name"
-LABEL_ROLE: Final = f"{GROUP}/role"
-LABEL_SLICE: Final = f"{GROUP}/slice"
-LABEL_REVISION: Final = f"{GROUP}/revision"
-LABEL_APP: Final = "app"
-ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
-# Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
-# upstream's (docs/rollout.md, "Pausing and the progress deadline").
-ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
-ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
-DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
-
-LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
-CONTROLLER_UID_LABEL: Final = "controller-uid"
-LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
-EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
-SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
-    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
-)
-
-MIN_ROLES: Final = 2
-MAX_ROLES: Final = 10
-MAX_SLICES: Final = 100
-ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ROLE_NAME_MAX_LENGTH: Final = 63
-INT32_MAX: Final = 2**31 - 1
-LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
-LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
-# Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
-# maxUnavailable): the CEL rules match them against regular expressions, and the API server
-# refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
-# string and any percentage fit.
-INT_OR_PERCENT_MAX_LENGTH: Final = 16
-# Added bound on every resource.Quantity string of a role's spec (requests, limits, sizeLimit,
-# divisor, ...): an unbounded one let a valid set cost seconds per sync. Quantities people
-# write ("1536Mi", "2.5", "100m", "1e3") are far shorter.
-QUANTITY_MAX_LENGTH: Final = 64
 
 # json_schema_extra fragments (see the module docstring).
 _INT32: Final[JsonDict] = {"format": "int32"}
@@ -103,19 +54,6 @@ class PlacementType(StrEnum):
     NONE = "None"
     EXCLUSIVE_SLICE = "ExclusiveSlice"
     EXCLUSIVE_TOPOLOGY = "ExclusiveTopology"
-
-
-class ConditionType(StrEnum):
-    AVAILABLE = "Available"
-    PROGRESSING = "Progressing"
-    DEGRADED = "Degraded"
-    READY = "Ready"
-
-
-class ConditionStatus(StrEnum):
-    TRUE = "True"
-    FALSE = "False"
-    UNKNOWN = "Unknown"
 
 
 class _Model(BaseModel):
@@ -162,7 +100,7 @@ class _RolloutStrategyFields(TypedDict, total=False):
 
 
 class _RoleSpecFields(TypedDict, total=False):
-    replicas: Annotated[int, Field(ge=0, le=LWS_MAX_REPLICAS)]
+    replicas: Annotated[int, Field(ge=0, le=limits.LWS_MAX_REPLICAS)]
     rolloutStrategy: _RolloutStrategyFields
     leaderWorkerTemplate: Required[_LeaderWorkerTemplateFields]
 
@@ -203,7 +141,9 @@ class RoleScaling(_Model):
 class Role(_Model):
     """One role (for example prefill or decode): a LeaderWorkerSet template."""
 
-    name: str = Field(min_length=1, max_length=ROLE_NAME_MAX_LENGTH, pattern=ROLE_NAME_PATTERN)
+    name: str = Field(
+        min_length=1, max_length=limits.ROLE_NAME_MAX_LENGTH, pattern=limits.ROLE_NAME_PATTERN
+    )
     """Role name, a DNS label unique within the set. It appears in child names and in the
     disaggregatedset.x-k8s.io/role label."""
 
@@ -237,7 +177,7 @@ class Role(_Model):
     @property
     def replicas_or_default(self) -> int:
         """`spec.replicas`, or the LWS default when unset (what a Static role targets)."""
-        return LWS_DEFAULT_REPLICAS if self.replicas is None else self.replicas
+        return limits.LWS_DEFAULT_REPLICAS if self.replicas is None else self.replicas
 
     @property
     def leader_worker_template(self) -> JsonObject:
@@ -284,17 +224,27 @@ class PlacementPolicy(_Model):
     """Node-label key that defines a domain (the affinity topologyKey), for example
     cloud.google.com/gke-nodepool. Required when type is not None."""
 
+    @property
+    def is_active(self) -> bool:
+        """Whether the policy places slices (its type is not None; validation then requires a
+        topology key)."""
+        return self.type is not PlacementType.NONE
+
 
 class DisaggregatedSetSpec(_Model):
     """Desired state: the roles, how many copies (slices) of them, and where slices go."""
 
     roles: list[Role] = Field(
-        min_length=MIN_ROLES, max_length=MAX_ROLES, json_schema_extra=_list_map("name")
+        min_length=limits.MIN_ROLES,
+        max_length=limits.MAX_ROLES,
+        json_schema_extra=_list_map("name"),
     )
     """The roles (2 to 10, unique names). Adding, removing or renaming a role, or changing a
     role's leaderWorkerTemplate, starts a coordinated rolling update of every role."""
 
-    slices: int = Field(default=1, ge=1, le=MAX_SLICES, strict=True, json_schema_extra=_INT32)
+    slices: int = Field(
+        default=1, ge=1, le=limits.MAX_SLICES, strict=True, json_schema_extra=_INT32
+    )
     """Number of copies of the whole role topology, each with its own LeaderWorkerSets
     (<set>-<slice>-<revision>-<role>). Changing it adds or deletes whole slices without a
     rollout. Must be 1 while any role is External."""
@@ -326,7 +276,7 @@ class Condition(_Model):
     """A standard Kubernetes condition (metav1.Condition)."""
 
     type: str = Field(
-        max_length=316,
+        max_length=limits.CONDITION_TYPE_MAX_LENGTH,
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
         r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
     )
@@ -342,11 +292,13 @@ class Condition(_Model):
     """When the status last flipped (RFC 3339)."""
 
     reason: str = Field(
-        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+        min_length=1,
+        max_length=limits.CONDITION_REASON_MAX_LENGTH,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
     )
     """A CamelCase reason, for example AllRolesReady, RolloutInProgress or InvalidSpec."""
 
-    message: str = Field(max_length=32768)
+    message: str = Field(max_length=limits.CONDITION_MESSAGE_MAX_LENGTH)
     """What is happening, in words a person can act on."""
 
 
@@ -392,7 +344,7 @@ class DisaggregatedSetRoleScalerSpec(_Model):
     """Desired replicas of one External role; written by an autoscaler, never by users."""
 
     replicas: int = Field(
-        default=0, ge=0, le=INT32_MAX, json_schema_extra={**_INT32, REQUIRED_KEY: True}
+        default=0, ge=0, le=limits.INT32_MAX, json_schema_extra={**_INT32, REQUIRED_KEY: True}
     )
     """Desired LeaderWorkerSet groups for the role. Seeded when the scaler is created (1 for a
     new role, the running total for a Static to External switch), then owned by whatever

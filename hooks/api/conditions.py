@@ -1,0 +1,49 @@
+"""The API's conditions: their types, statuses and every reason the hooks write, once.
+
+`status` conditions follow metav1.Condition (bounds in `hooks.api.limits`). The reasons are the
+contract that `kubectl get`, kube-state-metrics, the alerts of components/prometheus-rules and
+GitOps tools read, so each is spelled here only. Data only: no imports from `hooks`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ConditionType(StrEnum):
+    AVAILABLE = "Available"
+    PROGRESSING = "Progressing"
+    DEGRADED = "Degraded"
+    READY = "Ready"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Reason(StrEnum):
+    """Every condition reason the hooks write."""
+
+    # Available and Progressing of a DisaggregatedSet.
+    ALL_ROLES_READY = "AllRolesReady"
+    ROLLOUT_IN_PROGRESS = "RolloutInProgress"
+    ROLLOUT_PAUSED = "RolloutPaused"
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    # Degraded of a DisaggregatedSet: AsExpected when False, else the first problem.
+    AS_EXPECTED = "AsExpected"
+    INVALID_SPEC = "InvalidSpec"
+    INVALID_METADATA = "InvalidMetadata"
+    INVALID_ANNOTATION = "InvalidAnnotation"
+    NAME_CONFLICT = "NameConflict"
+    SCALER_CONFLICT = "ScalerConflict"
+    CHILD_CONFLICT = "ChildConflict"
+    INVALID_CHILD_STATUS = "InvalidChildStatus"
+    NAME_BUDGET_EXCEEDED = "NameBudgetExceeded"
+    # Ready of a DisaggregatedSetRoleScaler.
+    BOUND = "Bound"
+    OWNER_NOT_FOUND = "OwnerNotFound"
+    OWNER_SPEC_INVALID = "OwnerSpecInvalid"
+    ROLE_NOT_EXTERNAL = "RoleNotExternal"
+    LABELS_MISSING = "LabelsMissing"

@@ -1,0 +1,49 @@
+"""The API's well-known strings: group, kinds, resources, label and annotation keys.
+
+Ours (the `disaggregatedset.x-k8s.io` group, its labels and annotations) and the foreign ones the
+controller reads or writes (LeaderWorkerSet, Service, ControllerRevision, Metacontroller's
+annotation and label, the LWS placement annotations). Data only: no imports from `hooks`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "disaggregatedset.x-k8s.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+DS_KIND: Final = "DisaggregatedSet"
+DS_PLURAL: Final = "disaggregatedsets"
+SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
+SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
+SCALER_SHORT_NAME: Final = "dsrs"
+
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+LWS_KIND: Final = "LeaderWorkerSet"
+LWS_PLURAL: Final = "leaderworkersets"
+SERVICE_API_VERSION: Final = "v1"
+SERVICE_KIND: Final = "Service"
+SERVICE_PLURAL: Final = "services"
+
+LABEL_NAME: Final = f"{GROUP}/name"
+LABEL_ROLE: Final = f"{GROUP}/role"
+LABEL_SLICE: Final = f"{GROUP}/slice"
+LABEL_REVISION: Final = f"{GROUP}/revision"
+LABEL_APP: Final = "app"
+ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
+# Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
+# upstream's (docs/rollout.md).
+ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
+ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
+
+LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
+CONTROLLER_UID_LABEL: Final = "controller-uid"
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+)
+EXCLUSIVE_ANNOTATIONS: Final = (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+)

@@ -1,0 +1,42 @@
+"""The API's numbers: sizes, ranges and defaults, each written once.
+
+The models (`hooks.api.models`), the CEL rules (`hooks.api.rules`), the hook's re-check
+(`hooks.core.validation`) and the command line all read these. Data only: no imports from
+`hooks`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MIN_ROLES: Final = 2
+MAX_ROLES: Final = 10
+MAX_SLICES: Final = 100
+ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ROLE_NAME_MAX_LENGTH: Final = 63
+INT32_MAX: Final = 2**31 - 1
+LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
+LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
+# What the LWS CRD defaults an absent maxSurge and maxUnavailable of a rollingUpdateConfiguration
+# to (the validation rules read an undefaulted object the same way).
+LWS_DEFAULT_MAX_SURGE: Final = 0
+LWS_DEFAULT_MAX_UNAVAILABLE: Final = 1
+# Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
+# maxUnavailable): the CEL rules match them against regular expressions, and the API server
+# refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
+# string and any percentage fit.
+INT_OR_PERCENT_MAX_LENGTH: Final = 16
+# Added bound on every resource.Quantity string of a role's spec (requests, limits, sizeLimit,
+# divisor, ...): an unbounded one let a valid set cost seconds per sync. Quantities people
+# write ("1536Mi", "2.5", "100m", "1e3") are far shorter.
+QUANTITY_MAX_LENGTH: Final = 64
+
+# metav1.Condition's bounds, which every condition the hooks write must fit.
+CONDITION_TYPE_MAX_LENGTH: Final = 316
+CONDITION_REASON_MAX_LENGTH: Final = 1024
+CONDITION_MESSAGE_MAX_LENGTH: Final = 32768
+
+DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
+# The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
+# asked for again by a later sync.
+MAX_RESYNC_SECONDS: Final = 3600

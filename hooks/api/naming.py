@@ -1,0 +1,128 @@
+"""Names, labels and selectors of the objects a DisaggregatedSet owns, and what names must fit.
+
+These strings are part of the compatibility contract with upstream: clients compute LWS names
+themselves (`<set>-<slice>-<revision>-<role>`) and select pods by these labels. The module formats
+and measures; it decides nothing.
+
+The name budget (upstream's rule since kubernetes-sigs/lws PR #991): per role,
+
+    len(<set>-<slice>-<revision>-<role>) + max(len("-prv"), 1 + digits(replicas - 1) + 11) <= 63
+
+The LWS name must leave room for the longest name derived from it that has to be a DNS-1035
+label (63 characters): its headless Service `<lws>-prv`, and the `controller-revision-hash` label
+that the worker StatefulSet of group `i` puts on its pods, `<lws>-<i>-<10-character hash>` (group
+indexes run up to replicas - 1; replicas 0 or unset count one digit). The slice digits are those
+of the last slice, `slices - 1`; the revision is always 8 characters. `rules.GENERATED_NAMES_FIT`
+(CEL) and `hooks.core.validation` (the hook's re-check) both evaluate exactly this, from the
+constants below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from hooks.api import keys, limits
+
+DNS1035_LABEL_MAX: Final = 63
+"""Service names and label values."""
+DNS1123_SUBDOMAIN_MAX: Final = 253
+"""Most object names (a DisaggregatedSetRoleScaler's)."""
+REVISION_LENGTH: Final = 8
+"""Hex characters of a revision (`hooks.gocompat.revision`)."""
+SEPARATORS: Final = 3
+"""The dashes between set, slice, revision and role in an LWS name."""
+SERVICE_SUFFIX: Final = "-prv"
+POD_REVISION_HASH_LENGTH: Final = 10
+"""The hash at the end of a StatefulSet's `controller-revision-hash` pod label."""
+POD_REVISION_LABEL_FIXED: Final = 2 + POD_REVISION_HASH_LENGTH
+"""What that label adds to the LWS name besides the group index: two dashes and the hash."""
+
+
+def lws_name(*, set_name: str, slice_index: int, revision: str, role: str) -> str:
+    """`<set>-<slice>-<revision>-<role>`, for example `llm-0-6ad7c921-prefill`."""
+    return f"{set_name}-{slice_index}-{revision}-{role}"
+
+
+def service_name(lws: str) -> str:
+    """The headless Service of an LWS: its name plus `-prv`."""
+    return lws + SERVICE_SUFFIX
+
+
+def scaler_name(*, set_name: str, role: str) -> str:
+    """The DisaggregatedSetRoleScaler of an External role: `<set>-<role>`."""
+    return f"{set_name}-{role}"
+
+
+def digits(value: int) -> int:
+    """Decimal digits of a non-negative count (negative values count as 0: one digit)."""
+    return len(str(max(value, 0)))
+
+
+def suffix_length(replicas: int | None) -> int:
+    """The longest DNS-1035 suffix of an LWS name: `-prv`, or the pod revision-hash label of
+    its last group (`None`: unset replicas, the LWS default)."""
+    count = limits.LWS_DEFAULT_REPLICAS if replicas is None else replicas
+    return max(len(SERVICE_SUFFIX), 1 + digits(count - 1) + POD_REVISION_HASH_LENGTH + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How one role's generated names measure against the DNS-1035 limit."""
+
+    length: int
+    """The longest generated name: the LWS name of the last slice plus the longest suffix."""
+    combined_limit: int
+    """The most characters the set name and the role name may have together."""
+
+    @property
+    def fits(self) -> bool:
+        return self.length <= DNS1035_LABEL_MAX
+
+
+def budget(*, set_name: str, role: str, slices: int, replicas: int | None) -> Budget:
+    """The name budget of one role (see the module docstring)."""
+    overhead = SEPARATORS + digits(slices - 1) + REVISION_LENGTH + suffix_length(replicas)
+    return Budget(
+        length=len(set_name) + len(role) + overhead, combined_limit=DNS1035_LABEL_MAX - overhead
+    )
+
+
+def max_fitting_replicas(*, lws: str) -> int:
+    """The most groups an LWS of this name can have while every pod revision-hash label fits
+    (at most the LWS maximum)."""
+    room = DNS1035_LABEL_MAX - len(lws) - POD_REVISION_LABEL_FIXED
+    if room < 1:
+        return 0
+    return min(int(10**room), limits.LWS_MAX_REPLICAS)
+
+
+def lws_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
+    """The five labels the controller puts on an LWS and on both of its pod templates."""
+    return {
+        keys.LABEL_APP: f"{set_name}-{slice_index}-{role}",
+        keys.LABEL_NAME: set_name,
+        keys.LABEL_ROLE: role,
+        keys.LABEL_SLICE: str(slice_index),
+        keys.LABEL_REVISION: revision,
+    }
+
+
+def service_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
+    """Labels and selector of a revision's headless Service: name, role, revision and slice."""
+    return {
+        keys.LABEL_NAME: set_name,
+        keys.LABEL_ROLE: role,
+        keys.LABEL_REVISION: revision,
+        keys.LABEL_SLICE: str(slice_index),
+    }
+
+
+def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
+    """Labels of a scaler: the set's name and the role."""
+    return {keys.LABEL_NAME: set_name, keys.LABEL_ROLE: role}
+
+
+def leader_selector(*, set_name: str, role: str) -> str:
+    """Selector (string form) matching one pod per LWS group, the leader, across revisions."""
+    return f"{keys.LABEL_NAME}={set_name},{keys.LABEL_ROLE}={role},{keys.LWS_WORKER_INDEX_LABEL}=0"

@@ -378,7 +378,7 @@ def test_the_image_is_set_by_one_images_entry(rendered: list[Manifest]) -> None:
 # --- the example overlay -----------------------------------------------------------------------
 
 OVERLAY_DIR = REPO_ROOT / "examples" / "overlay"
-OVERLAY_NAMESPACE = "llm-serving"
+OVERLAY_NAMESPACE = "llm-serving-hooks"
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from hooks import api
-from hooks.core import progress
 from hooks.edge import app as hook_app
-from hooks.edge import observability, settings
-from tests import kustomize
+from hooks.edge import settings
+from tests import alerting, kustomize
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = REPO_ROOT / "components"
@@ -215,15 +214,20 @@ def test_dashboard_configmap_holds_the_dashboard_for_the_grafana_sidecar(
 # --- the metrics that exist ----------------------------------------------------------------------
 
 
-def _hook_metrics() -> dict[str, frozenset[str]]:
-    """Sample name -> label names, from the /metrics of a real app after one failed call."""
+def _hook_metrics_text() -> str:
+    """The /metrics of a real app after one failed call."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(settings.MULTIPROC_ENV, raising=False)
         client = hook_app.create_app().test_client()
         client.post("/sync", data=b"{broken")
-        text = client.get("/metrics").get_data(as_text=True)
+        text: str = client.get("/metrics").get_data(as_text=True)
+    return text
+
+
+def _hook_metrics() -> dict[str, frozenset[str]]:
+    """Sample name -> label names, from the /metrics of a real app after one failed call."""
     labels: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(_hook_metrics_text()):
         # Only the app's own families: the process collectors are absent under gunicorn.
         if family.name.startswith("disaggregatedset_"):
             for sample in family.samples:
@@ -408,6 +412,7 @@ def test_hook_error_alert_is_the_non_200_share_above_5_percent(
 def test_hook_latency_alert_sits_at_a_bucket_bound_within_half_the_webhook_timeout(
     known_metrics: dict[str, frozenset[str]],
 ) -> None:
+    """The buckets come from /metrics, as Prometheus sees them (tests/alerting.py)."""
     tree = _assert_uses_known_metrics(_alert("DisaggregatedSetHookSlow")["expr"], known_metrics)
     controllers = yaml.safe_load_all(
         (REPO_ROOT / "metacontroller" / "compositecontrollers.yaml").read_text()
@@ -417,12 +422,15 @@ def test_hook_latency_alert_sits_at_a_bucket_bound_within_half_the_webhook_timeo
         for controller in controllers
         for hook in controller["spec"]["hooks"].values()
     }
+    buckets = alerting.latency_buckets(_hook_metrics_text())
     threshold = tree.rhs.val
-    assert threshold in observability.LATENCY_BUCKETS
+    assert threshold in buckets
     assert threshold <= min(timeouts) / 2
-    # histogram_quantile never returns more than the largest finite bucket bound: at that bound
-    # only `>=` can ever fire.
-    assert str(tree.op) == (">=" if threshold == max(observability.LATENCY_BUCKETS) else ">")
+    # histogram_quantile never returns more than the largest finite bucket bound: the buckets
+    # reach the webhook timeout, so latencies between the threshold and it are seen, and `>`
+    # means "more than 1% of calls took longer".
+    assert max(buckets) >= min(timeouts)
+    assert str(tree.op) == ">"
     assert isinstance(tree.lhs, promql_parser.Call)
     assert tree.lhs.func.name == "histogram_quantile"
     assert tree.lhs.args[0].val == pytest.approx(0.99)
@@ -440,11 +448,10 @@ def test_set_alerts_match_the_condition_types_and_reasons_the_hooks_write(
 ) -> None:
     condition_types = {str(member.value) for member in api.ConditionType}
     expected = {
-        "DisaggregatedSetNotAvailable": {"type": "Available"},
         "DisaggregatedSetRolloutStuck": {
             "type": "Progressing",
             "status": "False",
-            "reason": progress.REASON_DEADLINE_EXCEEDED,
+            "reason": api.Reason.PROGRESS_DEADLINE_EXCEEDED,
         },
         "DisaggregatedSetDegraded": {"type": "Degraded", "status": "True"},
     }
@@ -453,8 +460,41 @@ def test_set_alerts_match_the_condition_types_and_reasons_the_hooks_write(
         tree = _assert_uses_known_metrics(rule["expr"], known_metrics)
         assert _matchers(tree) == {"kube_disaggregatedset_status_condition": matchers}, name
         assert matchers["type"] in condition_types
-    assert _alert("DisaggregatedSetNotAvailable")["for"] == "15m"
-    assert progress.REASON_DEADLINE_EXCEEDED == "ProgressDeadlineExceeded"
+    assert api.Reason.PROGRESS_DEADLINE_EXCEEDED == "ProgressDeadlineExceeded"
+
+
+# The Progressing reasons of a rollout held on purpose (status Unknown): a pause, and the canary
+# holds at a step or a partition.
+DELIBERATE_HOLDS = frozenset({"RolloutPaused", "RolloutHeld", "RolloutPartitioned"})
+
+
+def test_not_available_alert_spares_deliberate_holds_while_every_group_is_ready(
+    known_metrics: dict[str, frozenset[str]],
+) -> None:
+    """What it fires on is proven by tests/test_alerts_promtool.py; here, what it reads."""
+    rule = _alert("DisaggregatedSetNotAvailable")
+    tree = _assert_uses_known_metrics(rule["expr"], known_metrics)
+    conditions = [
+        {m.name: (str(m.op), m.value) for m in selector.matchers.matchers}
+        for selector in _selectors(tree)
+        if _metric_name(selector) == "kube_disaggregatedset_status_condition"
+    ]
+    [available, held] = conditions
+    assert available == {"type": ("MatchOp.Equal", "Available")}
+    op, pattern = held.pop("reason")
+    assert held == {
+        "type": ("MatchOp.Equal", str(api.ConditionType.PROGRESSING)),
+        "status": ("MatchOp.Equal", str(api.ConditionStatus.UNKNOWN)),
+    }
+    assert op == "MatchOp.Re"
+    assert set(pattern.split("|")) == DELIBERATE_HOLDS
+    assert api.Reason.ROLLOUT_PAUSED in DELIBERATE_HOLDS
+    assert {_metric_name(s) for s in _selectors(tree)} == {
+        "kube_disaggregatedset_status_condition",
+        "kube_disaggregatedset_status_role_ready_replicas",
+        "kube_disaggregatedset_status_role_replicas",
+    }
+    assert rule["for"] == "15m"
 
 
 # --- the kube-state-metrics configuration --------------------------------------------------------

@@ -1,12 +1,12 @@
 """A tokenizer and declaration parser for the Go sources behind `hooks/gocompat/typetable.json`.
 
-It owns reading one Go source file's text into the facts `hooks.typetable_gen` needs: the package
+It owns reading one Go source file's text into the facts `tools.typetable_gen` needs: the package
 name, its imports (alias → path), its type declarations as `TypeRef` trees (struct fields with
 their tags, in declaration order) and the receiver and name of each method. It understands just
 enough Go for that: tokens with automatic semicolon insertion, type expressions, struct bodies,
 grouped `import` / `type` declarations and function headers; every other declaration, and every
 function body, is skipped by balancing brackets. It never resolves names across packages or
-decides what goes into the table (`hooks.typetable_gen` does), and it reads no files: it is pure,
+decides what goes into the table (`tools.typetable_gen` does), and it reads no files: it is pure,
 with no I/O, clock, logging or state. Input it does not understand raises `SourceError`. It is a
 development tool; the hook never imports it at run time.
 """

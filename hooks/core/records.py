@@ -7,7 +7,7 @@ built only by `hooks.edge.envelope`, from a request body, and answers become JSO
 (`render_answer`). This module reads and writes no JSON, decides nothing and holds only data
 (pure: no I/O, clock, logging or state).
 
-An observed child's `applied` is the object as this hook last returned it (`hooks.envelope` says
+An observed child's `applied` is the object as this hook last returned it (`hooks.edge.envelope` says
 how it is recovered). Never mutate it: copy the parts you change.
 """
 

@@ -1,7 +1,7 @@
 """Metacontroller's wire format: requests in, responses out.
 
 This module is the edge of the pure core. It turns a decoded request body into the frozen records
-of `hooks.records` (accepting both hook versions: v1 keys children by name, v2 by namespace/name;
+of `hooks.core.records` (accepting both hook versions: v1 keys children by name, v2 by namespace/name;
 the records are built from each object's own metadata, so the key format does not matter) and
 renders responses. It decides nothing about DisaggregatedSets. A body it cannot use raises
 `RequestError`, which the server answers with a non-200 status so that Metacontroller changes

@@ -1,7 +1,7 @@
 """DisaggregatedSet manifests read from files, as the API server would store them.
 
 Used by the command line (`render`, `plan --from/--to`): a manifest is YAML a person wrote, so
-before the hooks see it the CRD's defaults are applied (`crdgen.apply_defaults`) and the metadata
+before the hooks see it the CRD's defaults are applied (`apply_defaults`) and the metadata
 the API server adds is filled in. The revision hash depends on the defaulted template, so this is
 what makes the names printed here the names a cluster gets.
 """
@@ -9,6 +9,7 @@ what makes the names printed here the names a cluster gets.
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -69,7 +70,7 @@ def schema_errors(document: JsonObject) -> list[str]:
     its defaults), as `path: message` lines. The CEL rules are `validation`'s."""
     if document.get("apiVersion") != api.API_VERSION:
         return [f"apiVersion: must be {api.API_VERSION}, not {document.get('apiVersion')!r}"]
-    defaulted = crdgen.apply_defaults(document)
+    defaulted = apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
@@ -119,7 +120,7 @@ def load_set(path: Path) -> records.Parent:
 
 def stored(document: JsonObject) -> JsonObject:
     """A manifest with CRD defaults applied and server-set metadata filled in."""
-    result = crdgen.apply_defaults(document)
+    result = apply_defaults(document)
     metadata = result.get("metadata")
     if not isinstance(metadata, dict):
         metadata = result["metadata"] = {}
@@ -137,3 +138,42 @@ def empty_cluster_request(parent: JsonObject) -> JsonObject:
         "related": {records.ChildKind.LWS.value: {}},
         "finalizing": False,
     }
+
+
+# --- defaulting ------------------------------------------------------------------------------
+
+
+def apply_defaults(obj: JsonObject) -> JsonObject:
+    """A copy of a DisaggregatedSet or scaler manifest with the CRD's defaults applied.
+
+    The API server fills in every schema `default` of an absent field before it stores an object
+    (structural defaulting, outermost first); the stored object decides the revision hash, so
+    anything that predicts names from a manifest must default it the same way.
+    """
+    kind = obj.get("kind")
+    files = {api.DS_KIND: crdgen.DS_FILE, api.SCALER_KIND: crdgen.SCALER_FILE}
+    if kind not in files:
+        raise ManifestError(f"no CRD for kind {kind!r}")
+    crd = crdgen.build_crds()[files[kind]]
+    schema: JsonObject = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    result: JsonObject = json.loads(json.dumps(obj))
+    apply_schema_defaults(result, schema)
+    return result
+
+
+def apply_schema_defaults(value: Any, schema: JsonObject) -> None:
+    """Fill absent (or null) fields of `value` in place with the schema's defaults, recursively."""
+    if isinstance(value, dict):
+        properties: JsonObject = schema.get("properties", {})
+        for key, prop in properties.items():
+            if "default" in prop and value.get(key) is None:
+                value[key] = json.loads(json.dumps(prop["default"]))
+        additional = schema.get("additionalProperties")
+        for key, child in value.items():
+            if key in properties:
+                apply_schema_defaults(child, properties[key])
+            elif isinstance(additional, dict):
+                apply_schema_defaults(child, additional)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for child in value:
+            apply_schema_defaults(child, schema["items"])

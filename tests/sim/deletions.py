@@ -1,7 +1,7 @@
 """Which observed children a DisaggregatedSet sync may delete, written from docs/safety.md alone.
 
 Metacontroller deletes every observed child the sync answer leaves out, so this predicate is the
-safety property of the whole controller. It is deliberately independent of `hooks.sync` (which
+safety property of the whole controller. It is deliberately independent of `hooks.core.sync` (which
 has its own guard): it reads the raw request, not the hook's parsed records, and it restates the
 rules in those documents' words:
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,15 +47,38 @@ READINESS_DELAY_SECONDS = 0.25
 
 
 @pytest.fixture(scope="session")
-def lws_controller(control_plane: ControlPlane) -> Iterator[FakeLwsController]:
-    """The test's stand-in for the LeaderWorkerSet controller (every LWS becomes ready)."""
+def fake_lws_session(control_plane: ControlPlane) -> Iterator[FakeLwsController]:
+    """The test's stand-in for the LeaderWorkerSet controller, one for the session."""
     controller = FakeLwsController(control_plane.client, delay=READINESS_DELAY_SECONDS)
     controller.start()
     try:
         yield controller
     finally:
         controller.stop()
-    assert controller.errors == [], "status writes failed"
+    assert controller.failures() == [], "the fake LWS controller failed"
+
+
+@pytest.fixture
+def lws_controller(fake_lws_session: FakeLwsController) -> Iterator[FakeLwsController]:
+    """The fake LeaderWorkerSet controller (every LWS becomes ready); the test fails with any
+    failed write or exception of its threads during the test."""
+    controller = fake_lws_session
+    errors, watch_failures = len(controller.errors), len(controller.watch.failures)
+    yield controller
+    new = controller.errors[errors:] + controller.watch.failures[watch_failures:]
+    assert new == [], "the fake LWS controller failed:\n" + "\n".join(new)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test that used the fake LWS controller shows the controller's state."""
+    report: pytest.TestReport = yield
+    controller = getattr(item, "funcargs", {}).get("lws_controller")
+    if report.failed and isinstance(controller, FakeLwsController):
+        report.sections.append(("fake LWS controller", controller.summary()))
+    return report
 
 
 @pytest.fixture

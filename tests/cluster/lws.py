@@ -14,6 +14,7 @@ import contextlib
 import heapq
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,25 +42,49 @@ def has_status(lws: JsonObject, status: JsonObject) -> bool:
 
 
 class FakeLwsController:
-    """Makes every LeaderWorkerSet ready at its spec replicas, `delay` seconds after a change."""
+    """Makes every LeaderWorkerSet ready at its spec replicas, `delay` seconds after a change.
 
-    def __init__(self, client: kube.Client, *, delay: float = 0.0) -> None:
+    Its watch (`kube.Watch`) survives what the API server may do to a watch, and re-lists when it
+    must, so no change is missed. Neither thread ever dies of an event or a failed write: an
+    event that is not about an LWS is ignored (and kept in `ignored`), a write that may succeed
+    later (connection error, 5xx, 429) is tried again with a backoff, and anything else goes to
+    `errors`. `failures()` is everything a test should fail with.
+    """
+
+    def __init__(
+        self,
+        client: kube.Client,
+        *,
+        delay: float = 0.0,
+        watch_window_seconds: int = kube.WATCH_WINDOW_SECONDS,
+    ) -> None:
         self._client = client
         self.delay = delay
+        self._watch_window_seconds = watch_window_seconds
         self._held: set[str] = set()
         self._latest: dict[tuple[str, str], JsonObject] = {}
         self._due: list[tuple[float, str, str]] = []
+        self._attempts: dict[tuple[str, str], int] = {}
         self._wake = threading.Condition()
         self._stopped = False
         self._worker = threading.Thread(target=self._write_loop, name="fake lws", daemon=True)
         self._watch: kube.Watch | None = None
         self.errors: list[str] = []
+        self.ignored: list[str] = []
+        self.retried_writes = 0
+
+    @property
+    def watch(self) -> kube.Watch:
+        if self._watch is None:
+            raise RuntimeError("the fake LWS controller is not started")
+        return self._watch
 
     def start(self) -> None:
         self._worker.start()
-        self._watch = kube.Watch(self._client, kube.LWS, self._on_event)
-        for lws in self._watch.initial:
-            self._on_event({"type": "ADDED", "object": lws})
+        # Every LWS already there arrives as ADDED before the constructor returns.
+        self._watch = kube.Watch(
+            self._client, kube.LWS, self._on_event, window_seconds=self._watch_window_seconds
+        )
 
     def stop(self) -> None:
         if self._watch is not None:
@@ -68,6 +93,21 @@ class FakeLwsController:
             self._stopped = True
             self._wake.notify_all()
         self._worker.join(timeout=5)
+
+    def failures(self) -> list[str]:
+        """Failed writes and exceptions of the writing thread, then the watch's failures."""
+        watch_failures = self._watch.failures if self._watch is not None else []
+        return [*self.errors, *watch_failures]
+
+    def summary(self) -> str:
+        """What the controller has seen and done, for an error message."""
+        with self._wake:
+            known, due, held = len(self._latest), len(self._due), sorted(self._held)
+        watch = self._watch.summary() if self._watch is not None else "not started"
+        return (
+            f"fake LWS controller: {known} LWS known, {due} write(s) due, held {held}, "
+            f"{self.retried_writes} retried write(s), {len(self.ignored)} ignored event(s); {watch}"
+        )
 
     @contextlib.contextmanager
     def held(self, namespace: str) -> Iterator[None]:
@@ -86,10 +126,20 @@ class FakeLwsController:
                 self._wake.notify_all()
 
     def _on_event(self, event: JsonObject) -> None:
-        lws = event["object"]
-        key = (lws["metadata"]["namespace"], lws["metadata"]["name"])
+        kind, lws = event.get("type"), event.get("object")
+        metadata = lws.get("metadata") if isinstance(lws, dict) else None
+        if (
+            kind not in ("ADDED", "MODIFIED", "DELETED")
+            or not isinstance(lws, dict)
+            or not isinstance(metadata, dict)
+            or not isinstance(metadata.get("namespace"), str)
+            or not isinstance(metadata.get("name"), str)
+        ):
+            self.ignored.append(f"{kind}: {str(lws)[:200]}")
+            return
+        key = (metadata["namespace"], metadata["name"])
         with self._wake:
-            if event["type"] == "DELETED":
+            if kind == "DELETED":
                 self._latest.pop(key, None)
                 return
             self._latest[key] = lws
@@ -106,21 +156,41 @@ class FakeLwsController:
                 if self._stopped:
                     return
                 _, namespace, name = heapq.heappop(self._due)
-                lws = self._latest.get((namespace, name))
-                if lws is None or namespace in self._held:
-                    continue
-                status = ready_status(lws)
-                if has_status(lws, status):
-                    continue
-            self._write(namespace, name, status)
+            try:
+                self._write_due(namespace, name)
+            except Exception:  # This thread must outlive any bug: the test fails with it.
+                self.errors.append(f"{namespace}/{name}: {traceback.format_exc()}")
+
+    def _write_due(self, namespace: str, name: str) -> None:
+        """Write the ready status of one LWS, unless it is gone, held or ready already."""
+        with self._wake:
+            lws = self._latest.get((namespace, name))
+            if lws is None or namespace in self._held:
+                return
+            status = ready_status(lws)
+            if has_status(lws, status):
+                return
+        self._write(namespace, name, status)
 
     def _write(self, namespace: str, name: str, status: JsonObject) -> None:
+        key = (namespace, name)
         try:
             self._client.patch(
                 kube.LWS, name, {"status": status}, namespace=namespace, subresource="status"
             )
-        except kube.ApiError as error:
-            if error.code != 404:  # Deleted since: nothing to report.
+        except (kube.ApiError, requests.RequestException) as error:
+            if isinstance(error, kube.ApiError) and error.code == 404:
+                return  # Deleted since: nothing to report.
+            if not kube.is_transient(error):
                 self.errors.append(f"{namespace}/{name}: {error}")
-        except requests.RequestException as error:
-            self.errors.append(f"{namespace}/{name}: {error}")
+                return
+            with self._wake:
+                attempts = self._attempts[key] = self._attempts.get(key, 0) + 1
+                self.retried_writes += 1
+                first, most = kube.RETRY_BACKOFF_SECONDS
+                retry_at = time.monotonic() + min(most, first * 2 ** (attempts - 1))
+                heapq.heappush(self._due, (retry_at, *key))
+                self._wake.notify_all()
+            return
+        with self._wake:
+            self._attempts.pop(key, None)

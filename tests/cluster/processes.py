@@ -124,24 +124,26 @@ def start(
 def wait_until_ready(
     process: Process, ready: Callable[[], bool], *, timeout: float, interval: float = 0.05
 ) -> None:
-    """Poll `ready` until true; raise with the log tail if the process dies or time runs out."""
+    """Poll `ready` until true; raise with the log tail if the process dies or time runs out.
+
+    A probe that fails with `OSError` (a refused connection, say) counts as not ready; a timeout's
+    message names the last answer (False, or that error)."""
     deadline = time.monotonic() + timeout
+    last_seen = "no probe finished"
     while True:
         if not process.running():
             raise ProcessError(
                 f"{process.name} exited with {process.popen.returncode}:\n{process.log_tail()}"
             )
-        if _quietly(ready):
-            return
+        try:
+            if ready():
+                return
+            last_seen = "the probe answered not ready"
+        except OSError as error:
+            last_seen = f"the probe failed: {type(error).__name__}: {error}"
         if time.monotonic() > deadline:
             raise ProcessError(
-                f"{process.name} not ready after {timeout:.0f} s:\n{process.log_tail()}"
+                f"{process.name} not ready after {timeout:.0f} s ({last_seen}):\n"
+                f"{process.log_tail()}"
             )
         time.sleep(interval)
-
-
-def _quietly(check: Callable[[], bool]) -> bool:
-    try:
-        return check()
-    except OSError:
-        return False

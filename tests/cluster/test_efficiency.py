@@ -34,13 +34,11 @@ def _versions(client: kube.Client, namespace: str) -> dict[tuple[str, str], str]
 def _quiet(control_plane: ControlPlane, key: str, *, after: int = 0) -> list[JsonObject]:
     """The set's sync calls, once there are more than `after` and the last one wrote nothing."""
     calls: list[JsonObject] = kube.wait_for(
-        lambda: (
-            len(found := control_plane.hook_calls("sync", key)) > after
-            and not any(found[-1]["writes"].values())
-            and found
-        ),
+        lambda: control_plane.hook_calls("sync", key),
+        until=lambda found: len(found) > after and not any(found[-1]["writes"].values()),
+        show=lambda found: f"{len(found)} sync call(s), the last: {found[-1] if found else None}",
         timeout=sets.WAIT_SECONDS,
-        message=f"a sync of {key} that writes nothing",
+        message=f"a sync of {key} that writes nothing (after {after} calls)",
     )
     return calls
 
@@ -76,7 +74,8 @@ def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
     key = f"{namespace}/llm"
     sets.apply_set(control_plane, sets.small_set(namespace))
     sets.wait_available(client, namespace, "llm")
-    assert _quiet(control_plane, key)[-1]["related"] == 2  # its own LWS, at the wanted names
+    # Its own LWS and ControllerRevision, at the wanted names.
+    assert _quiet(control_plane, key)[-1]["related"] == 3
 
     # An LWS that is not the set's, at the name the next revision's prefill will want; it does not
     # carry the set's labels either.
@@ -110,19 +109,16 @@ def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
     )
 
     sets.apply_set(control_plane, upgrade)
-    degraded = kube.wait_for(
-        lambda: (
-            (
-                c := sets.condition(
-                    client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace), "Degraded"
-                )
-            )
-            and c["reason"] == "NameConflict"
-            and c
+    ds = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: (
+            (c := sets.condition(ds, "Degraded")) is not None and c["reason"] == "NameConflict"
         ),
         timeout=sets.WAIT_SECONDS,
         message="Degraded=NameConflict",
     )
+    degraded = sets.condition(ds, "Degraded")
+    assert degraded is not None
     assert name in degraded["message"]
     foreign = client.get(kube.LWS, name, namespace=namespace)
     assert "ownerReferences" not in foreign["metadata"]
@@ -130,10 +126,11 @@ def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
 
     client.delete(kube.LWS, name, namespace=namespace)
     kube.wait_for(
-        lambda: (
-            sets.is_available(ds := client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace))
-            and ds["status"]["revision"] == target
-            and len(client.list(kube.LWS, namespace=namespace)) == 2
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"])
+            and seen["set"]["status"]["revision"] == target
+            and len(seen["lws"]) == 2
         ),
         timeout=sets.WAIT_SECONDS,
         message="the rollout completed once the foreign LWS was gone",

@@ -57,18 +57,17 @@ def test_set_gets_its_children_names_labels_services_and_status(
             for role, replicas in (("prefill", 2), ("decode", 1))
         }
         children = kube.wait_for(
-            lambda: (
-                (found := sets.lws_by_name(client, namespace)).keys() == expected.keys() and found
-            ),
+            lambda: sets.lws_by_name(client, namespace),
+            until=lambda found: found.keys() == expected.keys(),
             timeout=sets.WAIT_SECONDS,
-            message="one LWS per (slice, role)",
+            message=f"one LWS per (slice, role): {sorted(expected)}",
         )
         # Not ready yet: the set reports progress (its status follows the children) and has no
         # Services.
         kube.wait_for(
-            lambda: (
-                (c := sets.condition(_get_set(client, namespace), "Progressing")) is not None
-                and c["status"] == "True"
+            lambda: _get_set(client, namespace),
+            until=lambda ds: (
+                (c := sets.condition(ds, "Progressing")) is not None and c["status"] == "True"
             ),
             timeout=sets.WAIT_SECONDS,
             message="Progressing=True while nothing is ready",
@@ -134,8 +133,6 @@ class ReplicaHistory:
         self.values: dict[str, list[int]] = {}
         self.deleted: set[str] = set()
         self._watch = kube.Watch(client, kube.LWS, self._record, namespace=namespace)
-        for lws in self._watch.initial:
-            self._record({"type": "ADDED", "object": lws})
 
     def _record(self, event: JsonObject) -> None:
         lws = event["object"]
@@ -150,7 +147,9 @@ class ReplicaHistory:
                 history.append(replicas)
 
     def stop(self) -> None:
+        """Stop watching; raises if recording an event ever failed."""
         self._watch.stop()
+        self._watch.check()
 
 
 def _plan_columns(old: JsonObject, new: JsonObject, tmp_path: Path) -> dict[str, list[int]]:
@@ -198,10 +197,11 @@ def test_image_change_rolls_out_along_the_planners_trajectory(
     try:
         sets.apply_set(control_plane, new)
         kube.wait_for(
-            lambda: (
-                sets.is_available(ds := _get_set(client, namespace))
-                and ds["status"]["revision"] != old_revision
-                and len(sets.lws_by_name(client, namespace)) == 2
+            lambda: sets.observe(client, namespace),
+            until=lambda seen: (
+                sets.is_available(seen["set"])
+                and seen["set"]["status"]["revision"] != old_revision
+                and len(seen["lws"]) == 2
             ),
             timeout=sets.WAIT_SECONDS,
             message="the new revision Available and the old one deleted",
@@ -230,13 +230,18 @@ def test_external_role_follows_kubectl_scale_and_scale_reads_back(
     control_plane.kubectl("scale", "-n", namespace, "dsrs/llm-prefill", "--replicas=3")
     scale_path = kube.SCALERS.path(namespace=namespace, name="llm-prefill") + "/scale"
 
-    def scaled() -> JsonObject | None:
-        scale = client.request("GET", scale_path)
-        lws = sets.lws_by_name(client, namespace)[prefill]
-        done = lws["spec"]["replicas"] == 3 and scale["status"].get("replicas") == 3
-        return scale if done else None
-
-    scale = kube.wait_for(scaled, timeout=sets.WAIT_SECONDS, message="the LWS and /scale at 3")
+    seen = kube.wait_for(
+        lambda: {
+            "scale": client.request("GET", scale_path),
+            "lws": sets.lws_by_name(client, namespace)[prefill],
+        },
+        until=lambda seen: (
+            seen["lws"]["spec"]["replicas"] == 3 and seen["scale"]["status"].get("replicas") == 3
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the LWS and /scale at 3",
+    )
+    scale = seen["scale"]
     assert scale["spec"] == {"replicas": 3}
     assert scale["status"]["selector"] == (
         f"{PREFIX}/name=llm,{PREFIX}/role=prefill,leaderworkerset.sigs.k8s.io/worker-index=0"
@@ -264,11 +269,12 @@ def test_deleting_the_set_garbage_collects_every_child(
     assert len(client.list(kube.SCALERS, namespace=namespace)) == 1
     control_plane.kubectl("delete", "-n", namespace, "disaggregatedset/llm", "--wait=false")
     kube.wait_for(
-        lambda: (
-            not client.list(kube.LWS, namespace=namespace)
-            and not _services(client, namespace)
-            and not client.list(kube.SCALERS, namespace=namespace)
-        ),
+        lambda: {
+            "lws": client.list(kube.LWS, namespace=namespace),
+            "services": list(_services(client, namespace).values()),
+            "scalers": client.list(kube.SCALERS, namespace=namespace),
+        },
+        until=lambda left: not any(left.values()),
         timeout=sets.WAIT_SECONDS,
         message="every child garbage-collected",
     )
@@ -280,7 +286,7 @@ class ChildEvents:
     def __init__(self, client: kube.Client, namespace: str) -> None:
         self.events: list[tuple[str, str, str, int]] = []
         self._watches = [
-            kube.Watch(client, resource, self._record, namespace=namespace)
+            kube.Watch(client, resource, self._record, namespace=namespace, initial_events=False)
             for resource in (kube.LWS, kube.SERVICES)
         ]
 
@@ -292,8 +298,11 @@ class ChildEvents:
         )
 
     def stop(self) -> None:
+        """Stop watching; raises if recording an event ever failed."""
         for watch in self._watches:
             watch.stop()
+        for watch in self._watches:
+            watch.check()
 
 
 def _sync_retries(control_plane: ControlPlane) -> float:
@@ -314,9 +323,10 @@ def test_killed_hook_server_changes_nothing_and_the_rollout_resumes(
         new_revision = _revision_of(_get_set(client, namespace))
         new_prefill = f"llm-0-{new_revision}-prefill"
         kube.wait_for(
-            lambda: sets.replicas_by_name(client, namespace).get(new_prefill, 0) >= 1,
+            lambda: sets.replicas_by_name(client, namespace),
+            until=lambda replicas: replicas.get(new_prefill, 0) >= 1,
             timeout=sets.WAIT_SECONDS,
-            message="the first scale-up of the new revision",
+            message=f"the first scale-up of the new revision ({new_prefill})",
         )
         control_plane.kill_hooks()
         before = sets.lws_by_name(client, namespace)
@@ -326,9 +336,10 @@ def test_killed_hook_server_changes_nothing_and_the_rollout_resumes(
     # Readiness moves on (the held status is written now), so Metacontroller wants a sync.
     try:
         kube.wait_for(
-            lambda: _sync_retries(control_plane) >= retries_before + 5,
+            lambda: _sync_retries(control_plane),
+            until=lambda retries: retries >= retries_before + 5,
             timeout=sets.WAIT_SECONDS,
-            message="Metacontroller retrying syncs that fail",
+            message=f"Metacontroller retrying syncs that fail (from {retries_before} retries)",
         )
         after = sets.lws_by_name(client, namespace)
     finally:
@@ -344,10 +355,11 @@ def test_killed_hook_server_changes_nothing_and_the_rollout_resumes(
 
     control_plane.start_hooks()
     kube.wait_for(
-        lambda: (
-            sets.is_available(ds := _get_set(client, namespace))
-            and ds["status"]["revision"] == new_revision
-            and set(sets.lws_by_name(client, namespace))
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"])
+            and seen["set"]["status"]["revision"] == new_revision
+            and set(seen["lws"])
             == {f"llm-0-{new_revision}-prefill", f"llm-0-{new_revision}-decode"}
         ),
         timeout=sets.WAIT_SECONDS,
@@ -356,8 +368,8 @@ def test_killed_hook_server_changes_nothing_and_the_rollout_resumes(
     assert old_revision != new_revision
 
 
-def _progressing(client: kube.Client, namespace: str) -> tuple[str, str]:
-    condition = sets.condition(_get_set(client, namespace), "Progressing")
+def _progressing(ds: JsonObject) -> tuple[str, str]:
+    condition = sets.condition(ds, "Progressing")
     return (condition["status"], condition["reason"]) if condition else ("", "")
 
 
@@ -374,7 +386,8 @@ def test_a_stalled_rollout_reports_its_progress_deadline(
     with lws_controller.held(namespace):  # the new revision's groups never become ready
         sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
         kube.wait_for(
-            lambda: _progressing(client, namespace) == ("False", "ProgressDeadlineExceeded"),
+            lambda: _get_set(client, namespace),
+            until=lambda ds: _progressing(ds) == ("False", "ProgressDeadlineExceeded"),
             timeout=sets.WAIT_SECONDS,
             message="Progressing=False, ProgressDeadlineExceeded",
         )
@@ -401,10 +414,10 @@ def test_pause_freezes_a_rollout_and_resume_completes_it(
     )
     sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
     kube.wait_for(
-        lambda: (
-            (ds := _get_set(client, namespace))["status"].get("observedGeneration")
-            == ds["metadata"]["generation"]
-            and _progressing(client, namespace) == ("Unknown", "RolloutPaused")
+        lambda: _get_set(client, namespace),
+        until=lambda ds: (
+            ds["status"].get("observedGeneration") == ds["metadata"]["generation"]
+            and _progressing(ds) == ("Unknown", "RolloutPaused")
         ),
         timeout=sets.WAIT_SECONDS,
         message="the new generation seen, paused",
@@ -416,10 +429,11 @@ def test_pause_freezes_a_rollout_and_resume_completes_it(
         "annotate", "-n", namespace, "disaggregatedset/llm", f"{api.ANNOTATION_PAUSED}-"
     )
     kube.wait_for(
-        lambda: (
-            sets.is_available(ds := _get_set(client, namespace))
-            and ds["status"]["revision"] != old["status"]["revision"]
-            and len(sets.lws_by_name(client, namespace)) == 2
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"])
+            and seen["set"]["status"]["revision"] != old["status"]["revision"]
+            and len(seen["lws"]) == 2
         ),
         timeout=sets.WAIT_SECONDS,
         message="the rollout completed after resume",

@@ -101,37 +101,37 @@ def _rollout_partition(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation
 
 
 def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """Rule 4, per role with replicas > 0 and a rollingUpdateConfiguration.
-
-    Each value must be a non-negative int or a percentage of at most 100%; only when both are
-    valid is the pair checked for resolving to 0 together (as upstream's webhook does).
-    """
+    """Rule 4, per role with replicas > 0 and a rollingUpdateConfiguration."""
     for index, role in enumerate(spec.roles):
         replicas = role.replicas
         config = role.rolling_update_configuration
         if config is None or replicas is None or replicas <= 0:
             continue
-        surge = int_or_percent(config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE))
-        unavailable = int_or_percent(
-            config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE)
+        yield from budget_violations(
+            max_surge=config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE),
+            max_unavailable=config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE),
+            replicas=replicas,
+            path=_role_path(index, _RUC_PATH),
         )
-        if surge is None:
-            yield _violation(
-                rules.MAX_SURGE_INT_OR_PERCENT, _role_path(index, f"{_RUC_PATH}.maxSurge")
-            )
-        if unavailable is None:
-            yield _violation(
-                rules.MAX_UNAVAILABLE_INT_OR_PERCENT,
-                _role_path(index, f"{_RUC_PATH}.maxUnavailable"),
-            )
-        if (
-            surge is not None
-            and unavailable is not None
-            and both_zero(surge, unavailable, replicas)
-        ):
-            yield _violation(
-                rules.SURGE_OR_UNAVAILABLE_NONZERO, _role_path(index, f"{_RUC_PATH}.maxUnavailable")
-            )
+
+
+def budget_violations(
+    *, max_surge: Any, max_unavailable: Any, replicas: int, path: str
+) -> Iterator[api.Violation]:
+    """Rule 4 for one role with `replicas` > 0, its maxSurge and maxUnavailable already
+    defaulted, reported under `path` (its rollingUpdateConfiguration).
+
+    Each value must be a non-negative int or a percentage of at most 100%; only when both are
+    valid is the pair checked for resolving to 0 together (as upstream's webhook does).
+    """
+    surge = int_or_percent(max_surge)
+    unavailable = int_or_percent(max_unavailable)
+    if surge is None:
+        yield _violation(rules.MAX_SURGE_INT_OR_PERCENT, f"{path}.maxSurge")
+    if unavailable is None:
+        yield _violation(rules.MAX_UNAVAILABLE_INT_OR_PERCENT, f"{path}.maxUnavailable")
+    if surge is not None and unavailable is not None and both_zero(surge, unavailable, replicas):
+        yield _violation(rules.SURGE_OR_UNAVAILABLE_NONZERO, f"{path}.maxUnavailable")
 
 
 def both_zero(surge: int | str, unavailable: int | str, replicas: int) -> bool:

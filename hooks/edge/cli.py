@@ -13,7 +13,11 @@ subcommand is an `_add_<name>` function that registers its parser and sets `run`
 
 Exit codes: 0 success (also when the reader of the output goes away, as in `plan ... | head`),
 1 failure (stale CRDs, a plan that does not complete, a manifest that would be refused, unreadable
-input), 2 usage error. Errors are one line on stderr, never a traceback.
+input), 2 usage error. Never a traceback: every message on stderr is one line in argparse's form
+for usage errors, `python -m hooks COMMAND: error: ...` (or `warning:`, `note:`), whichever
+command writes it; a problem in a file starts with where it is (`FILE:LINE:COLUMN:` for YAML,
+`FILE: Kind name: field:` for a manifest), and `render` and `plan` word a manifest's problems
+alike (`manifests.check`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import yaml
 
 from hooks import api
 from hooks.api import times
-from hooks.core import planner, records, sync, validation
+from hooks.core import planner, records, sync
 from hooks.edge import crdgen, envelope, manifests, plans, server, settings
 
 PROG: Final = "python -m hooks"
@@ -47,11 +51,19 @@ _RENDER_NOW: Final = "2026-01-01T00:00:00Z"
 
 
 class CliError(Exception):
-    """A command cannot do what was asked; main prints the message and exits with `exit_code`."""
+    """A command cannot do what was asked; main prints each of `lines` as an error line and exits
+    with `exit_code`."""
 
-    def __init__(self, message: str, *, exit_code: int = 1) -> None:
-        super().__init__(message)
+    def __init__(self, *lines: str, exit_code: int = 1) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
         self.exit_code = exit_code
+
+
+def _report(command: str, severity: str, text: str) -> None:
+    """One line on stderr, as argparse writes usage errors: `python -m hooks COMMAND: error: ...`
+    (severity "error", "warning" or "note")."""
+    print(f"{PROG} {command}: {severity}: {text}", file=sys.stderr)
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -63,6 +75,7 @@ def _add_serve(commands: _Subcommands) -> None:
         help="run the hook server under gunicorn",
         description="Serve the Metacontroller hooks (POST /sync, /customize, /rolescaler/sync, "
         "/rolescaler/customize; GET /healthz, /metrics) with gunicorn.",
+        epilog=_SERVE_LIMITS,
     )
     parser.add_argument(
         "--bind", default=DEFAULT_BIND, metavar="HOST:PORT", help=f"default {DEFAULT_BIND}"
@@ -87,7 +100,8 @@ def _add_serve(commands: _Subcommands) -> None:
         default=settings.DEFAULT_MAX_BODY_BYTES,
         metavar="N",
         help="larger hook requests are answered 413; the bodies held at once by a worker, "
-        "complete or still arriving, may take twice this, more are answered 503 (default "
+        "complete or still arriving, may take twice this and an eighth (plus 256 KiB each "
+        "while read), more are answered 503 (default "
         f"{_mib(settings.DEFAULT_MAX_BODY_BYTES)})",
     )
     parser.add_argument(
@@ -111,6 +125,19 @@ def _add_serve(commands: _Subcommands) -> None:
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
     parser.set_defaults(run=_run_serve)
+
+
+_SERVE_LIMITS: Final = (
+    "Fixed limits: request headers within "
+    f"{server.FIRST_REQUEST_SECONDS:.0f} s on a new connection and {server.KEEPALIVE_SECONDS} s "
+    f"on a kept-alive one, at most {settings.MAX_HEADER_FIELDS} fields of "
+    f"{settings.MAX_HEADER_FIELD_BYTES} bytes and {settings.MAX_HEADER_BYTES // 1024} KiB in "
+    "all (431); while a request is handled, every socket read and write within "
+    f"{settings.READ_TIMEOUT_SECONDS:.0f} s, and the whole body within "
+    f"{settings.DEFAULT_BODY_DEADLINE_SECONDS:.0f} s (408, connection closed); at most "
+    f"{server.WORKER_CONNECTIONS} connections per worker, the oldest idle or slow ones closed "
+    "for new ones."
+)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -187,24 +214,25 @@ def _run_render(args: argparse.Namespace) -> int:
         try:
             documents = manifests.read_documents(source)
         except manifests.ManifestError as error:
-            _problem(str(error))
+            for line in error.lines:
+                _report("render", "error", line)
             invalid = True
             continue
         for document in documents:
             if not manifests.is_set(document):
-                print(f"{source}: skipping {manifests.describe(document)}", file=sys.stderr)
+                _report("render", "note", f"{source}: skipping {manifests.describe(document)}")
                 continue
             found = True
             problems, output = _render_one(document, now=args.now)
             for problem in problems:
-                _problem(f"{source}: {manifests.describe(document)}: {problem}")
+                _report("render", "error", manifests.located(source, document, problem))
             invalid = invalid or bool(problems)
             if output is not None:
                 outputs.append(output)
     if outputs:
         print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
     if not found and not invalid:
-        _problem(f"no {api.DS_KIND} in {', '.join(args.files)}")
+        _report("render", "error", f"no {api.DS_KIND} in {', '.join(args.files)}")
         invalid = True
     return 1 if invalid else 0
 
@@ -212,18 +240,10 @@ def _run_render(args: argparse.Namespace) -> int:
 def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.JsonObject | None]:
     """What is wrong with one manifest (refused, or Degraded on its first sync) and, unless it is
     refused, its first sync's children and status."""
-    problems = manifests.schema_errors(document)
-    if problems:
-        return problems, None
-    try:
-        stored = manifests.stored(document)
-        parent = envelope.parse_parent(stored)
-    except envelope.RequestError as error:
-        return [str(error)], None
-    violations = validation.violations(parent)
-    if violations:
-        return [f"{v.field}: {v.message}" for v in violations], None
-    request = envelope.parse_sync_request(manifests.empty_cluster_request(stored))
+    checked = manifests.check(document)
+    if checked.problems:
+        return list(checked.problems), None
+    request = envelope.parse_sync_request(manifests.empty_cluster_request(checked.stored))
     result = sync.sync(request, now=now)
     response = envelope.render_answer(result.answer)
     degraded = [
@@ -234,10 +254,6 @@ def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.J
     if result.summary.get("outcome") == "held":  # refused by the hook: nothing to render
         return degraded, None
     return degraded, {"children": response["children"], "status": response["status"]}
-
-
-def _problem(text: str) -> None:
-    print(f"{PROG} render: {text}", file=sys.stderr)
 
 
 def _rfc3339(text: str) -> str:
@@ -323,7 +339,7 @@ def _run_plan(args: argparse.Namespace) -> int:
     try:
         return _plan(args)
     except plans.PlanError as error:
-        raise CliError(str(error), exit_code=2 if error.usage else 1) from None
+        raise CliError(*error.lines, exit_code=2 if error.usage else 1) from None
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -352,6 +368,9 @@ def _plan(args: argparse.Namespace) -> int:
             )
         old_parent = _load_manifest(args.from_file)
         new_parent = _load_manifest(args.to_file)
+        warning = plans.different_sets(old=old_parent, new=new_parent)
+        if warning is not None:
+            _report("plan", "warning", warning)
         old_revision = plans.revision_of(old_parent)
         new_revision = plans.revision_of(new_parent)
         if old_revision == new_revision:
@@ -386,13 +405,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _load_manifest(path: Path) -> records.Parent:
     try:
-        parent = manifests.load_set(path)
+        return manifests.load_set(path)
     except manifests.ManifestError as error:
-        raise CliError(str(error)) from None
-    if parent.spec is None:
-        problems = "; ".join(f"{v.field}: {v.message}" for v in parent.spec_violations)
-        raise CliError(f"{path}: the spec does not fit the API: {problems}")
-    return parent
+        raise CliError(*error.lines) from None
 
 
 def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
@@ -470,14 +485,14 @@ def _run_crds(args: argparse.Namespace) -> int:
     if args.check:
         stale = crdgen.check_crds(directory)
         if stale:
+            for name in stale:
+                path = directory / name
+                state = "out of date" if path.is_file() else "missing"
+                _report("crds", "error", f"{path} is {state}")
             command = f"{PROG} crds"
             if directory != DEFAULT_CRDS_DIR:
                 command += f" --dir {directory}"
-            print(
-                f"CRDs in {directory} are out of date: {', '.join(stale)}\n"
-                f"regenerate them with `{command}` and commit the result",
-                file=sys.stderr,
-            )
+            _report("crds", "note", f"regenerate the CRDs with `{command}` and commit the result")
             return 1
         print(f"CRDs in {directory} are up to date")
         return 0
@@ -521,14 +536,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand of `build_parser()`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    raise LookupError(f"no subcommand {command!r}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would report these as the top-level parser's (`python -m hooks: error:`).
+        _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     run: Callable[[argparse.Namespace], int] = args.run
     try:
         return run(args)
     except CliError as error:
-        print(f"{PROG} {args.command}: error: {error}", file=sys.stderr)
+        for line in error.lines:
+            _report(args.command, "error", line)
         return error.exit_code
     except BrokenPipeError:
         # The reader went away (`plan ... | head`): what it read is all it wanted. Point stdout

@@ -4,20 +4,30 @@ Used by the command line (`render`, `plan --from/--to`): a manifest is YAML a pe
 before the hooks see it the CRD's defaults are applied (`apply_defaults`) and the metadata
 the API server adds is filled in. The revision hash depends on the defaulted template, so this is
 what makes the names printed here the names a cluster gets.
+
+`check` judges a manifest as the API server would on `kubectl apply` (apiVersion; then strict
+field validation, which refuses unknown fields before it looks at anything else; then
+metadata.name and the OpenAPI schema) and as the hook's re-check would (`validation`), and
+returns one `field: message` line per problem: `render` and `plan --from/--to` print the same
+lines for the same manifest.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
 from hooks import api
-from hooks.core import records
+from hooks.api import naming, rules
+from hooks.core import records, validation
 from hooks.edge import crdgen, envelope
 
 if TYPE_CHECKING:
@@ -30,7 +40,11 @@ JsonObject = api.JsonObject
 
 
 class ManifestError(Exception):
-    """A file holds no usable DisaggregatedSet manifest."""
+    """A file holds no usable DisaggregatedSet manifest; `lines` says why, one problem a line."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
 
 
 STDIN: Final = "-"
@@ -47,8 +61,30 @@ def read_documents(source: str) -> list[Any]:
     try:
         return [document for document in yaml.safe_load_all(text) if document is not None]
     except yaml.YAMLError as error:
-        problem = str(error).replace("\n", " ")
-        raise ManifestError(f"{source} is not valid YAML: {problem}") from None
+        raise ManifestError(yaml_error(source, text, error)) from None
+
+
+def yaml_error(source: str, text: str, error: yaml.YAMLError) -> str:
+    """A YAML error as compilers write theirs: `FILE:LINE:COLUMN: problem` (1-based)."""
+    if isinstance(error, yaml.MarkedYAMLError):
+        mark = error.problem_mark or error.context_mark
+        problem = error.problem or error.context or "not valid YAML"
+        if error.context and error.problem:
+            at = error.context_mark
+            where = "" if at is None else f" at {at.line + 1}:{at.column + 1}"
+            problem += f" ({error.context}{where})"
+        if mark is not None:
+            return f"{source}:{mark.line + 1}:{mark.column + 1}: {problem}"
+        return f"{source}: {problem}"
+    if isinstance(error, yaml.reader.ReaderError) and isinstance(error.character, int):
+        # Read from a str, the position counts characters and the character is a code point.
+        start = text.rfind("\n", 0, error.position) + 1
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - start + 1
+        character = f"#x{error.character:04x}"
+        return f"{source}:{line}:{column}: unacceptable character {character}: {error.reason}"
+    problem = " ".join(str(error).split())
+    return f"{source}: not valid YAML: {problem}"
 
 
 def describe(document: object) -> str:
@@ -65,11 +101,55 @@ def is_set(document: object) -> bool:
     return isinstance(document, dict) and document.get("kind") == api.DS_KIND
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A DisaggregatedSet manifest judged as the API server and the hook would judge it."""
+
+    problems: tuple[str, ...]
+    """What would be refused, one line each (`field: message`); empty when it is accepted."""
+    stored: JsonObject = field(default_factory=dict)
+    """The manifest as the API server would store it (defaults applied), when accepted."""
+    parent: records.Parent | None = None
+    """The parsed parent, when accepted."""
+
+
+def check(document: JsonObject) -> Checked:
+    """Judge a DisaggregatedSet manifest in the API server's order: apiVersion (another one is
+    not served), unknown fields (strict field validation refuses those before anything else),
+    then metadata.name with the OpenAPI schema, or, when the schema holds, with the hook's
+    re-check of every rule (`validation`)."""
+    if document.get("apiVersion") != api.API_VERSION:
+        return Checked((_api_version_problem(document),))
+    unknown = unknown_fields(document)
+    if unknown:
+        return Checked(tuple(f'unknown field "{path}"' for path in unknown))
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    problems = [f"metadata.name: {message}" for message in name_errors(name)]
+    schema = schema_errors(document)
+    if schema:
+        return Checked((*problems, *schema))
+    result = stored(document)
+    try:
+        parent = envelope.parse_parent(result)
+    except envelope.RequestError as error:
+        return Checked((*problems, str(error)))
+    problems += _rule_problems(parent)
+    if problems:
+        return Checked(tuple(problems))
+    return Checked((), stored=result, parent=parent)
+
+
+def located(source: str, document: object, problem: str) -> str:
+    """A problem of one document of a file, as both commands print it: `FILE: Kind name: ...`."""
+    return f"{source}: {describe(document)}: {problem}"
+
+
 def schema_errors(document: JsonObject) -> list[str]:
     """What the API server's OpenAPI check would refuse in a DisaggregatedSet manifest (after
     its defaults), as `path: message` lines. The CEL rules are `validation`'s."""
     if document.get("apiVersion") != api.API_VERSION:
-        return [f"apiVersion: must be {api.API_VERSION}, not {document.get('apiVersion')!r}"]
+        return [_api_version_problem(document)]
     defaulted = apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
@@ -78,6 +158,99 @@ def schema_errors(document: JsonObject) -> list[str]:
         f"{envelope.field_path(error.absolute_path) or '(the object)'}: {_message(error)}"
         for error in errors
     ]
+
+
+def _api_version_problem(document: JsonObject) -> str:
+    return f"apiVersion: must be {api.API_VERSION}, not {document.get('apiVersion')!r}"
+
+
+# What the API server requires of an object's name (apimachinery's IsDNS1123Subdomain), in its
+# words.
+_DNS1123_SUBDOMAIN: Final = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+_DNS1123_SUBDOMAIN_MESSAGE: Final = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or"
+    " '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used"
+    f" for validation is '{_DNS1123_SUBDOMAIN.pattern}')"
+)
+
+
+def name_errors(name: object) -> list[str]:
+    """What the API server says of a metadata.name that is not a DNS-1123 subdomain (a name that
+    is not a string is the parser's to report)."""
+    if not isinstance(name, str):
+        return []
+    errors = []
+    if len(name) > naming.DNS1123_SUBDOMAIN_MAX:
+        errors.append(f"must be no more than {naming.DNS1123_SUBDOMAIN_MAX} characters")
+    if _DNS1123_SUBDOMAIN.fullmatch(name) is None:
+        errors.append(_DNS1123_SUBDOMAIN_MESSAGE)
+    return errors
+
+
+def _rule_problems(parent: records.Parent) -> list[str]:
+    """The hook's re-check as `field: message` lines, with a name budget that the set name alone
+    breaks reported under metadata.name (`_name_too_long`) instead of under each role."""
+    lines = []
+    too_long = _name_too_long(parent)
+    for violation in validation.violations(parent):
+        if too_long is not None and violation.rule == rules.GENERATED_NAMES_FIT.id:
+            line, fields = too_long
+            if violation.field in fields:
+                if line not in lines:
+                    lines.append(line)
+                continue
+        lines.append(f"{violation.field}: {violation.message}")
+    return lines
+
+
+def _name_too_long(parent: records.Parent) -> tuple[str, frozenset[str]] | None:
+    """A metadata.name line for the roles whose name budget the set name breaks on its own (it
+    leaves no room for a role name of one character), and the role name fields it stands for;
+    None when there are none. The line says how long the name is, how long it may be with these
+    roles, and the rule's message for the role that overshoots most."""
+    if parent.spec is None:
+        return None
+    spec = parent.spec
+    budgets = [
+        naming.budget(
+            set_name=parent.name, role=role.name, slices=spec.slices, replicas=role.replicas
+        )
+        for role in spec.roles
+    ]
+    # Room for the set name beside each role's name (none where the role name alone is too long).
+    rooms = [
+        budget.combined_limit - len(role.name)
+        for role, budget in zip(spec.roles, budgets, strict=True)
+    ]
+    alone = [
+        index
+        for index, budget in enumerate(budgets)
+        if len(parent.name) >= budget.combined_limit and rooms[index] > 0
+    ]
+    if not alone:
+        return None
+    worst = max((budgets[index] for index in alone), key=lambda budget: budget.length)
+    message = rules.GENERATED_NAMES_TEMPLATE.format(
+        length=worst.length, combined_limit=worst.combined_limit
+    )
+    line = (
+        f"metadata.name: is too long: {counted(len(parent.name), 'character')}, at most "
+        f"{min(room for room in rooms if room > 0)} with these roles, slices and replicas: "
+        f"{message}"
+    )
+    fields = frozenset(
+        envelope.field_path(("roles", index, "name"), root="spec") for index in alone
+    )
+    return line, fields
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for 1: `1 pass`, `2 passes`."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural or noun + 's'}"
 
 
 @functools.cache
@@ -92,11 +265,178 @@ def _schema_validator() -> jsonschema.Draft4Validator:
 
 
 def _message(error: jsonschema.ValidationError) -> str:
-    if error.validator in ("minItems", "maxItems") and isinstance(error.instance, list):
+    limit = error.validator_value
+    if (
+        error.validator in ("minItems", "maxItems")
+        and isinstance(error.instance, list)
+        and isinstance(limit, int)
+    ):
         bound = "at least" if error.validator == "minItems" else "at most"
-        return f"must have {bound} {error.validator_value} items, has {len(error.instance)}"
+        return f"must have {bound} {counted(limit, 'item')}, has {len(error.instance)}"
     message = error.message
     return message if len(message) <= 200 else message[:200] + "..."
+
+
+# --- unknown fields --------------------------------------------------------------------------
+
+# The API server decodes a resource's metadata as ObjectMeta (k8s.io/apimachinery meta/v1), not by
+# the CRD's schema: these are its fields, and those of the two object lists in it.
+OBJECT_META_FIELDS: Final = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+OBJECT_META_LISTS: Final[Mapping[str, frozenset[str]]] = {
+    "ownerReferences": frozenset(
+        {"apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"}
+    ),
+    "managedFields": frozenset(
+        {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"}
+    ),
+}
+# Kept at the root of a resource (and of an embedded one) whatever the schema says.
+_RESOURCE_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
+_PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
+_EMBEDDED: Final = "x-kubernetes-embedded-resource"
+
+
+@dataclass(slots=True)
+class _Unknown:
+    """Unknown field paths in the three groups the API server reports, in its order."""
+
+    metadata: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    embedded_metadata: list[str] = field(default_factory=list)
+
+
+def unknown_fields(document: JsonObject, *, schema: JsonObject | None = None) -> list[str]:
+    """The fields of a DisaggregatedSet manifest that the API server's strict field validation
+    (`kubectl apply`'s default) refuses as unknown, as it writes their paths
+    (`spec.roles[1].spec.replica`) and in its order: the metadata's, then the others, each group
+    sorted.
+
+    The CRD's structural schema decides (its pruning): a field is unknown where its object's
+    schema has no such property, no `additionalProperties` and no
+    `x-kubernetes-preserve-unknown-fields`, so every key of an object given where the schema
+    has none (a string field, say) is unknown too. Metadata is decoded as ObjectMeta instead
+    (`OBJECT_META_FIELDS`). A field with a null value counts like any other (client-side
+    `kubectl apply` drops null fields before it sends the object; the server and other clients
+    do not). `schema` is the DisaggregatedSet CRD's unless given.
+    """
+    found = _Unknown()
+    root = _ds_schema() if schema is None else schema
+    _unknown_in_resource(document, root, "", found, metadata=found.metadata)
+    return sorted(found.metadata) + sorted(found.pruned) + sorted(found.embedded_metadata)
+
+
+@functools.cache
+def _ds_schema() -> JsonObject:
+    crd = crdgen.build_crds()[crdgen.DS_FILE]
+    schema: JsonObject = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _unknown_in_resource(
+    value: JsonObject, schema: JsonObject, path: str, found: _Unknown, *, metadata: list[str]
+) -> None:
+    """A resource (the manifest, or an embedded one): its metadata as ObjectMeta, the rest by
+    the schema."""
+    metadata.extend(_unknown_in_metadata(value.get("metadata"), _join(path, "metadata")))
+    _unknown_in_object(value, schema, path, found, skip=_RESOURCE_FIELDS)
+
+
+def _unknown_in_metadata(meta: object, path: str) -> Iterator[str]:
+    """Unknown fields of a resource's metadata, decoded as ObjectMeta."""
+    if not isinstance(meta, dict):
+        return
+    yield from _unknown_keys(meta, OBJECT_META_FIELDS, path)
+    for key, known in OBJECT_META_LISTS.items():
+        items = meta.get(key)
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict):
+                yield from _unknown_keys(item, known, f"{path}.{key}[{index}]")
+
+
+def _unknown_keys(value: JsonObject, known: frozenset[str], path: str) -> Iterator[str]:
+    return (_join(path, key) for key in value if key not in known)
+
+
+def _unknown_in(value: Any, schema: JsonObject | None, path: str, found: _Unknown) -> None:
+    """Record every unknown field at and below `value`, whose schema is `schema` (None: no
+    schema, so every key of an object below is unknown)."""
+    if schema is not None and schema.get(_PRESERVE) is True:
+        _unknown_below_preserved(value, schema, path, found)
+    elif isinstance(value, dict):
+        if schema is not None and schema.get(_EMBEDDED) is True:
+            _unknown_in_resource(value, schema, path, found, metadata=found.embedded_metadata)
+        else:
+            _unknown_in_object(value, schema, path, found, skip=frozenset())
+    elif isinstance(value, list):
+        items = None if schema is None else schema.get("items")
+        for index, child in enumerate(value):
+            _unknown_in(
+                child, items if isinstance(items, dict) else None, f"{path}[{index}]", found
+            )
+
+
+def _unknown_in_object(
+    value: JsonObject,
+    schema: JsonObject | None,
+    path: str,
+    found: _Unknown,
+    *,
+    skip: frozenset[str],
+    preserve: bool = False,
+) -> None:
+    """The keys of one object (but `skip`): declared properties and `additionalProperties`
+    values are checked against their schema; any other key is unknown unless `preserve`."""
+    properties: JsonObject = {} if schema is None else schema.get("properties", {})
+    additional = None if schema is None else schema.get("additionalProperties")
+    for key, child in value.items():
+        if key in skip:
+            continue
+        if key in properties:
+            _unknown_in(child, properties[key], _join(path, key), found)
+        elif additional is not None:
+            # `additionalProperties: true` has no schema for the values.
+            child_schema = additional if isinstance(additional, dict) else None
+            _unknown_in(child, child_schema, _join(path, key), found)
+        elif not preserve:
+            found.pruned.append(_join(path, key))
+
+
+def _unknown_below_preserved(value: Any, schema: JsonObject, path: str, found: _Unknown) -> None:
+    """Below `x-kubernetes-preserve-unknown-fields`: unknown keys are kept, while the declared
+    properties (and `additionalProperties`) are checked as usual."""
+    if isinstance(value, dict):
+        skip: frozenset[str] = frozenset()
+        if schema.get(_EMBEDDED) is True:
+            found.embedded_metadata.extend(
+                _unknown_in_metadata(value.get("metadata"), _join(path, "metadata"))
+            )
+            skip = _RESOURCE_FIELDS
+        _unknown_in_object(value, schema, path, found, skip=skip, preserve=True)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, child in enumerate(value):
+            _unknown_below_preserved(child, schema["items"], f"{path}[{index}]", found)
 
 
 def load_sets(path: Path) -> list[JsonObject]:
@@ -108,14 +448,18 @@ def load_sets(path: Path) -> list[JsonObject]:
 
 
 def load_set(path: Path) -> records.Parent:
-    """The one DisaggregatedSet of a file, parsed; raises when there is not exactly one."""
-    sets = load_sets(path)
-    if len(sets) != 1:
-        raise ManifestError(f"{path} holds {len(sets)} {api.DS_KIND} manifests, expected one")
-    try:
-        return envelope.parse_parent(sets[0])
-    except envelope.RequestError as error:
-        raise ManifestError(f"{path}: {error}") from None
+    """The one DisaggregatedSet of a file, judged by `check`; raises when there is not exactly
+    one, or when it would be refused (one line per problem, as `render` prints them)."""
+    source = str(path)
+    documents = [document for document in read_documents(source) if is_set(document)]
+    if not documents:
+        raise ManifestError(f"{path} holds no {api.DS_KIND} manifest")
+    if len(documents) != 1:
+        raise ManifestError(f"{path} holds {len(documents)} {api.DS_KIND} manifests, expected one")
+    checked = check(documents[0])
+    if checked.parent is None:
+        raise ManifestError(*(located(source, documents[0], p) for p in checked.problems))
+    return checked.parent
 
 
 def stored(document: JsonObject) -> JsonObject:

@@ -12,16 +12,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.api import rules
 from hooks.core import planner, records, rollout, validation
+from hooks.edge import manifests
 from hooks.gocompat import gotext, revision
 
 
 class PlanError(Exception):
-    """The inputs do not describe a plan; `usage` marks a mistake in how the command was called."""
+    """The inputs do not describe a plan; `lines` says why, one problem a line, and `usage`
+    marks a mistake in how the command was called."""
 
-    def __init__(self, message: str, *, usage: bool = False) -> None:
-        super().__init__(message)
+    def __init__(self, *lines: str, usage: bool = False) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
         self.usage = usage
 
 
@@ -64,10 +66,11 @@ def roles_from_vectors(
         if unknown:
             raise PlanError(f"{option} names unknown roles: {', '.join(unknown)}", usage=True)
     roles = []
+    problems = []
     for name in names:
         replicas = target_by_role.get(name, 0)
         surge, unavailable = max_surge.for_role(name), max_unavailable.for_role(name)
-        _check_budget(name, surge=surge, unavailable=unavailable, replicas=replicas)
+        problems += _budget_problems(name, surge=surge, unavailable=unavailable, replicas=replicas)
         config = planner.resolve_config(
             replicas=replicas, max_surge=surge, max_unavailable=unavailable
         )
@@ -76,24 +79,27 @@ def roles_from_vectors(
                 name=name, initial_old=old_by_role.get(name, 0), target=replicas, config=config
             )
         )
+    if problems:
+        raise PlanError(*problems, usage=True)
     return roles
 
 
-def _check_budget(
+def _budget_problems(
     role: str, *, surge: int | str | None, unavailable: int | str | None, replicas: int
-) -> None:
-    """The API's rules for maxSurge and maxUnavailable, with its messages (`rules`). A value
-    given for only one of the two leaves the other at 0, so `--max-surge 0` alone is refused like
-    both at 0 (the planner would otherwise fall back to maxSurge 1 without a word)."""
-    for value, rule in (
-        (surge, rules.MAX_SURGE_INT_OR_PERCENT),
-        (unavailable, rules.MAX_UNAVAILABLE_INT_OR_PERCENT),
-    ):
-        if value is not None and validation.int_or_percent(value) is None:
-            raise PlanError(f"role {role}: {rule.message}", usage=True)
-    given = surge is not None or unavailable is not None
-    if given and replicas > 0 and validation.both_zero(surge or 0, unavailable or 0, replicas):
-        raise PlanError(f"role {role}: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}", usage=True)
+) -> list[str]:
+    """The API's rule for maxSurge and maxUnavailable (`validation.budget_violations`, so with
+    its messages), for a role given either. A value given for only one of the two leaves the
+    other at 0, so `--max-surge 0` alone is refused like both at 0 (the planner would otherwise
+    fall back to maxSurge 1 without a word); a role with target 0 is exempt, as in the API."""
+    if (surge is None and unavailable is None) or replicas <= 0:
+        return []
+    violations = validation.budget_violations(
+        max_surge=0 if surge is None else surge,
+        max_unavailable=0 if unavailable is None else unavailable,
+        replicas=replicas,
+        path="rollingUpdateConfiguration",
+    )
+    return [f"role {role}: {violation.message}" for violation in violations]
 
 
 def roles_from_manifests(
@@ -188,10 +194,27 @@ def outcome(
         new >= role.target for new, role in zip(last.new, roles, strict=True)
     )
     if done:
-        return True, f"complete after {passes} passes"
+        return True, f"complete after {_passes(passes)}"
     if passes >= max_passes:
-        return False, f"not complete after {max_passes} passes (raise --max-passes to see more)"
-    return False, f"stuck after {passes} passes: no rule yields a step from the last state"
+        return False, f"not complete after {_passes(max_passes)} (raise --max-passes to see more)"
+    return False, f"stuck after {_passes(passes)}: no rule yields a step from the last state"
+
+
+def _passes(count: int) -> str:
+    return manifests.counted(count, "pass", "passes")
+
+
+def different_sets(*, old: records.Parent, new: records.Parent) -> str | None:
+    """Why a plan between two manifests describes no real rollout, when they are different sets
+    (another name or namespace: applying the new one creates a set beside the old one)."""
+    old_key = f"{old.namespace}/{old.name}"
+    new_key = f"{new.namespace}/{new.name}"
+    if old_key == new_key:
+        return None
+    return (
+        f"--from is {api.DS_KIND} {old_key} but --to is {new_key}: applying --to creates a "
+        "second set beside the first instead of rolling it; the plan treats them as one set"
+    )
 
 
 def fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None) -> Budget:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import yaml
 
 from hooks import api
+from hooks.api import rules
 from hooks.edge import cli as cli
 from hooks.edge import crdgen
 
@@ -257,6 +259,57 @@ def test_plan_refuses_what_the_api_refuses_with_its_message(
     assert rule in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "code", "summary"),
+    [
+        (["--old", "a=0,b=0", "--target", "a=1,b=1"], 0, "complete after 1 pass"),
+        (
+            ["--old", "a=2,b=2", "--target", "a=2,b=2", "--max-passes", "1"],
+            1,
+            "not complete after 1 pass (raise --max-passes to see more)",
+        ),
+    ],
+    ids=["complete", "not-complete"],
+)
+def test_plan_counts_one_pass_in_the_singular(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int, summary: str
+) -> None:
+    """Regression, issue 17 item 13: "complete after 1 passes"."""
+    exit_code, out, _ = run(capsys, "plan", *argv)
+
+    assert exit_code == code
+    assert out.splitlines()[-1] == summary
+
+
+def test_plan_exempts_a_role_with_target_0_from_the_budget_rule_as_the_api_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The API checks maxSurge and maxUnavailable only on roles with replicas > 0.
+    code, out, err = run(
+        capsys, "plan", "--old", "a=2,b=2", "--target", "a=2,b=0", "--max-surge", "b=150%"
+    )
+
+    assert (code, err) == (0, "")
+    assert "role b: old 2 -> target 0" in out
+
+
+def test_plan_reports_every_budget_problem_one_line_each(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run(
+        capsys,
+        "plan",
+        *("--old", "a=2,b=2", "--target", "a=2,b=2"),
+        *("--max-surge", "150%", "--max-unavailable", "b=0"),
+    )
+
+    assert code == 2
+    assert err.splitlines() == [
+        f"python -m hooks plan: error: role a: {rules.MAX_SURGE_INT_OR_PERCENT.message}",
+        f"python -m hooks plan: error: role b: {rules.MAX_SURGE_INT_OR_PERCENT.message}",
+    ]
+
+
 # --- plan from manifests -------------------------------------------------------------------------
 
 
@@ -400,7 +453,7 @@ def test_plan_from_manifests_notes_that_an_external_role_target_is_a_stand_in(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("kind: [unclosed", "is not valid YAML"),
+        ("kind: [unclosed", "bad.yaml:1:16: expected ',' or ']', but got '<stream end>'"),
         ("- just\n- a list\n", "holds no DisaggregatedSet manifest"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "DisaggregatedSet"),
         ("a: 1\n---\nb: 2\n", "holds no DisaggregatedSet manifest"),
@@ -440,6 +493,100 @@ def test_plan_from_manifests_refuses_budget_options(
 
     assert code == 2
     assert "rollingUpdateConfiguration" in err
+
+
+def _problems(err: str, command: str) -> list[str]:
+    """The error lines of a command, without their prefix."""
+    prefix = f"python -m hooks {command}: error: "
+    assert all(line.startswith(prefix) for line in err.splitlines()), err
+    return [line.removeprefix(prefix) for line in err.splitlines()]
+
+
+def test_plan_refuses_a_manifest_render_refuses_with_the_same_lines(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression, issue 17 item 13: `plan --from/--to` planned with budgets the API refuses
+    (and worded spec problems its own way), where `render` reports each rule's message."""
+    old = write(tmp_path / "old.yaml", manifest(image="a", replicas={"p": 2, "d": 2}))
+    document = manifest(
+        image="b", replicas={"p": 2, "d": 2}, rolling={"maxSurge": "150%", "maxUnavailable": 0}
+    )
+    document["spec"]["roles"][1]["name"] = "p"  # role names must be unique, too
+    new = write(tmp_path / "new.yaml", document)
+
+    plan_code, plan_out, plan_err = run(capsys, "plan", "--from", str(old), "--to", str(new))
+    render_code, _, render_err = run(capsys, "render", str(new))
+
+    assert (plan_code, plan_out, render_code) == (1, "", 1)
+    assert _problems(plan_err, "plan") == _problems(render_err, "render")
+    surge_path = "spec.roles[0].spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge"
+    assert _problems(plan_err, "plan") == [
+        f"{new}: DisaggregatedSet llm: spec.roles[1].name: {rules.ROLE_NAMES_UNIQUE.message}",
+        f"{new}: DisaggregatedSet llm: {surge_path}: {rules.MAX_SURGE_INT_OR_PERCENT.message}",
+        f"{new}: DisaggregatedSet llm: "
+        + surge_path.replace("[0]", "[1]")
+        + f": {rules.MAX_SURGE_INT_OR_PERCENT.message}",
+    ]
+
+
+def test_plan_words_a_budget_rule_as_render_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = manifest(image="a", replicas={"p": 2, "d": 2})
+    document["spec"]["roles"][0]["spec"]["rolloutStrategy"] = {
+        "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 0}
+    }
+    path = write(tmp_path / "set.yaml", document)
+
+    _, _, render_err = run(capsys, "render", str(path))
+    _, _, plan_err = run(
+        capsys, "plan", "--old", "p=2,d=2", "--target", "p=2,d=2", "--max-surge", "p=0"
+    )
+
+    [render_line] = _problems(render_err, "render")
+    [plan_line] = _problems(plan_err, "plan")
+    assert plan_line == f"role p: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}"
+    assert render_line.endswith(f".maxUnavailable: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"name": "chat"},
+            "--from is DisaggregatedSet default/llm but --to is default/chat: applying --to "
+            "creates a second set beside the first instead of rolling it; the plan treats them "
+            "as one set",
+        ),
+        ({"namespace": "prod"}, "--from is DisaggregatedSet default/llm but --to is prod/llm: "),
+        ({}, None),
+        ({"namespace": None}, None),  # no namespace is the default namespace
+    ],
+    ids=["other-name", "other-namespace", "same-set", "namespace-omitted"],
+)
+def test_plan_from_different_sets_warns_without_changing_the_exit_status(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    change: dict[str, str | None],
+    expected: str | None,
+) -> None:
+    """Regression, issue 17 item 13: `plan --from A --to B` said nothing when A and B were
+    different sets, so applying B would create a second set rather than roll A."""
+    old = write(tmp_path / "old.yaml", manifest(image="a", replicas={"p": 1, "d": 1}))
+    document = manifest(image="b", replicas={"p": 1, "d": 1})
+    document["metadata"].update(change)
+    document["metadata"] = {k: v for k, v in document["metadata"].items() if v is not None}
+    new = write(tmp_path / "new.yaml", document)
+
+    code, out, err = run(capsys, "plan", "--from", str(old), "--to", str(new))
+
+    assert code == 0
+    assert out.splitlines()[-1] == "complete after 2 passes"
+    if expected is None:
+        assert err == ""
+    else:
+        [line] = err.splitlines()
+        assert line.startswith(f"python -m hooks plan: warning: {expected}")
 
 
 # --- crds ----------------------------------------------------------------------------------------
@@ -544,6 +691,43 @@ def test_crds_writes_into_the_given_directory(
     assert str(tmp_path / "disaggregatedsets.yaml") in out
 
 
+def test_crds_check_says_missing_or_out_of_date_per_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Regression, issue 17 item 13: a missing CRD file was reported as "out of date"."""
+    (tmp_path / "disaggregatedsets.yaml").write_text("old\n")
+    monkeypatch.setattr(
+        crdgen,
+        "check_crds",
+        lambda directory: ["disaggregatedsets.yaml", "disaggregatedsetrolescalers.yaml"],
+    )
+
+    code, out, err = run(capsys, "crds", "--check", "--dir", str(tmp_path))
+
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"python -m hooks crds: error: {tmp_path}/disaggregatedsets.yaml is out of date",
+        f"python -m hooks crds: error: {tmp_path}/disaggregatedsetrolescalers.yaml is missing",
+        f"python -m hooks crds: note: regenerate the CRDs with `python -m hooks crds --dir "
+        f"{tmp_path}` and commit the result",
+    ]
+
+
+def test_crds_check_of_the_real_generator_reports_a_missing_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, _, _ = run(capsys, "crds", "--dir", str(tmp_path))
+    assert code == 0
+    (tmp_path / "disaggregatedsetrolescalers.yaml").unlink()
+
+    code, _, err = run(capsys, "crds", "--check", "--dir", str(tmp_path))
+
+    assert code == 1
+    assert err.splitlines()[0] == (
+        f"python -m hooks crds: error: {tmp_path}/disaggregatedsetrolescalers.yaml is missing"
+    )
+
+
 # --- render --------------------------------------------------------------------------------------
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -555,7 +739,7 @@ def test_render_prints_children_and_status_of_every_example(
     for example in sorted(EXAMPLES.glob("*.yaml")):
         code, out, err = run(capsys, "render", str(example))
         assert code == 0, example.name
-        assert all(" skipping " in line for line in err.splitlines()), err
+        assert all(": note: " in line for line in err.splitlines()), err
         for rendered in yaml.safe_load_all(out):
             kinds = {child["kind"] for child in rendered["children"]}
             assert "LeaderWorkerSet" in kinds
@@ -584,12 +768,17 @@ def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
     rendered = yaml.safe_load(out)
     names = sorted(c["metadata"]["name"] for c in rendered["children"])
     assert names == sorted(
-        f"deepseek-{index}-{expected}-{role}"
-        for index in range(3)
-        for role in ("prefill", "decode")
+        [
+            *(
+                f"deepseek-{index}-{expected}-{role}"
+                for index in range(3)
+                for role in ("prefill", "decode")
+            ),
+            f"deepseek-{expected}",  # the ControllerRevision of the revision
+        ]
     )
     assert rendered["status"]["revision"] == expected
-    lws = rendered["children"][0]
+    lws = next(c for c in rendered["children"] if c["kind"] == "LeaderWorkerSet")
     worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]
     assert "podAntiAffinity" in worker["spec"]["affinity"]
     assert worker["spec"]["containers"][0].get("resources") is not None
@@ -640,7 +829,7 @@ def test_render_refuses_a_schema_type_error_with_its_field_path(
     assert code == 1
     assert out == ""
     assert err == (
-        f"python -m hooks render: {path}: DisaggregatedSet qwen-vl: spec.roles[0].spec."
+        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: spec.roles[0].spec."
         "leaderWorkerTemplate.workerTemplate.spec.containers[0].image: 123 is not of type "
         "'string'\n"
     )
@@ -671,7 +860,7 @@ def test_render_reports_malformed_sets_in_one_line_without_traceback(
     assert out == ""
     assert "Traceback" not in err
     [line] = err.splitlines()
-    assert line.startswith(f"python -m hooks render: {path}: DisaggregatedSet ")
+    assert line.startswith(f"python -m hooks render: error: {path}: DisaggregatedSet ")
     assert problem in line
 
 
@@ -688,7 +877,7 @@ def test_render_reports_a_degraded_first_sync_and_fails(
 
     assert code == 1
     assert yaml.safe_load(out)["children"] != []  # the default deadline applies: it renders
-    assert err.startswith(f"python -m hooks render: {path}: DisaggregatedSet qwen-vl: ")
+    assert err.startswith(f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: ")
     assert "InvalidAnnotation" in err and "progress-deadline-seconds" in err
 
 
@@ -704,7 +893,10 @@ def test_render_takes_several_files_and_standard_input(
     rendered = list(yaml.safe_load_all(out))
     owners = [r["children"][0]["metadata"]["labels"][api.LABEL_NAME] for r in rendered]
     assert owners == ["qwen-vl", "llama-8b", "deepseek"]
-    assert err == "-: skipping HorizontalPodAutoscaler llama-8b-prefill\n"
+    assert (
+        err
+        == "python -m hooks render: note: -: skipping HorizontalPodAutoscaler llama-8b-prefill\n"
+    )
 
 
 def test_render_goes_on_after_a_bad_file_and_fails_at_the_end(
@@ -720,8 +912,55 @@ def test_render_goes_on_after_a_bad_file_and_fails_at_the_end(
     assert [r["status"]["revision"] for r in yaml.safe_load_all(out)] != []
     lines = err.splitlines()
     assert len(lines) == 2
-    assert lines[0].startswith(f"python -m hooks render: cannot read {tmp_path}/missing.yaml")
-    assert lines[1].startswith(f"python -m hooks render: {broken} is not valid YAML")
+    assert lines[0].startswith(
+        f"python -m hooks render: error: cannot read {tmp_path}/missing.yaml"
+    )
+    assert lines[1].startswith(f"python -m hooks render: error: {broken}:2:1: expected ")
+
+
+def test_render_refuses_unknown_fields_as_the_api_server_does(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression, issue 17 item 11: typos (`replica: 1`, `slice: 3`) rendered with exit 0, while
+    `kubectl apply` fails with `strict decoding error: unknown field "spec.roles[1].spec.replica"`.
+    """
+    document = _example_set()
+    document["spec"]["slice"] = 3
+    role = document["spec"]["roles"][1]["spec"]
+    role["replica"] = role.pop("replicas")
+    document["metadata"]["lables"] = {"team": "ml"}
+    path = write(tmp_path / "typos.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert (code, out) == (1, "")
+    prefix = f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: "
+    assert err.splitlines() == [
+        prefix + 'unknown field "metadata.lables"',
+        prefix + 'unknown field "spec.roles[1].spec.replica"',
+        prefix + 'unknown field "spec.slice"',
+    ]
+
+
+def test_render_names_a_too_long_set_name_as_metadata_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression, issue 17 item 13: a set name too long for the name budget was reported under
+    each role's name (`spec.roles[0].name: the generated names (...) would exceed ...`)."""
+    document = _example_set()
+    document["metadata"]["name"] = "qwen-vl-" + "x" * 40
+    path = write(tmp_path / "long.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    problem = line.partition(f"{path}: DisaggregatedSet qwen-vl-{'x' * 40}: ")[2]
+    assert problem.startswith(
+        "metadata.name: is too long: 48 characters, at most 31 with these roles, slices and "
+        "replicas: the generated names ("
+    )
+    assert "spec.roles" not in line
 
 
 @pytest.mark.parametrize("now", ["garbage", "2026-13-01T00:00:00Z", ""])
@@ -767,6 +1006,100 @@ def test_output_cut_short_by_the_reader_is_not_an_error() -> None:
 
     assert code == 0
     assert err == b""
+
+
+_MESSAGE_LINE: Final = re.compile(
+    r"python -m hooks (?P<command>[a-z]+): (?P<severity>error|warning|note): \S"
+)
+
+
+def _failing_invocations(tmp_path: Path) -> dict[str, list[str]]:
+    good = write(tmp_path / "good.yaml", manifest(image="a", replicas={"p": 1, "d": 1}))
+    other = manifest(image="b", replicas={"p": 1, "d": 1})
+    other["metadata"]["name"] = "other"
+    typo = manifest(image="b", replicas={"p": 1, "d": 1})
+    typo["spec"]["slice"] = 2
+    (tmp_path / "bad.yaml").write_text("kind: [unclosed\n")
+    (tmp_path / "map.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    files = {
+        "good": str(good),
+        "other": str(write(tmp_path / "other.yaml", other)),
+        "typo": str(write(tmp_path / "typo.yaml", typo)),
+        "bad": str(tmp_path / "bad.yaml"),
+        "map": str(tmp_path / "map.yaml"),
+        "missing": str(tmp_path / "missing.yaml"),
+    }
+    return {
+        "render-missing-file": ["render", files["missing"]],
+        "render-bad-yaml": ["render", files["bad"]],
+        "render-unknown-field": ["render", files["typo"]],
+        "render-no-set": ["render", files["map"]],
+        "plan-usage": ["plan"],
+        "plan-budget": ["plan", "--old", "a=1,b=1", "--target", "a=1,b=1", "--max-surge", "101%"],
+        "plan-bad-yaml": ["plan", "--from", files["bad"], "--to", files["good"]],
+        "plan-unknown-field": ["plan", "--from", files["good"], "--to", files["typo"]],
+        "plan-other-set": ["plan", "--from", files["good"], "--to", files["other"]],
+        "crds-missing-dir": ["crds", "--check", "--dir", str(tmp_path / "none")],
+        "crds-stale": ["crds", "--check", "--dir", str(tmp_path)],
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "render-missing-file",
+        "render-bad-yaml",
+        "render-unknown-field",
+        "render-no-set",
+        "plan-usage",
+        "plan-budget",
+        "plan-bad-yaml",
+        "plan-unknown-field",
+        "plan-other-set",
+        "crds-missing-dir",
+        "crds-stale",
+    ],
+)
+def test_every_command_writes_its_messages_in_one_style(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    """Regression, issue 17 item 13: `render` wrote `python -m hooks render: FILE: ...`, `plan`
+    and `crds` wrote `python -m hooks plan: error: ...`, `crds --check` wrote bare lines and a
+    skipped document was a bare `FILE: skipping ...`. Every line on stderr now has argparse's
+    form for usage errors: `python -m hooks COMMAND: error|warning|note: ...`."""
+    argv = _failing_invocations(tmp_path)[case]
+
+    code, _, err = run(capsys, *argv)
+
+    assert code != 0 or case == "plan-other-set"
+    assert err.splitlines()
+    for line in err.splitlines():
+        match = _MESSAGE_LINE.match(line)
+        assert match is not None, line
+        assert match["command"] == argv[0]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["render", "--now", "garbage", "x.yaml"],
+        ["plan", "--old", "a=x", "--target", "a=1"],
+        ["crds", "--nope"],
+        ["serve", "--workers", "0"],
+        ["plan", "--old", "a=1", "--target", "a=1", "extra"],
+    ],
+    ids=["render", "plan", "crds-unrecognized", "serve", "plan-unrecognized"],
+)
+def test_usage_errors_from_argparse_have_the_same_style(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+
+    assert exit_info.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    match = _MESSAGE_LINE.match(last)
+    assert match is not None and match["command"] == argv[0] and match["severity"] == "error"
 
 
 # --- help and serve ------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""`render` refuses unknown fields as the real API server's strict field validation does.
+
+`kubectl apply` asks for `fieldValidation=Strict`, so a typo such as `replica: 1` fails with
+`strict decoding error: unknown field "spec.roles[1].spec.replica"`. Each manifest here is created
+with `dryRun=All&fieldValidation=Strict`; the server's unknown-field paths, in its order, must be
+exactly the lines `render` prints (issue 17, item 11).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+
+from hooks.edge import cli, manifests
+from tests.cluster import kube
+from tests.shared import REPO_ROOT
+
+JsonObject = dict[str, Any]
+
+EXAMPLES: Final = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+STRICT: Final = {"dryRun": "All", "fieldValidation": "Strict"}
+STRICT_ERROR: Final = "strict decoding error: "
+UNKNOWN_FIELD: Final = re.compile(r'unknown field "([^"]*)"')
+
+
+def _example() -> JsonObject:
+    document: JsonObject = next(
+        yaml.safe_load_all((REPO_ROOT / "examples/three-roles.yaml").read_text())
+    )
+    return document
+
+
+def _typos(document: JsonObject) -> None:
+    """The issue's example: `replica` for `replicas`, `slice` for `slices`."""
+    role = document["spec"]["roles"][1]["spec"]
+    role["replica"] = role.pop("replicas")
+    document["spec"]["slice"] = 3
+
+
+def _metadata(document: JsonObject) -> None:
+    document["metadata"]["lables"] = {"team": "ml"}
+    document["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "1", "contoller": True}
+    ]
+
+
+def _everywhere(document: JsonObject) -> None:
+    _typos(document)
+    _metadata(document)
+    document["zeta"] = 1
+    document["status"] = {"phase": "Ready"}
+    template = document["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    template["metadata"] = {"creationTimestamp": None, "labels": {"a": "b"}}
+    container = template["spec"]["containers"][0]
+    container["Name"] = "server"
+    container["image"] = {"repository": "lmsysorg/sglang"}
+    container["resources"]["limits"]["cpu"] = {"cores": 1}
+
+
+def _camel_case(document: JsonObject) -> None:
+    rolling = document["spec"]["roles"][1]["spec"]["rolloutStrategy"]
+    rolling["rollingUpdateConfiguration"]["MaxSurge"] = 1
+    document["spec"]["roles"][0]["scaling"] = {"mode": "Static", "min": 1}
+
+
+CASES: Final = [
+    pytest.param(_typos, id="the-issues-typos"),
+    pytest.param(_metadata, id="metadata"),
+    pytest.param(_everywhere, id="everywhere"),
+    pytest.param(_camel_case, id="case-and-extra-keys"),
+]
+
+
+def _create_strict(client: kube.Client, document: JsonObject, namespace: str) -> JsonObject:
+    obj: JsonObject = json.loads(json.dumps(document))
+    obj["metadata"]["namespace"] = namespace
+    path = kube.DISAGGREGATED_SETS.path(namespace=namespace)
+    return client.request("POST", path, body=obj, params=STRICT)
+
+
+def _render_problems(
+    capsys: pytest.CaptureFixture[str], path: Path, name: str
+) -> tuple[int, list[str]]:
+    code = cli.main(["render", str(path)])
+    where = f"python -m hooks render: error: {path}: DisaggregatedSet {name}: "
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith(where) for line in lines), lines
+    return code, [line.removeprefix(where) for line in lines]
+
+
+@pytest.mark.parametrize("change", CASES)
+def test_render_reports_the_unknown_fields_the_api_server_refuses(
+    client: kube.Client,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    change: Any,
+) -> None:
+    document = _example()
+    change(document)
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    with pytest.raises(kube.ApiError) as raised:
+        _create_strict(client, document, namespace)
+    message: str = raised.value.status["message"]
+    code, problems = _render_problems(capsys, path, document["metadata"]["name"])
+
+    assert raised.value.code == 400
+    assert STRICT_ERROR in message
+    server_paths = UNKNOWN_FIELD.findall(message.partition(STRICT_ERROR)[2])
+    assert server_paths == manifests.unknown_fields(document)
+    assert code == 1
+    # The server's list, item for item, is what render prints, one line each.
+    assert ", ".join(problems) == message.partition(STRICT_ERROR)[2]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
+def test_the_examples_pass_strict_field_validation_and_render_agrees(
+    client: kube.Client, namespace: str, path: Path
+) -> None:
+    for document in yaml.safe_load_all(path.read_text()):
+        if manifests.is_set(document):
+            assert manifests.unknown_fields(document) == []
+            _create_strict(client, document, namespace)

@@ -319,16 +319,25 @@ def test_ds_names_and_version(crds: dict[str, JsonObject]) -> None:
         "listKind": "DisaggregatedSetList",
         "plural": "disaggregatedsets",
         "singular": "disaggregatedset",
+        # Not `ds`, which is DaemonSet's.
+        "shortNames": ["dset"],
     }
     [version] = crd["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1", True, True)
     assert version["subresources"] == {"status": {}}
-    assert [(c["name"], c["jsonPath"], c["type"]) for c in version["additionalPrinterColumns"]] == [
-        ("Slices", ".spec.slices", "integer"),
-        ("Revision", ".status.revision", "string"),
-        ("Available", '.status.conditions[?(@.type=="Available")].status', "string"),
-        ("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string"),
-        ("Age", ".metadata.creationTimestamp", "date"),
+    columns = [
+        (c["name"], c["jsonPath"], c["type"], c.get("priority", 0))
+        for c in version["additionalPrinterColumns"]
+    ]
+    assert columns == [
+        ("Slices", ".spec.slices", "integer", 0),
+        ("Ready", ".status.ready", "string", 0),
+        ("Revision", ".status.revision", "string", 0),
+        ("Available", '.status.conditions[?(@.type=="Available")].status', "string", 0),
+        ("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string", 0),
+        ("Degraded", ".status.degraded", "string", 0),
+        ("Age", ".metadata.creationTimestamp", "date", 0),
+        ("Roles", ".status.readyByRole", "string", 1),
     ]
 
 
@@ -404,6 +413,9 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
     assert set(status) == {
         "observedGeneration",
         "revision",
+        "ready",
+        "readyByRole",
+        "degraded",
         "roleStatuses",
         "conditions",
         "rollout",

@@ -187,6 +187,12 @@ def test_disaggregatedset_controller_is_wired_as_spec_section_9(rendered: list[M
             "resource": "disaggregatedsetrolescalers",
             "updateStrategy": {"method": "InPlace"},
         },
+        # The revision history: its number and change-cause are updated in place.
+        {
+            "apiVersion": "apps/v1",
+            "resource": "controllerrevisions",
+            "updateStrategy": {"method": "InPlace"},
+        },
     ]
     _assert_hooks(
         controller, _hook_base_url(rendered), {"sync": "/sync", "customize": "/customize"}

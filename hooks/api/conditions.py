@@ -41,6 +41,7 @@ class Reason(StrEnum):
     CHILD_CONFLICT = "ChildConflict"
     INVALID_CHILD_STATUS = "InvalidChildStatus"
     NAME_BUDGET_EXCEEDED = "NameBudgetExceeded"
+    HISTORY_CONFLICT = "HistoryConflict"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

@@ -14,6 +14,7 @@ VERSION: Final = "v1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 DS_KIND: Final = "DisaggregatedSet"
 DS_PLURAL: Final = "disaggregatedsets"
+DS_SHORT_NAME: Final = "dset"  # `ds` is DaemonSet's
 SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
 SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
 SCALER_SHORT_NAME: Final = "dsrs"
@@ -24,6 +25,9 @@ LWS_PLURAL: Final = "leaderworkersets"
 SERVICE_API_VERSION: Final = "v1"
 SERVICE_KIND: Final = "Service"
 SERVICE_PLURAL: Final = "services"
+REVISION_API_VERSION: Final = "apps/v1"
+REVISION_KIND: Final = "ControllerRevision"
+REVISION_PLURAL: Final = "controllerrevisions"
 
 LABEL_NAME: Final = f"{GROUP}/name"
 LABEL_ROLE: Final = f"{GROUP}/role"
@@ -35,6 +39,12 @@ ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
 # upstream's (docs/rollout.md).
 ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
 ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
+ANNOTATION_HISTORY_LIMIT: Final = f"{GROUP}/revision-history-limit"
+ANNOTATION_ROLLOUT_PARTITION: Final = f"{GROUP}/rollout-partition"
+ANNOTATION_ROLLOUT_HOLD_AT: Final = f"{GROUP}/rollout-hold-at"
+# The kubectl convention a set's change-cause annotation follows; it is copied onto the
+# ControllerRevision of each revision the set moves to.
+CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
 
 LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
 CONTROLLER_UID_LABEL: Final = "controller-uid"

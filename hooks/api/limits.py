@@ -37,6 +37,7 @@ CONDITION_REASON_MAX_LENGTH: Final = 1024
 CONDITION_MESSAGE_MAX_LENGTH: Final = 32768
 
 DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
+DEFAULT_REVISION_HISTORY_LIMIT: Final = 10  # old revisions kept, as Deployments keep
 # The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
 # asked for again by a later sync.
 MAX_RESYNC_SECONDS: Final = 3600

@@ -328,6 +328,18 @@ class DisaggregatedSetStatus(_Model):
     revision: str | None = None
     """The revision of the current spec: the 8-hex hash in its LeaderWorkerSet names."""
 
+    ready: str | None = None
+    """Ready groups over the groups the spec asks for, summed over every role and slice, for
+    example 5/6 (`?` for a target not known yet); the READY column of `kubectl get`."""
+
+    ready_by_role: str | None = None
+    """The same per role, in spec order, for example `prefill 3/4, decode 2/2`; the ROLES column
+    of `kubectl get -o wide`."""
+
+    degraded: str | None = None
+    """The reason of the Degraded condition while it is True; the DEGRADED column of
+    `kubectl get`."""
+
     role_statuses: list[RoleStatus] = Field(
         default_factory=list, json_schema_extra=_list_map("name")
     )

@@ -54,6 +54,11 @@ def scaler_name(*, set_name: str, role: str) -> str:
     return f"{set_name}-{role}"
 
 
+def history_name(*, set_name: str, revision: str) -> str:
+    """The ControllerRevision of one revision of a set: `<set>-<revision>`."""
+    return f"{set_name}-{revision}"
+
+
 def digits(value: int) -> int:
     """Decimal digits of a non-negative count (negative values count as 0: one digit)."""
     return len(str(max(value, 0)))
@@ -121,6 +126,11 @@ def service_labels(*, set_name: str, slice_index: int, revision: str, role: str)
 def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
     """Labels of a scaler: the set's name and the role."""
     return {keys.LABEL_NAME: set_name, keys.LABEL_ROLE: role}
+
+
+def history_labels(*, set_name: str, revision: str) -> dict[str, str]:
+    """Labels of a ControllerRevision: the set's name and the revision it records."""
+    return {keys.LABEL_NAME: set_name, keys.LABEL_REVISION: revision}
 
 
 def leader_selector(*, set_name: str, role: str) -> str:

@@ -2,16 +2,20 @@
 
 New LWS are rendered from the role's spec exactly as stored, with `replicas` set, the five labels
 on the LWS and on both pod templates, the role's metadata copied, and placement injected. New
-Services and scalers are rendered from names and labels only.
+Services and scalers are rendered from names and labels only; a new ControllerRevision records the
+roles of its revision.
 
 Existing children are never re-rendered from the current spec: that would rewrite a live pod
 template and restart every group. They are re-emitted from what this hook returned before
 (`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
 may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
-autoscaler owns it). Nothing here mutates its inputs: every change is made on a copy.
+autoscaler owns it), for a ControllerRevision only its number and change-cause. Nothing here
+mutates its inputs: every change is made on a copy.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from hooks import api
 from hooks.api import naming
@@ -79,6 +83,61 @@ def render_scaler(*, set_name: str, role: str, replicas: int) -> JsonObject:
         },
         "spec": {"replicas": replicas},
     }
+
+
+def render_history(
+    *,
+    set_name: str,
+    revision: str,
+    number: int,
+    roles: Sequence[api.Role],
+    change_cause: str | None,
+) -> JsonObject:
+    """A new ControllerRevision recording the roles of `revision` (`hooks.core.history`)."""
+    metadata: JsonObject = {
+        "name": naming.history_name(set_name=set_name, revision=revision),
+        "labels": naming.history_labels(set_name=set_name, revision=revision),
+    }
+    if change_cause is not None:
+        metadata["annotations"] = {api.CHANGE_CAUSE_ANNOTATION: change_cause}
+    return {
+        "apiVersion": api.REVISION_API_VERSION,
+        "kind": api.REVISION_KIND,
+        "metadata": metadata,
+        "data": {"roles": [history_role(role) for role in roles]},
+        "revision": number,
+    }
+
+
+def history_role(role: api.Role) -> JsonObject:
+    """A role as a ControllerRevision records it: name, metadata, scaling and the LWS spec as
+    stored (the template unchanged, so that a restore gives the same revision)."""
+    recorded: JsonObject = {"name": role.name}
+    if role.metadata is not None:
+        recorded["metadata"] = role.metadata.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+    if role.scaling is not None:
+        recorded["scaling"] = role.scaling.model_dump(mode="json", by_alias=True, exclude_none=True)
+    recorded["spec"] = role.spec
+    return recorded
+
+
+def renumber_history(
+    child: records.ObservedObject, *, number: int, change_cause: str | None
+) -> JsonObject:
+    """An existing ControllerRevision given the next number in the history (its data, which the
+    API server keeps immutable, unchanged), with the set's change-cause when it has one."""
+    applied = child.applied
+    result = {**applied, "revision": number}
+    if change_cause is not None:
+        metadata = dict(applied["metadata"])
+        annotations = metadata.get("annotations")
+        annotations = dict(annotations) if isinstance(annotations, dict) else {}
+        annotations[api.CHANGE_CAUSE_ANNOTATION] = change_cause
+        metadata["annotations"] = annotations
+        result["metadata"] = metadata
+    return result
 
 
 def reemit(child: records.ObservedObject) -> JsonObject:

@@ -22,53 +22,12 @@ read only from the `now` the caller passes; timestamps are RFC 3339.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import limits, times
-from hooks.core import records, status
-
-
-@dataclass(frozen=True, slots=True)
-class Control:
-    """What the annotations ask for, and what was wrong with them."""
-
-    paused: bool
-    deadline_seconds: int
-    """0: no deadline."""
-    problems: tuple[status.Problem, ...] = ()
-
-
-def control_of(annotations: Mapping[str, str]) -> Control:
-    """The rollout control of a set from its annotations."""
-    problems = []
-    paused_text = annotations.get(api.ANNOTATION_PAUSED, "false")
-    if paused_text not in ("true", "false"):
-        problems.append(
-            status.Problem(
-                api.Reason.INVALID_ANNOTATION,
-                f'annotation {api.ANNOTATION_PAUSED} is {paused_text[:64]!r}: use "true" to'
-                ' pause rollouts and "false" (or no annotation) to run them; not paused',
-            )
-        )
-    deadline = api.DEFAULT_PROGRESS_DEADLINE_SECONDS
-    deadline_text = annotations.get(api.ANNOTATION_PROGRESS_DEADLINE)
-    if deadline_text is not None:
-        if deadline_text.isascii() and deadline_text.isdigit() and len(deadline_text) <= 9:
-            deadline = int(deadline_text)
-        else:
-            problems.append(
-                status.Problem(
-                    api.Reason.INVALID_ANNOTATION,
-                    f"annotation {api.ANNOTATION_PROGRESS_DEADLINE} is {deadline_text[:64]!r}:"
-                    ' use whole seconds ("0" turns the deadline off); the default'
-                    f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
-                )
-            )
-    return Control(
-        paused=paused_text == "true", deadline_seconds=deadline, problems=tuple(problems)
-    )
+from hooks.core import controls, records, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +41,7 @@ class Verdict:
 
 def judge(
     *,
-    control: Control,
+    control: controls.Control,
     rolling: bool,
     stepped: bool,
     revision: str,
@@ -145,7 +104,7 @@ def _record(
 
 
 def _past_deadline(
-    control: Control,
+    control: controls.Control,
     record: api.RolloutStatus,
     new_lws: Sequence[records.ObservedObject],
     *,
@@ -168,7 +127,9 @@ def _past_deadline(
     )
 
 
-def resync_after(control: Control, record: api.RolloutStatus | None, *, now: str) -> int | None:
+def resync_after(
+    control: controls.Control, record: api.RolloutStatus | None, *, now: str
+) -> int | None:
     """Seconds until the deadline of a waiting rollout passes, so that a sync then reports it.
 
     Everything else a rollout waits for (readiness, a scaler, a deleted child) is a change of a

@@ -7,8 +7,8 @@ built only by `hooks.edge.envelope`, from a request body, and answers become JSO
 (`render_answer`). This module reads and writes no JSON, decides nothing and holds only data
 (pure: no I/O, clock, logging or state).
 
-An observed child's `applied` is the object as this hook last returned it (`hooks.edge.envelope` says
-how it is recovered). Never mutate it: copy the parts you change.
+An observed child's `applied` is the object as this hook last returned it
+(`hooks.edge.envelope` says how it is recovered). Never mutate it: copy the parts you change.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ class ChildKind(StrEnum):
     LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
     SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
+    REVISION = f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}"
     DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
 
     @property
@@ -38,7 +39,9 @@ class ChildKind(StrEnum):
         return self.value.split(".", 1)[1]
 
 
-DS_CHILD_KINDS: Final = frozenset({ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER})
+DS_CHILD_KINDS: Final = frozenset(
+    {ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER, ChildKind.REVISION}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,9 @@ class ObservedObject:
     it is not a canonical decimal number (such a child is kept but never planned)."""
     status_error: str | None = None
     """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
+    history_number: int | None = None
+    """A ControllerRevision's `revision` (its place in the set's history); None for other kinds,
+    or when it is not a non-negative integer."""
 
     @property
     def replicas(self) -> int:

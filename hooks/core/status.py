@@ -107,13 +107,29 @@ def compute(
         ),
         _degraded(problems),
     ]
+    degraded = conditions[2]
     return api.DisaggregatedSetStatus(
         observed_generation=generation,
         revision=revision,
+        ready=_ready(role_statuses, roles),
+        ready_by_role=", ".join(
+            f"{status.name} {_ready([status], [role])}"
+            for status, role in zip(role_statuses, roles, strict=True)
+        ),
+        degraded=degraded.reason if degraded.status is api.ConditionStatus.TRUE else None,
         role_statuses=role_statuses,
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
         rollout=rollout,
     )
+
+
+def _ready(role_statuses: Sequence[api.RoleStatus], roles: Sequence[RoleProgress]) -> str:
+    """Ready groups over desired groups, summed over the spec roles (`?` when a target is
+    unknown)."""
+    ready = sum(status.ready_replicas for status in role_statuses)
+    wanted = [role.desired for role in roles]
+    desired = "?" if None in wanted else str(sum(value or 0 for value in wanted))
+    return f"{ready}/{desired}"
 
 
 def role_statuses_of(

@@ -24,7 +24,9 @@ from hooks import api
 from hooks.api import naming
 from hooks.core import (
     children,
+    controls,
     desired,
+    history,
     progress,
     records,
     rollout,
@@ -40,9 +42,9 @@ Objects = Sequence[records.ObservedObject]
 
 
 def customize(request: records.CustomizeRequest) -> records.HookResult:
-    """Related objects: whatever exists at the names of the target revision's LWS and of the
-    scalers, so that an object the set does not own at a name it wants is seen (and reported,
-    never overwritten).
+    """Related objects: whatever exists at the names of the target revision's LWS, of its
+    ControllerRevision and of the scalers, so that an object the set does not own at a name it
+    wants is seen (and reported, never overwritten).
 
     Names, not a label selector: Metacontroller matches every LWS event against every parent's
     rules, and a name costs it a string comparison where a selector is built anew each time.
@@ -57,6 +59,16 @@ def customize(request: records.CustomizeRequest) -> records.HookResult:
                 resource="leaderworkersets",
                 namespace=parent.namespace,
                 names=wanted,
+            )
+        )
+    target = _target_of(parent)
+    if target is not None:
+        rules.append(
+            records.RelatedRule(
+                api_version=api.REVISION_API_VERSION,
+                resource=api.REVISION_PLURAL,
+                namespace=parent.namespace,
+                names=(naming.history_name(set_name=parent.name, revision=target),),
             )
         )
     scaler_names = tuple(
@@ -79,14 +91,21 @@ def customize(request: records.CustomizeRequest) -> records.HookResult:
     )
 
 
+def _target_of(parent: records.Parent) -> str | None:
+    """The spec's revision; None for a spec the sync holds."""
+    if parent.spec is None or validation.violations(parent):
+        return None
+    try:
+        return _revision_of(parent.spec)
+    except gotext.EncodingError:
+        return None
+
+
 def _target_lws_names(parent: records.Parent) -> tuple[str, ...]:
     """The LWS names of the spec's revision in every slice; none for a spec the sync holds."""
     spec = parent.spec
-    if spec is None or validation.violations(parent):
-        return ()
-    try:
-        target = _revision_of(spec)
-    except gotext.EncodingError:
+    target = _target_of(parent)
+    if spec is None or target is None:
         return ()
     return tuple(
         naming.lws_name(set_name=parent.name, slice_index=index, revision=target, role=role.name)
@@ -236,11 +255,12 @@ class _SetPlan:
     """The decisions every slice depends on, and the observed children sorted by slice."""
 
     context: SetContext
-    control: progress.Control
+    control: controls.Control
     scalers: scalers.ScalerPlan
     targets: Mapping[str, int | None]
     capped: tuple[status.Problem, ...]
     """External roles asking for more groups than their names allow."""
+    history: history.HistoryPlan
     lws: _BySlice
     services: _BySlice
 
@@ -299,7 +319,17 @@ def _plan_set(
         foreign_names=foreign[records.ChildKind.SCALER],
     )
     targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
-    control = progress.control_of(parent.annotations)
+    control = controls.control_of(parent.annotations)
+    history_plan = history.plan(
+        set_name=parent.name,
+        spec=spec,
+        target=target,
+        observed=observed[records.ChildKind.REVISION],
+        lws=observed[records.ChildKind.LWS],
+        foreign_names=foreign[records.ChildKind.REVISION],
+        annotations=parent.annotations,
+        limit=control.history_limit,
+    )
     roles = tuple(
         rollout.RoleInput(
             name=role.name,
@@ -321,6 +351,7 @@ def _plan_set(
         scalers=scaler_plan,
         targets=targets,
         capped=capped,
+        history=history_plan,
         lws=_split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices),
         services=_split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
@@ -336,6 +367,10 @@ def _collect(
     for name in plan.scalers.dropped:
         answer.allow_deletion((api.SCALER_KIND, name))
     for child in plan.scalers.children:
+        answer.add(child)
+    for name in plan.history.pruned:
+        answer.allow_deletion((api.REVISION_KIND, name))
+    for child in plan.history.children:
         answer.add(child)
     for item in (*plan.lws.elsewhere, *plan.services.elsewhere):
         answer.add(children.unchanged(item))
@@ -389,6 +424,7 @@ def _status(
         problems=[
             *_problems(request, foreign_lws, plan.scalers, answer.conflicts),
             *plan.capped,
+            *plan.history.problems,
             *plan.control.problems,
         ],
         observed=request.parent.conditions,

@@ -368,8 +368,11 @@ def _crd(
     }
 
 
-def _column(name: str, json_path: str, column_type: str) -> JsonObject:
-    return {"name": name, "jsonPath": json_path, "type": column_type}
+def _column(name: str, json_path: str, column_type: str, *, priority: int = 0) -> JsonObject:
+    column: JsonObject = {"name": name, "jsonPath": json_path, "type": column_type}
+    if priority:
+        column["priority"] = priority
+    return column
 
 
 _AGE_COLUMN: Final = _column("Age", ".metadata.creationTimestamp", "date")
@@ -406,17 +409,23 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
     _attach_rules(root, rules.CEL_RULES)
     columns = [
         _column("Slices", ".spec.slices", "integer"),
+        _column("Ready", ".status.ready", "string"),
         _column("Revision", ".status.revision", "string"),
         _column("Available", '.status.conditions[?(@.type=="Available")].status', "string"),
-        # The Progressing reason: RolloutInProgress, RolloutPaused, ProgressDeadlineExceeded, or
-        # AllRolesReady once done; a stuck or paused rollout stands out in `kubectl get`.
+        # The Progressing reason: RolloutInProgress, RolloutPaused, RolloutHeld,
+        # RolloutPartitioned, ProgressDeadlineExceeded, or AllRolesReady once done; a stuck,
+        # paused or held rollout stands out in `kubectl get`.
         _column("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string"),
+        _column("Degraded", ".status.degraded", "string"),
         _AGE_COLUMN,
+        # -o wide: each role's ready and desired groups, in spec order (a column shows one value,
+        # so the roles are summed up in one status field).
+        _column("Roles", ".status.readyByRole", "string", priority=1),
     ]
     return _crd(
         kind=api.DS_KIND,
         plural=api.DS_PLURAL,
-        short_names=(),
+        short_names=(api.DS_SHORT_NAME,),
         root=root,
         columns=columns,
         subresources={"status": {}},

@@ -1,11 +1,11 @@
 """Metacontroller's wire format: requests in, responses out.
 
 This module is the edge of the pure core. It turns a decoded request body into the frozen records
-of `hooks.core.records` (accepting both hook versions: v1 keys children by name, v2 by namespace/name;
-the records are built from each object's own metadata, so the key format does not matter) and
-renders responses. It decides nothing about DisaggregatedSets. A body it cannot use raises
-`RequestError`, which the server answers with a non-200 status so that Metacontroller changes
-nothing and retries.
+of `hooks.core.records` (accepting both hook versions: v1 keys children by name, v2 by
+namespace/name; the records are built from each object's own metadata, so the key format does not
+matter) and renders responses. It decides nothing about DisaggregatedSets. A body it cannot use
+raises `RequestError`, which the server answers with a non-200 status so that Metacontroller
+changes nothing and retries.
 
 An observed child carries `applied`: the object as this hook last returned it, read from
 Metacontroller's last-applied annotation without the namespace and `controller-uid` label that
@@ -13,7 +13,8 @@ Metacontroller adds. When the annotation is missing or unreadable, or names anot
 (apiVersion, kind, name or namespace differ from the observed object's: anyone who can edit the
 child can edit the annotation, and Metacontroller deletes an observed child whose identity is
 missing from the answer), `applied` is a cleaned copy of the observed object (apiVersion, kind,
-name, labels, annotations, spec). Never mutate it: copy the parts you change.
+name, labels, annotations, and its body: `spec`, or a ControllerRevision's `data` and
+`revision`). Never mutate it: copy the parts you change.
 """
 
 from __future__ import annotations
@@ -233,7 +234,16 @@ def _parse_observed(
         applied={} if related else _applied_object(kind, obj, name, labels, annotations),
         slice_index=_slice_index(labels),
         status_error=status_error,
+        history_number=_history_number(obj) if kind is records.ChildKind.REVISION else None,
     )
+
+
+def _history_number(obj: JsonObject) -> int | None:
+    """A ControllerRevision's `revision`: a non-negative int64 (the API server's bounds)."""
+    value = obj.get("revision")
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    return None
 
 
 def _slice_index(labels: Mapping[str, str]) -> int | None:
@@ -296,9 +306,20 @@ def _applied_object(
     if own_annotations:
         metadata["annotations"] = own_annotations
     cleaned: JsonObject = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
-    if isinstance(obj.get("spec"), dict):
-        cleaned["spec"] = obj["spec"]
+    for field in _BODY_FIELDS[kind]:
+        if isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
+            cleaned[field] = obj[field]
     return cleaned
+
+
+# The fields of a child besides its identity and status: what a cleaned copy keeps.
+_BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
+    records.ChildKind.LWS: ("spec",),
+    records.ChildKind.SERVICE: ("spec",),
+    records.ChildKind.SCALER: ("spec",),
+    records.ChildKind.REVISION: ("data", "revision"),
+    records.ChildKind.DISAGGREGATED_SET: ("spec",),
+}
 
 
 def _is_applied_for(applied: object, kind: records.ChildKind, name: str, namespace: str) -> bool:
@@ -443,8 +464,8 @@ def render_answer(answer: records.SyncAnswer | records.CustomizeAnswer) -> JsonO
 def render_status(status: records.Status) -> JsonObject:
     """JSON of a status: camelCase keys, unset optional fields left out.
 
-    A held status is the observed one as it was, its Degraded condition replaced (appended when
-    there was none), so a hold rewrites nothing else.
+    A held status is the observed one as it was, its Degraded condition (and the `degraded`
+    reason beside it) replaced, appended when there was none, so a hold rewrites nothing else.
     """
     if isinstance(status, records.HeldStatus):
         kept = [
@@ -452,7 +473,11 @@ def render_status(status: records.Status) -> JsonObject:
             for condition in status.observed.get("conditions") or []
             if isinstance(condition, dict) and condition.get("type") != api.ConditionType.DEGRADED
         ]
-        return {**status.observed, "conditions": [*kept, _model_json(status.degraded)]}
+        held = {**status.observed, "conditions": [*kept, _model_json(status.degraded)]}
+        held.pop("degraded", None)
+        if status.degraded.status is api.ConditionStatus.TRUE:
+            held["degraded"] = status.degraded.reason
+        return held
     return _model_json(status)
 
 

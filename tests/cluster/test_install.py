@@ -124,8 +124,19 @@ def test_printer_columns(control_plane: ControlPlane, namespace: str) -> None:
     ds = sets.wait_available(control_plane.client, namespace, "llm")
     table = control_plane.kubectl("get", "disaggregatedsets", "-n", namespace).stdout
     header, row = table.splitlines()
-    assert header.split() == ["NAME", "SLICES", "REVISION", "AVAILABLE", "ROLLOUT", "AGE"]
-    assert row.split()[:5] == ["llm", "1", ds["status"]["revision"], "True", "AllRolesReady"]
+    # Every column in every state: tests/cluster/test_get_columns.py.
+    assert header.split() == [
+        "NAME",
+        "SLICES",
+        "READY",
+        "REVISION",
+        "AVAILABLE",
+        "ROLLOUT",
+        "DEGRADED",
+        "AGE",
+    ]
+    # Not Degraded: its cell is empty, so the age comes next.
+    assert row.split()[:6] == ["llm", "1", "2/2", ds["status"]["revision"], "True", "AllRolesReady"]
     table = control_plane.kubectl("get", "dsrs", "-n", namespace).stdout
     header, row = table.splitlines()
     assert header.split() == ["NAME", "DESIRED", "CURRENT", "AGE"]

@@ -111,9 +111,8 @@ def build_requests() -> dict[str, JsonObject]:
     fresh = Cluster(seed=0)
     fresh.create(_set("vllm/vllm-openai:v0.11.0"))
     conflict = _next_request(fresh)
-    taken = envelope.render_answer(
-        sync.sync(envelope.parse_sync_request(conflict), now=NOW).answer
-    )["children"][0]
+    first = envelope.render_answer(sync.sync(envelope.parse_sync_request(conflict), now=NOW).answer)
+    taken = next(child for child in first["children"] if child["kind"] == api.LWS_KIND)
     foreign = builders.observe(taken, owner_uid="someone-else", owner_name="other")
     group = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     conflict["related"].setdefault(group, {})[foreign["metadata"]["name"]] = foreign

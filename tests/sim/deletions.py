@@ -12,7 +12,12 @@ rules in those documents' words:
   roles in that slice and the Service's revision is not (a Service of a non-serving revision;
   "ready on all spec roles" = every spec role has an LWS of that revision in the slice with
   `status.readyReplicas >= 1`, and a drained revision, whose LWS go in this pass, never serves);
-- a DisaggregatedSetRoleScaler whose name is not `<set>-<role>` of an External spec role.
+- a DisaggregatedSetRoleScaler whose name is not `<set>-<role>` of an External spec role;
+- a ControllerRevision named `<set>-<revision>` after its revision label, of a revision that is
+  not the target and that no LWS of the set (in any slice) carries, when the set keeps more old
+  revisions than its history limit (`revision-history-limit`, 10 unless a whole number says
+  otherwise): only the oldest of those (by `revision`, then name), as many as the old revisions
+  exceed the limit, counting the old revisions that still have LWS but never deleting them.
 
 An LWS or Service whose slice label is not a canonical decimal is never deleted. Nothing at all
 may go when the spec is invalid (the hold path); callers pass `target=None` then.
@@ -69,13 +74,15 @@ def allowed_deletions(
             return False
         return all(role in ready_roles for role in spec_roles)
 
-    allowed: set[ChildId] = set()
+    allowed: set[ChildId] = _pruned_history(parent, items, target=target)
     for item in items:
         kind = item["kind"]
         labels = labels_of(item)
         if kind == api.SCALER_KIND:
             if item["metadata"]["name"] not in scaler_names:
                 allowed.add(child_id(item))
+            continue
+        if kind == api.REVISION_KIND:
             continue
         index = slice_of(item)
         if index is None:
@@ -95,3 +102,33 @@ def allowed_deletions(
         ):
             allowed.add(child_id(item))
     return allowed
+
+
+def _pruned_history(
+    parent: Mapping[str, Any], items: list[Mapping[str, Any]], *, target: str
+) -> set[ChildId]:
+    set_name = parent["metadata"]["name"]
+    text = (parent["metadata"].get("annotations") or {}).get(api.ANNOTATION_HISTORY_LIMIT, "10")
+    limit = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 10
+    in_use = {
+        labels_of(item).get(api.LABEL_REVISION, "")
+        for item in items
+        if item["kind"] == api.LWS_KIND
+    }
+    old = []
+    for item in items:
+        revision = labels_of(item).get(api.LABEL_REVISION, "")
+        if (
+            item["kind"] == api.REVISION_KIND
+            and revision
+            and revision != target
+            and item["metadata"]["name"] == f"{set_name}-{revision}"
+        ):
+            number = item.get("revision")
+            old.append((number if isinstance(number, int) else 0, item["metadata"]["name"], item))
+    old.sort(key=lambda entry: (entry[0], entry[1]))
+    excess = len(old) - limit
+    prunable = [
+        item for _, _, item in old if labels_of(item).get(api.LABEL_REVISION, "") not in in_use
+    ]
+    return {child_id(item) for item in prunable[: max(excess, 0)]}

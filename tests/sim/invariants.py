@@ -25,6 +25,9 @@ the pass:
   replicas do too, unless the slice's last step was a force drain (whose floor counts new
   replicas it creates in the same pass, before they are ready) or readiness faults were injected
   while it ran (ready groups may turn unready then, whatever the controller does);
+- history: the target revision has its ControllerRevision after every pass (unless a foreign
+  object holds the name), with the highest number of the set's history; an updated
+  ControllerRevision changes only its number (upwards) and its change-cause annotation;
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
   Progressing Unknown, or past its progress deadline, both False), every condition a pass computes
   carries the generation (the hold path keeps Available and Progressing), lastTransitionTime
@@ -42,7 +45,13 @@ from typing import Any
 
 from hooks import api
 from tests.sim.deletions import allowed_deletions, child_id
-from tests.sim.metacontroller import LWS_TYPE, SCALER_TYPE, SERVICE_TYPE, PassRecord
+from tests.sim.metacontroller import (
+    LWS_TYPE,
+    REVISION_TYPE,
+    SCALER_TYPE,
+    SERVICE_TYPE,
+    PassRecord,
+)
 from tests.sim.store import ObjectKey
 from tests.sim.views import (
     is_external,
@@ -97,6 +106,7 @@ class Invariants:
             return
         assert target is not None
         self._check_updates(record, target)
+        self._check_history(record, parent, target)
         after_lws = owned(record.after, LWS_TYPE, parent)
         after_scalers = owned(record.after, SCALER_TYPE, parent)
         self._check_rollout(record, parent, after_lws, after_scalers, target)
@@ -173,6 +183,33 @@ class Invariants:
                 now = record.after[key].get("spec", {}).get("replicas")
                 if was != now:
                     fail(record, f"the sync changed {key} spec.replicas from {was} to {now}")
+
+    def _check_history(self, record: PassRecord, parent: JsonObject, target: str) -> None:
+        name = parent["metadata"]["name"]
+        history = {
+            labels_of(obj).get(api.LABEL_REVISION, ""): obj
+            for obj in owned(record.after, REVISION_TYPE, parent)
+            if obj["metadata"]["name"] == f"{name}-{labels_of(obj).get(api.LABEL_REVISION, '')}"
+        }
+        conflict = any(
+            c["type"] == "Degraded" and c["reason"] == api.Reason.HISTORY_CONFLICT
+            for c in record.response["status"].get("conditions", [])
+        )
+        if target not in history:
+            if not conflict:
+                fail(record, f"the target revision {target} has no ControllerRevision")
+            return
+        top = history[target]["revision"]
+        if any(obj["revision"] >= top for rev, obj in history.items() if rev != target):
+            fail(record, f"the target revision {target} has not the highest history number")
+        for key in record.updated:
+            if key[0] != REVISION_TYPE:
+                continue
+            before, after = record.before[key], record.after[key]
+            if after["revision"] <= before["revision"]:
+                fail(record, f"{key} was renumbered downwards")
+            if without_history_mutable(before) != without_history_mutable(after):
+                fail(record, f"{key} changed more than its number and change-cause")
 
     def _check_rollout(
         self,
@@ -397,6 +434,21 @@ def without_mutable(lws: JsonObject) -> JsonObject:
     annotations = metadata.get("annotations") or {}
     annotations.pop(api.ANNOTATION_INITIAL_REPLICAS, None)
     annotations.pop(api.LAST_APPLIED_ANNOTATION, None)
+    return copied
+
+
+def without_history_mutable(record: JsonObject) -> JsonObject:
+    """A ControllerRevision without what a sync may change, nor server-managed fields."""
+    copied = copy.deepcopy(record)
+    copied.pop("revision", None)
+    metadata = copied["metadata"]
+    for server_field in ("resourceVersion", "generation"):
+        metadata.pop(server_field, None)
+    annotations = metadata.get("annotations") or {}
+    annotations.pop(api.CHANGE_CAUSE_ANNOTATION, None)
+    annotations.pop(api.LAST_APPLIED_ANNOTATION, None)
+    if not annotations:
+        metadata.pop("annotations", None)
     return copied
 
 

@@ -32,7 +32,14 @@ from hooks import api
 from hooks.core import records, sync
 from hooks.edge import app, envelope
 from tests.sim import apply
-from tests.sim.store import FakeClock, ObjectKey, Store, object_key, type_key
+from tests.sim.store import (
+    FakeClock,
+    ImmutableFieldError,
+    ObjectKey,
+    Store,
+    object_key,
+    type_key,
+)
 
 JsonObject = dict[str, Any]
 
@@ -40,11 +47,13 @@ DS_TYPE = f"{api.DS_KIND}.{api.API_VERSION}"
 LWS_TYPE = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
 SERVICE_TYPE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
 SCALER_TYPE = f"{api.SCALER_KIND}.{api.API_VERSION}"
-DS_CHILD_TYPES = (SCALER_TYPE, LWS_TYPE, SERVICE_TYPE)
+REVISION_TYPE = f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}"
+DS_CHILD_TYPES = (SCALER_TYPE, LWS_TYPE, SERVICE_TYPE, REVISION_TYPE)
 
 RESOURCE_KINDS = {
     "leaderworkersets": api.LWS_KIND,
     "services": api.SERVICE_KIND,
+    api.REVISION_PLURAL: api.REVISION_KIND,
     api.SCALER_PLURAL: api.SCALER_KIND,
     api.DS_PLURAL: api.DS_KIND,
 }
@@ -236,7 +245,11 @@ class FakeMetacontroller:
                     raise SimulationError(f"observed child {key} vanished")
                 merged = apply.three_way_merge(live, apply.read_last_applied(live), full)
                 apply.annotate(merged, full)
-                if self.store.update(merged, actor="metacontroller"):
+                try:
+                    changed = self.store.update(merged, actor="metacontroller")
+                except ImmutableFieldError as error:
+                    raise SimulationError(f"the API server refuses the update: {error}") from error
+                if changed:
                     updated.append(key)
                 continue
             if self.store.peek(key) is not None:

@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hooks import api
+
 JsonObject = dict[str, Any]
 ObjectKey = tuple[str, str, str]
 
@@ -22,6 +24,10 @@ EPOCH = datetime.datetime(2026, 11, 29, 12, 0, 0, tzinfo=datetime.UTC)
 
 class ConflictError(Exception):
     """A create for a name that is taken, or an update/delete of a missing object."""
+
+
+class ImmutableFieldError(Exception):
+    """An update that changes a field the API server keeps immutable."""
 
 
 def type_key(obj: Mapping[str, Any]) -> str:
@@ -144,6 +150,9 @@ class Store:
                 candidate["metadata"][server_field] = current["metadata"][server_field]
         if candidate == current:
             return False
+        if current["kind"] == api.REVISION_KIND and candidate.get("data") != current.get("data"):
+            # The API server keeps a ControllerRevision's data immutable.
+            raise ImmutableFieldError(f"{key[0]} {key[1]}/{key[2]}: data is immutable")
         if candidate.get("spec") != current.get("spec"):
             candidate["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
         candidate["metadata"]["resourceVersion"] = self._next_version()

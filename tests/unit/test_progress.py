@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
-from hooks.core import progress, records
+from hooks.core import controls, progress, records
 from tests import builders
 
 REV = "bbbbbbbb"
@@ -57,7 +57,7 @@ def judge(
     new: tuple[records.ObservedObject, ...] = (),
 ) -> progress.Verdict:
     return progress.judge(
-        control=progress.control_of(the_parent.annotations),
+        control=controls.control_of(the_parent.annotations),
         rolling=rolling,
         stepped=stepped,
         revision=REV,
@@ -94,7 +94,7 @@ def recorded(time: str = T0, ready: int = 1, updated: int = 2) -> records.Observ
 def test_annotations(
     annotations: dict[str, str], paused: bool, deadline: int, problems: int
 ) -> None:
-    control = progress.control_of(annotations)
+    control = controls.control_of(annotations)
     assert (control.paused, control.deadline_seconds, len(control.problems)) == (
         paused,
         deadline,
@@ -194,12 +194,12 @@ def test_a_waiting_rollout_resyncs_when_its_deadline_passes(
     annotations: dict[str, str], elapsed: int, resync: int | None
 ) -> None:
     record = judge(parent(rollout=recorded(), annotations=annotations), now=_at(elapsed)).rollout
-    control = progress.control_of(annotations)
+    control = controls.control_of(annotations)
     assert progress.resync_after(control, record, now=_at(elapsed)) == resync
 
 
 def test_no_rollout_no_resync() -> None:
-    assert progress.resync_after(progress.control_of({}), None, now=T0) is None
+    assert progress.resync_after(controls.control_of({}), None, now=T0) is None
 
 
 @pytest.mark.parametrize("deadline", [1, 30, 600, 1800])
@@ -210,7 +210,7 @@ def test_the_resync_lands_on_the_first_second_past_the_deadline(
     annotations = {api.ANNOTATION_PROGRESS_DEADLINE: str(deadline)}
     the_parent = parent(rollout=recorded(), annotations=annotations)
     record = judge(the_parent, now=_at(elapsed)).rollout
-    wait = progress.resync_after(progress.control_of(annotations), record, now=_at(elapsed))
+    wait = progress.resync_after(controls.control_of(annotations), record, now=_at(elapsed))
     if elapsed > deadline:
         assert wait is None
         return

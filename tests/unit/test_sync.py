@@ -50,7 +50,8 @@ def test_a_steady_set_is_answered_with_its_children_unchanged() -> None:
     observed = {
         obj["metadata"]["name"] for group in request["children"].values() for obj in group.values()
     }
-    assert names(result, api.LWS_KIND) | names(result, api.SERVICE_KIND) == observed
+    kinds = (api.LWS_KIND, api.SERVICE_KIND, api.REVISION_KIND)
+    assert set().union(*(names(result, kind) for kind in kinds)) == observed
     assert "resyncAfterSeconds" not in result
 
 
@@ -151,17 +152,23 @@ def _target(ds: JsonObject) -> str:
 
 def test_customize_names_each_slice_and_role_of_the_target_revision() -> None:
     ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
-    (lws_rule,) = customize(ds)
+    lws_rule, history_rule = customize(ds)
     target = _target(ds)
     assert lws_rule["names"] == [
         f"llm-{index}-{target}-{role}" for index in (0, 1) for role in ("prefill", "decode")
     ]
     assert "labelSelector" not in lws_rule
+    assert history_rule == {
+        "apiVersion": "apps/v1",
+        "resource": "controllerrevisions",
+        "namespace": ds["metadata"]["namespace"],
+        "names": [f"llm-{target}"],
+    }
 
 
 def test_customize_also_names_the_scalers_of_external_roles() -> None:
     ds = make_ds(roles=[make_role("prefill"), make_role("decode", external=True)])
-    lws_rule, scaler_rule = customize(ds)
+    lws_rule, _, scaler_rule = customize(ds)
     target = _target(ds)
     assert lws_rule["names"] == [f"llm-0-{target}-prefill", f"llm-0-{target}-decode"]
     assert scaler_rule["names"] == ["llm-decode"]

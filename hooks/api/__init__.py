@@ -85,9 +85,11 @@ from hooks.api.models import (
     RoleMetadata,
     RoleScaling,
     RoleStatus,
+    RolloutSlice,
     RolloutStatus,
     ScalingMode,
     Violation,
+    recorded_roles,
 )
 
 __all__ = [
@@ -158,7 +160,9 @@ __all__ = [
     "RoleMetadata",
     "RoleScaling",
     "RoleStatus",
+    "RolloutSlice",
     "RolloutStatus",
     "ScalingMode",
     "Violation",
+    "recorded_roles",
 ]

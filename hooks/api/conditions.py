@@ -30,6 +30,8 @@ class Reason(StrEnum):
     ALL_ROLES_READY = "AllRolesReady"
     ROLLOUT_IN_PROGRESS = "RolloutInProgress"
     ROLLOUT_PAUSED = "RolloutPaused"
+    ROLLOUT_HELD = "RolloutHeld"
+    ROLLOUT_PARTITIONED = "RolloutPartitioned"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
     # Degraded of a DisaggregatedSet: AsExpected when False, else the first problem.
     AS_EXPECTED = "AsExpected"

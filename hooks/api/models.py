@@ -302,6 +302,21 @@ class Condition(_Model):
     """What is happening, in words a person can act on."""
 
 
+class RolloutSlice(_Model):
+    """Where one slice that is not steady at the spec's revision stands."""
+
+    index: int = Field(json_schema_extra=_INT32)
+    """The slice."""
+
+    phase: str
+    """Rolling (taking steps, or waiting for readiness between them), Stalled (no step can be
+    taken), Paused, Held (at the hold's share) or Partitioned (past the partition, serving the
+    revisions it ran)."""
+
+    revisions: list[str] = Field(default_factory=list)
+    """The revisions whose LeaderWorkerSets the slice runs, sorted."""
+
+
 class RolloutStatus(_Model):
     """The rollout under way, for the progress deadline (absent when every slice is steady)."""
 
@@ -317,6 +332,9 @@ class RolloutStatus(_Model):
 
     updated_replicas: int = Field(default=0, json_schema_extra=_INT32)
     """The new revision's updated replicas (all roles and slices) at that time."""
+
+    slices: list[RolloutSlice] = Field(default_factory=list, json_schema_extra=_list_map("index"))
+    """Every slice not yet steady at the revision, and where it stands."""
 
 
 class DisaggregatedSetStatus(_Model):
@@ -380,6 +398,20 @@ class DisaggregatedSetRoleScalerStatus(_Model):
 
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_list_map("type"))
     """Ready: True (reason Bound) when the owning set exists and the role is External."""
+
+
+_RECORDED_ROLES: Final = TypeAdapter(list[Role])
+
+
+def recorded_roles(data: object) -> tuple[Role, ...] | None:
+    """The roles a ControllerRevision of the set records (`hooks.core.history` writes its data
+    as `{"roles": [...]}`), or None when its data is not of that shape."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return tuple(_RECORDED_ROLES.validate_python(data.get("roles")))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,66 +54,81 @@ class Control:
         return self.partition is not None or self.hold_at_percent is not None
 
 
+@dataclass(frozen=True, slots=True)
+class _Annotation:
+    """How one annotation is read: the Control field it sets, its parser, what applies when it
+    is malformed, and what to tell the user then."""
+
+    key: str
+    field: str
+    parse: Callable[[str], int | None]
+    fallback: int
+    advice: str
+
+
+def _annotations() -> tuple[_Annotation, ...]:
+    return (
+        _Annotation(
+            api.ANNOTATION_PAUSED,
+            "paused",
+            _boolean,
+            0,
+            'use "true" to pause rollouts and "false" (or no annotation) to run them; not paused',
+        ),
+        _Annotation(
+            api.ANNOTATION_PROGRESS_DEADLINE,
+            "deadline_seconds",
+            _whole,
+            api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
+            'use whole seconds ("0" turns the deadline off); the default'
+            f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
+        ),
+        _Annotation(
+            api.ANNOTATION_HISTORY_LIMIT,
+            "history_limit",
+            _whole,
+            api.DEFAULT_REVISION_HISTORY_LIMIT,
+            "use a whole number of old revisions to keep; the default"
+            f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
+        ),
+        _Annotation(
+            api.ANNOTATION_ROLLOUT_PARTITION,
+            "partition",
+            _whole,
+            0,
+            'use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
+        ),
+        _Annotation(
+            api.ANNOTATION_ROLLOUT_HOLD_AT,
+            "hold_at_percent",
+            _percent,
+            0,
+            'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
+            " rollouts hold where they are",
+        ),
+    )
+
+
 def control_of(annotations: Mapping[str, str]) -> Control:
     """The rollout and history controls of a set from its annotations."""
-    problems: list[status.Problem] = []
-
-    def read(
-        key: str, parse: Callable[[str], int | None], *, fallback: int, advice: str
-    ) -> int | None:
-        """The annotation's value; None when it is absent; `fallback` (and a problem) when it
-        is malformed."""
-        text = annotations.get(key)
+    values: dict[str, int] = {}
+    problems = []
+    for annotation in _annotations():
+        text = annotations.get(annotation.key)
         if text is None:
-            return None
-        value = parse(text)
+            continue
+        value = annotation.parse(text)
         if value is None:
-            message = f"annotation {key} is {text[:64]!r}: {advice}"
+            message = f"annotation {annotation.key} is {text[:64]!r}: {annotation.advice}"
             problems.append(status.Problem(api.Reason.INVALID_ANNOTATION, message))
-            return fallback
-        return value
-
-    paused = read(
-        api.ANNOTATION_PAUSED,
-        _boolean,
-        fallback=0,
-        advice='use "true" to pause rollouts and "false" (or no annotation) to run them;'
-        " not paused",
-    )
-    deadline = read(
-        api.ANNOTATION_PROGRESS_DEADLINE,
-        _whole,
-        fallback=api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
-        advice='use whole seconds ("0" turns the deadline off); the default'
-        f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
-    )
-    history = read(
-        api.ANNOTATION_HISTORY_LIMIT,
-        _whole,
-        fallback=api.DEFAULT_REVISION_HISTORY_LIMIT,
-        advice="use a whole number of old revisions to keep; the default"
-        f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
-    )
-    partition = read(
-        api.ANNOTATION_ROLLOUT_PARTITION,
-        _whole,
-        fallback=0,
-        advice='use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
-    )
-    hold = read(
-        api.ANNOTATION_ROLLOUT_HOLD_AT,
-        _percent,
-        fallback=0,
-        advice='use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
-        " rollouts hold where they are",
-    )
+            value = annotation.fallback
+        values[annotation.field] = value
+    hold = values.pop("hold_at_percent", None)
     return Control(
-        paused=bool(paused),
-        deadline_seconds=api.DEFAULT_PROGRESS_DEADLINE_SECONDS if deadline is None else deadline,
-        history_limit=api.DEFAULT_REVISION_HISTORY_LIMIT if history is None else history,
-        partition=partition,
+        paused=bool(values.pop("paused", 0)),
         hold_at_percent=None if hold == 100 else hold,
         problems=tuple(problems),
+        **values,
     )
 
 

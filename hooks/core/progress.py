@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
 from hooks.api import limits, times
@@ -37,6 +38,8 @@ class Verdict:
 
     rollout: api.RolloutStatus | None
     progressing: status.ConditionUpdate | None
+    deadline_counts: bool = False
+    """The deadline runs: a rollout moves, not paused, held or partitioned."""
 
 
 def judge(
@@ -48,20 +51,31 @@ def judge(
     new_lws: Sequence[records.ObservedObject],
     parent: records.Parent,
     now: str,
+    standing: status.ConditionUpdate | None = None,
+    slices: Sequence[api.RolloutSlice] = (),
 ) -> Verdict:
     """The rollout record and the Progressing override of one pass.
 
     `rolling`: some slice still runs an old revision; `stepped`: some slice started its rollout or
-    took a step in this pass; `new_lws`: the LWS of the target revision that stay.
+    took a step in this pass; `new_lws`: the LWS of the target revision that stay; `standing`:
+    how Progressing reads when every rolling slice stands still on purpose (held or
+    partitioned, `hooks.core.canary`); `slices`: where each slice that is not steady stands.
+    Like a pause, standing still is not a lack of progress: the deadline does not count, and
+    when the rollout moves on again its time starts anew.
     """
     paused = _paused_condition(revision, rolling) if control.paused else None
     if not rolling:
         return Verdict(rollout=None, progressing=paused)
-    moved = stepped or (not control.paused and _was_paused(parent.conditions))
-    record = _record(revision, new_lws, parent.rollout, moved=moved, now=now)
-    if paused is not None:
-        return Verdict(rollout=record, progressing=paused)
-    return Verdict(rollout=record, progressing=_past_deadline(control, record, new_lws, now=now))
+    stopped = paused or standing
+    moved = stepped or (stopped is None and _was_stopped(parent.conditions))
+    record = _record(revision, new_lws, parent.rollout, moved=moved, now=now, slices=slices)
+    if stopped is not None:
+        return Verdict(rollout=record, progressing=stopped)
+    return Verdict(
+        rollout=record,
+        progressing=_past_deadline(control, record, new_lws, now=now),
+        deadline_counts=True,
+    )
 
 
 def _record(
@@ -71,6 +85,7 @@ def _record(
     *,
     moved: bool,
     now: str,
+    slices: Sequence[api.RolloutSlice] = (),
 ) -> api.RolloutStatus:
     """The rollout record: `now` when the rollout moved (or is new), else the previous one.
 
@@ -82,7 +97,11 @@ def _record(
     ready = sum(item.status.ready_replicas for item in new_lws)
     updated = sum(item.status.updated_replicas for item in new_lws)
     fresh = api.RolloutStatus(
-        revision=revision, last_progress_time=now, ready_replicas=ready, updated_replicas=updated
+        revision=revision,
+        last_progress_time=now,
+        ready_replicas=ready,
+        updated_replicas=updated,
+        slices=list(slices),
     )
     if previous is None or previous.revision != revision or moved:
         return fresh
@@ -100,6 +119,7 @@ def _record(
         last_progress_time=times.format_utc(since.seconds),
         ready_replicas=ready_then,
         updated_replicas=updated_then,
+        slices=list(slices),
     )
 
 
@@ -127,16 +147,15 @@ def _past_deadline(
     )
 
 
-def resync_after(
-    control: controls.Control, record: api.RolloutStatus | None, *, now: str
-) -> int | None:
+def resync_after(control: controls.Control, verdict: Verdict, *, now: str) -> int | None:
     """Seconds until the deadline of a waiting rollout passes, so that a sync then reports it.
 
     Everything else a rollout waits for (readiness, a scaler, a deleted child) is a change of a
     child or related object, which syncs the set without being asked; so there is no resync
     without a running deadline, or once it has passed (it is reported already).
     """
-    if record is None or control.paused or not control.deadline_seconds:
+    record = verdict.rollout
+    if record is None or not verdict.deadline_counts or not control.deadline_seconds:
         return None
     stalled_for = times.seconds_between(record.last_progress_time, now)
     if stalled_for is None or stalled_for > control.deadline_seconds:
@@ -156,11 +175,16 @@ def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
     )
 
 
-def _was_paused(conditions: Iterable[records.ObservedCondition]) -> bool:
+def _was_stopped(conditions: Iterable[records.ObservedCondition]) -> bool:
+    """Whether the previous pass reported a rollout standing still on purpose."""
     return any(
-        c.type == api.ConditionType.PROGRESSING and c.reason == api.Reason.ROLLOUT_PAUSED
-        for c in conditions
+        c.type == api.ConditionType.PROGRESSING and c.reason in _STOPPED_REASONS for c in conditions
     )
+
+
+_STOPPED_REASONS: Final = frozenset(
+    {api.Reason.ROLLOUT_PAUSED, api.Reason.ROLLOUT_HELD, api.Reason.ROLLOUT_PARTITIONED}
+)
 
 
 def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:

@@ -45,7 +45,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from hooks import api
 from hooks.api import naming
@@ -59,6 +59,23 @@ class Phase(StrEnum):
     STEPPING = "stepping"
     STALLED = "stalled"
     PAUSED = "paused"
+    PARTITIONED = "partitioned"
+    HELD = "held"
+
+
+STOPPED: Final = frozenset({Phase.PAUSED, Phase.PARTITIONED, Phase.HELD})
+"""Phases of a slice that a control keeps from rolling (on purpose, not for lack of progress)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SliceControl:
+    """What the set's rollout controls ask of one slice (`hooks.core.canary` decides it)."""
+
+    paused: bool = False
+    partitioned: bool = False
+    """The slice is at or past the partition: it keeps serving the revision it runs."""
+    hold_at_percent: int | None = None
+    """The rollout holds once every spec role's new revision has this share of its target."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,20 +229,23 @@ def plan_slice(
     revision: str,
     roles: Sequence[RoleInput],
     lws: Sequence[records.ObservedObject],
-    paused: bool = False,
+    control: SliceControl = SliceControl(),
 ) -> SlicePlan:
-    """Decide this pass for one slice (see the module docstring for the rules). A paused slice
-    that rolls keeps every LWS as it is (`core/progress.py`)."""
+    """Decide this pass for one slice (docs/rollout.md). A slice that would roll keeps every LWS
+    as it is while paused, keeps serving its revision while partitioned, and holds once its new
+    revision reaches the hold's share (`hooks.core.canary`)."""
     state = take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
     if not _old_serves_spec_roles(state, roles):
         return _steady(state, roles)
-    if paused:
+    if control.paused:
         return state.plan(Phase.PAUSED)
+    if control.partitioned:
+        return _partitioned(state, roles)
     if not state.new:
         return _start(state, roles)
     if not _is_stable(state, roles):
         return _wait(state, roles)
-    return _step(state, roles)
+    return _step(state, roles, hold_at=control.hold_at_percent)
 
 
 def _old_serves_spec_roles(state: SliceState, roles: Sequence[RoleInput]) -> bool:
@@ -254,6 +274,20 @@ def _steady(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
     return state.plan(Phase.STEADY, created=created, replicas=replicas)
 
 
+def _partitioned(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
+    """A slice past the partition keeps the revision it serves: steady on one old revision, its
+    spec roles scale to their targets (nothing is created); anything else stays as it is."""
+    if state.new or len(state.old) != 1:
+        return state.plan(Phase.PARTITIONED)
+    (serving,) = state.old.values()
+    replicas = {
+        serving[role.name].name: role.target
+        for role in roles
+        if role.name in serving and role.target is not None
+    }
+    return state.plan(Phase.PARTITIONED, replicas=replicas)
+
+
 def _start(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
     """Rule 3: snapshot every old LWS's replicas and create the target LWS at 0."""
     initial = {
@@ -278,10 +312,15 @@ def _wait(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
     return state.plan(Phase.WAITING, created=missing)
 
 
-def _step(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
-    """Rules 5 and 6: one planner step, new LWS scaled up, old LWS drained newest first."""
+def _step(state: SliceState, roles: Sequence[RoleInput], *, hold_at: int | None) -> SlicePlan:
+    """Rules 5 and 6: one planner step, new LWS scaled up, old LWS drained newest first; or,
+    once every spec role's new revision has the hold's share of its target, none."""
     order = _role_order(roles, state.old)
     vectors = _vectors(order, roles=roles, state=state)
+    if hold_at is not None and has_reached(
+        vectors["current_new"][: len(roles)], vectors["target"][: len(roles)], percent=hold_at
+    ):
+        return state.plan(Phase.HELD)
     step = planner.next_step(**vectors)
     if step is None:
         return state.plan(Phase.STALLED)
@@ -296,6 +335,14 @@ def _step(state: SliceState, roles: Sequence[RoleInput]) -> SlicePlan:
     }
     replicas.update(_drain(state.old, budget=budget, order=order))
     return state.plan(Phase.STEPPING, replicas=replicas, step=step)
+
+
+def has_reached(new: Sequence[int], target: Sequence[int], *, percent: int) -> bool:
+    """Whether every role's new replicas are at least `percent` of its target (rounded up, so
+    that a share of a small role is a whole group)."""
+    return all(
+        have >= -(-percent * wanted // 100) for have, wanted in zip(new, target, strict=True)
+    )
 
 
 def _role_order(roles: Sequence[RoleInput], old: Mapping[str, Group]) -> list[str]:

@@ -16,13 +16,16 @@ It returns a typed answer (`records.SyncAnswer`); `hooks.edge.envelope` writes i
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
 from hooks.api import naming
 from hooks.core import (
+    canary,
     children,
     controls,
     desired,
@@ -149,8 +152,21 @@ class SetContext:
     roles: tuple[rollout.RoleInput, ...]
     foreign_lws: frozenset[str]
     """Names of LWS that exist but are not this set's (never created over)."""
-    paused: bool = False
-    """Rollouts are paused: rolling slices keep everything as it is."""
+    control: controls.Control
+    """What the set's annotations ask (pause, partition, hold)."""
+    rollback: bool = False
+    """The target is a revision the set ran before another one: no hold (`canary`)."""
+    stable: canary.Stable | None = None
+    """The revision partitioned slices serve, for one that is new."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SliceTarget:
+    """The revision a slice plans for, its roles, and the role specs its new LWS render from."""
+
+    revision: str
+    roles: tuple[rollout.RoleInput, ...]
+    specs: Mapping[str, api.Role]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,20 +184,27 @@ class SliceResult:
     """LWS name -> role, for the LWS this slice creates."""
     foreign: Mapping[str, str]
     """LWS name -> role, for LWS this slice wants but a foreign object holds."""
+    revision: str
+    """The revision the slice planned for (the spec's, or for a new slice past the partition
+    the stable one)."""
 
 
 def reconcile_slice(
     context: SetContext, index: int, *, lws: Objects, services_: Objects
 ) -> SliceResult:
     """One slice, one pass: its rollout step, its LWS and its Services."""
+    control = canary.slice_control(context.control, index, rollback=context.rollback)
+    target = _slice_target(context, partitioned=control.partitioned, lws=lws)
     plan = rollout.plan_slice(
         set_name=context.set_name,
         slice_index=index,
-        revision=context.revision,
-        roles=context.roles,
+        revision=target.revision,
+        roles=target.roles,
         lws=lws,
-        paused=context.paused,
+        control=control,
     )
+    if target.revision != context.revision:
+        plan = dataclasses.replace(plan, phase=rollout.Phase.PARTITIONED)
     dropped = set(plan.dropped)
     kept = tuple(item for item in lws if item.name not in dropped)
     existing = [
@@ -192,15 +215,15 @@ def reconcile_slice(
         )
         for item in kept
     ]
-    new, created, foreign = _new_lws(context, index, plan)
+    new, created, foreign = _new_lws(context, index, plan, target)
     slice_services, dropped_services = services.plan_slice(
         set_name=context.set_name,
         slice_index=index,
-        revision=context.revision,
-        role_names=[role.name for role in context.roles],
+        revision=target.revision,
+        role_names=[role.name for role in target.roles],
         lws=kept,
         services=services_,
-        frozen=plan.phase is rollout.Phase.PAUSED,
+        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
     )
     return SliceResult(
         plan=plan,
@@ -212,11 +235,38 @@ def reconcile_slice(
         kept_lws=kept,
         created=created,
         foreign=foreign,
+        revision=target.revision,
+    )
+
+
+def _slice_target(context: SetContext, *, partitioned: bool, lws: Objects) -> _SliceTarget:
+    """The spec's revision; for a new slice past the partition, the stable revision."""
+    stable = context.stable
+    if not partitioned or lws or stable is None:
+        return _SliceTarget(
+            revision=context.revision,
+            roles=context.roles,
+            specs={role.name: role for role in context.spec.roles},
+        )
+    targets = {role.name: role.target for role in context.roles}
+    roles = []
+    for role in stable.roles:
+        wanted = targets.get(role.name)
+        per_slice = role.replicas_or_default if wanted is None else wanted
+        roles.append(
+            rollout.RoleInput(
+                name=role.name, target=per_slice, config=rollout.role_config(role, per_slice)
+            )
+        )
+    return _SliceTarget(
+        revision=stable.revision,
+        roles=tuple(roles),
+        specs={role.name: role for role in stable.roles},
     )
 
 
 def _new_lws(
-    context: SetContext, index: int, plan: rollout.SlicePlan
+    context: SetContext, index: int, plan: rollout.SlicePlan, target: _SliceTarget
 ) -> tuple[list[JsonObject], dict[str, str], dict[str, str]]:
     """The LWS the plan creates, rendered; and by name, the roles created and those whose name a
     foreign object holds (never created over)."""
@@ -225,9 +275,9 @@ def _new_lws(
     foreign: dict[str, str] = {}
     for role_name, replicas in plan.created.items():
         name = naming.lws_name(
-            set_name=context.set_name, slice_index=index, revision=context.revision, role=role_name
+            set_name=context.set_name, slice_index=index, revision=target.revision, role=role_name
         )
-        role = context.spec.role(role_name)
+        role = target.specs.get(role_name)
         if role is None:
             raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
         if name in context.foreign_lws:
@@ -239,7 +289,7 @@ def _new_lws(
                 set_name=context.set_name,
                 role=role,
                 slice_index=index,
-                revision=context.revision,
+                revision=target.revision,
                 replicas=replicas,
                 policy=context.spec.placement_policy,
             )
@@ -281,8 +331,8 @@ def _reconcile(
     ]
     answer = _collect(request.children, plan, results)
     ordered = answer.checked_children()
-    set_status = _status(request, plan, results, answer, now=now)
-    resync = progress.resync_after(plan.control, set_status.rollout, now=now)
+    set_status, verdict = _status(request, plan, results, answer, now=now)
+    resync = progress.resync_after(plan.control, verdict, now=now)
     return records.HookResult(
         answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
         summary={
@@ -320,6 +370,7 @@ def _plan_set(
     )
     targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
     control = controls.control_of(parent.annotations)
+    lws_by_slice = _split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices)
     history_plan = history.plan(
         set_name=parent.name,
         spec=spec,
@@ -330,7 +381,32 @@ def _plan_set(
         annotations=parent.annotations,
         limit=control.history_limit,
     )
-    roles = tuple(
+    context = SetContext(
+        set_name=parent.name,
+        spec=spec,
+        revision=target,
+        roles=_role_inputs(spec, targets),
+        foreign_lws=foreign[records.ChildKind.LWS],
+        control=control,
+        rollback=canary.is_rollback(target, observed[records.ChildKind.REVISION]),
+        stable=_stable(control, lws_by_slice, target, observed[records.ChildKind.REVISION]),
+    )
+    return _SetPlan(
+        context=context,
+        control=control,
+        scalers=scaler_plan,
+        targets=targets,
+        capped=capped,
+        history=history_plan,
+        lws=lws_by_slice,
+        services=_split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
+    )
+
+
+def _role_inputs(
+    spec: api.DisaggregatedSetSpec, targets: Mapping[str, int | None]
+) -> tuple[rollout.RoleInput, ...]:
+    return tuple(
         rollout.RoleInput(
             name=role.name,
             target=targets[role.name],
@@ -338,22 +414,16 @@ def _plan_set(
         )
         for role in spec.roles
     )
-    return _SetPlan(
-        context=SetContext(
-            set_name=parent.name,
-            spec=spec,
-            revision=target,
-            roles=roles,
-            foreign_lws=foreign[records.ChildKind.LWS],
-            paused=control.paused,
-        ),
-        control=control,
-        scalers=scaler_plan,
-        targets=targets,
-        capped=capped,
-        history=history_plan,
-        lws=_split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices),
-        services=_split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
+
+
+def _stable(
+    control: controls.Control, lws: _BySlice, target: str, history: Objects
+) -> canary.Stable | None:
+    """The revision partitioned slices serve (None without a partition)."""
+    if control.partition is None:
+        return None
+    return canary.stable_revision(
+        lws.by_slice, partition=control.partition, target=target, history=history
     )
 
 
@@ -389,7 +459,7 @@ def _status(
     answer: desired.DesiredChildren,
     *,
     now: str,
-) -> api.DisaggregatedSetStatus:
+) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
     foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
     # A role whose new LWS cannot be created has no known target: it is never Available.
     blocked = set(foreign_lws.values()) | {
@@ -401,21 +471,7 @@ def _status(
     known = {name: None if name in blocked else value for name, value in plan.targets.items()}
     spec = plan.context.spec
     kept_lws = [*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)]
-    phases = {result.plan.phase for result in results}
-    verdict = progress.judge(
-        control=plan.control,
-        rolling=phases != {rollout.Phase.STEADY},
-        stepped=bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
-        revision=plan.context.revision,
-        new_lws=[
-            item
-            for result in results
-            for item in result.kept_lws
-            if item.labels.get(api.LABEL_REVISION) == plan.context.revision
-        ],
-        parent=request.parent,
-        now=now,
-    )
+    verdict = _verdict(request, plan, results, now=now)
     return status.compute(
         roles=status.role_progress(spec.roles, known, slices=spec.slices),
         lws=kept_lws,
@@ -431,7 +487,64 @@ def _status(
         now=now,
         progressing=verdict.progressing,
         rollout=verdict.rollout,
+    ), verdict
+
+
+def _verdict(
+    request: records.SyncRequest, plan: _SetPlan, results: Sequence[SliceResult], *, now: str
+) -> progress.Verdict:
+    """What the pass says about its rollout: the record, and how Progressing reads."""
+    phases = {result.plan.phase for result in results}
+    revision = plan.context.revision
+    new_lws = [
+        item
+        for result in results
+        for item in result.kept_lws
+        if item.labels.get(api.LABEL_REVISION) == revision
+    ]
+    held = {r.plan.slice_index for r in results if r.plan.phase is rollout.Phase.HELD}
+    return progress.judge(
+        control=plan.control,
+        rolling=phases != {rollout.Phase.STEADY},
+        stepped=bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        revision=revision,
+        new_lws=new_lws,
+        parent=request.parent,
+        now=now,
+        standing=canary.progressing(
+            [result.plan for result in results],
+            revision=revision,
+            hold_at=plan.control.hold_at_percent,
+            share=canary.share(new_lws, held=held, roles=plan.context.roles),
+        ),
+        slices=[
+            _rollout_slice(result)
+            for result in results
+            if result.plan.phase is not rollout.Phase.STEADY
+        ],
     )
+
+
+def _rollout_slice(result: SliceResult) -> api.RolloutSlice:
+    """Where a slice that is not steady stands, for status.rollout."""
+    revisions = {item.labels.get(api.LABEL_REVISION, "") for item in result.kept_lws}
+    if result.created:
+        revisions.add(result.revision)
+    return api.RolloutSlice(
+        index=result.plan.slice_index,
+        phase=_SLICE_PHASES.get(result.plan.phase, "Rolling"),
+        revisions=sorted(revision for revision in revisions if revision),
+    )
+
+
+# How status.rollout names where a slice stands: whether it moves, not each pass's phase (a
+# slice waiting between two steps is rolling), so that the status changes only when that does.
+_SLICE_PHASES: Final = {
+    rollout.Phase.STALLED: "Stalled",
+    rollout.Phase.PAUSED: "Paused",
+    rollout.Phase.HELD: "Held",
+    rollout.Phase.PARTITIONED: "Partitioned",
+}
 
 
 def _problems(

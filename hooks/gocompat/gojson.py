@@ -4,10 +4,10 @@ This module owns the table-driven encoder. It compiles the committed table (rege
 `tools.typetable_gen`, never by hand) once per process into one codec per Go type, with a field
 plan per struct, and writes a JSON value byte for byte as upstream (sigs.k8s.io/lws at 060ab4d,
 k8s.io/api and k8s.io/apimachinery v0.36.3, Go 1.26) writes it after decoding it into its typed
-structs. The text of scalars (strings, numbers, times, generic JSON) comes from `hooks.gocompat.gotext`,
-quantities from `hooks.gocompat.quantity`; role names and hashing belong to `hooks.gocompat.revision`. The module is
-pure: no I/O beyond reading that packaged table once, no clock, no logging, no state but the
-compiled table; it never mutates its input.
+structs. The text of scalars (strings, numbers, times, generic JSON) comes from
+`hooks.gocompat.gotext`, quantities from `hooks.gocompat.quantity`; role names and hashing belong
+to `hooks.gocompat.revision`. The module is pure: no I/O beyond reading that packaged table once,
+no clock, no logging, no state but the compiled table; it never mutates its input.
 
 Decoding rules (a typed Go decode, as the upstream controller's client performs it):
 
@@ -21,10 +21,10 @@ Decoding rules (a typed Go decode, as the upstream controller's client performs 
   a fraction or an out-of-range number for an integer field) makes the whole decode fail: this
   module raises `gotext.EncodingError`, with the path of the value, and never guesses a default.
 - `resource.Quantity` fields are decoded from their JSON text without unescaping, then written
-  canonically (see `hooks.gocompat.quantity`, which documents upstream's kept spellings and the `"1000000E"`
-  → `"1"` quirk). `IntOrString` is a JSON string or an int32. `metav1.Time` is read as
-  `hooks.gocompat.gotext` describes. `FieldsV1` keeps its raw JSON, rebuilt as Go writes generic JSON
-  (sorted keys).
+  canonically (see `hooks.gocompat.quantity`, which documents upstream's kept spellings and the
+  `"1000000E"` → `"1"` quirk). `IntOrString` is a JSON string or an int32. `metav1.Time` is read
+  as `hooks.gocompat.gotext` describes. `FieldsV1` keeps its raw JSON, rebuilt as Go writes
+  generic JSON (sorted keys).
 
 Encoding rules (Go's `encoding/json.Marshal`):
 
@@ -40,7 +40,8 @@ Encoding rules (Go's `encoding/json.Marshal`):
   `null`; a non-pointer zero time without `omitzero` (a PVC condition's `lastProbeTime`) is still
   written as `null`, and the empty PVC `status` as `{}`.
 - Quantities are always quoted strings, int-or-strings a bare int32 or a string, times a quoted UTC
-  RFC 3339 string or `null` for the zero time; strings are escaped as `hooks.gocompat.gotext` describes.
+  RFC 3339 string or `null` for the zero time; strings are escaped as `hooks.gocompat.gotext`
+  describes.
 
 Known gap, failing loudly rather than guessing: quantities whose exponents would make upstream
 build powers of ten with billions of digits raise `gotext.EncodingError`.

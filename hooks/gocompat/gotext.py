@@ -3,8 +3,8 @@
 This module owns how one JSON scalar, or a generic JSON value, reads and writes the way Go's
 `encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, the spelling of
 numbers, integer ranges, generic `interface{}` values and `metav1.Time`. It knows nothing of the
-type table, structs, pointers or `omitempty` (that is `hooks.gocompat.gojson`). It is pure: no I/O, clock or
-logging, no mutable state; it never mutates its input.
+type table, structs, pointers or `omitempty` (that is `hooks.gocompat.gojson`). It is pure: no
+I/O, clock or logging, no mutable state; it never mutates its input.
 
 Decoding rules:
 

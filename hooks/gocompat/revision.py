@@ -5,9 +5,9 @@ upstream (sigs.k8s.io/lws at 060ab4d, k8s.io/api and k8s.io/apimachinery v0.36.3
 when it decodes the stored object into its typed structs and marshals
 `[{"name": <role name>, "template": <LeaderWorkerTemplate>}, ...]` in `spec.roles` order; the
 revision is the first 8 lowercase hex characters of the SHA-256 of those bytes. Each template is
-written by `hooks.gocompat.gojson` from the committed type table (its module docstring holds the decoding
-and encoding rules), each role name quoted by `hooks.gocompat.gotext`. A `null` template is the zero
-LeaderWorkerTemplate, as in Go. A template a typed Go decode would reject raises
+written by `hooks.gocompat.gojson` from the committed type table (its module docstring holds the
+decoding and encoding rules), each role name quoted by `hooks.gocompat.gotext`. A `null` template
+is the zero LeaderWorkerTemplate, as in Go. A template a typed Go decode would reject raises
 `gotext.EncodingError` located at `[<index>].spec.leaderWorkerTemplate...`: there is no default
 hash. The module is pure: no I/O of its own, no clock, no logging; it never mutates its input. Its
 one piece of state is a bounded memo of `compute_revision` (every sync of a set hashes the same

@@ -59,7 +59,7 @@ def test_stock_metacontroller_rbac_may_manage_controllerrevisions(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     """Metacontroller's production install binds its service account to a ClusterRole of every
-    verb on every resource (manifests/production/metacontroller-rbac.yaml of v4.17): enough for
+    verb on every resource (its production RBAC manifest, v4.17): enough for
     the new child type, as the API server's own authorizer answers."""
     stock = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

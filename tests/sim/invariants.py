@@ -6,8 +6,10 @@ the pass:
 - deletions: every deleted child is one docs/safety.md allows (`tests.sim.deletions`);
 - rendering happens once (§3): an updated LWS differs only in spec.replicas and the
   initial-replicas annotation; a Service is never updated; a scaler's spec.replicas (the
-  autoscaler's) is never changed by the set's sync; a new LWS is always of the target revision;
-- old LWS are never scaled up (§5a step 5);
+  autoscaler's) is never changed by the set's sync; a new LWS is always of the target revision
+  (or, in a new slice past the partition, of the revision the partitioned slices serve);
+- old LWS are never scaled up (§5a step 5), except in a slice past the partition that is steady
+  on its revision (it scales as a steady slice does);
 - surge (§5a; the bound tests/property/test_planner_props.py proves for the planner): per slice
   and role during a rollout, old + new spec replicas <= max(initial, target) + maxSurge, and
   <= max(initial, target + 1) for a role whose maxSurge is 0 (upstream's orphan prevention may keep
@@ -29,7 +31,8 @@ the pass:
   object holds the name), with the highest number of the set's history; an updated
   ControllerRevision changes only its number (upwards) and its change-cause annotation;
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
-  Progressing Unknown, or past its progress deadline, both False), every condition a pass computes
+  Progressing Unknown; held or partitioned, Progressing Unknown and not Available; or past its
+  progress deadline, both False), every condition a pass computes
   carries the generation (the hold path keeps Available and Progressing), lastTransitionTime
   changes exactly when the status flips, roleStatuses list the spec roles in order, and Available
   is True only when no spec role has old replicas left and every spec role has replicas ==
@@ -59,6 +62,7 @@ from tests.sim.views import (
     ready_of,
     replicas_of,
     resolved_config,
+    slice_of,
     slice_states,
     static_target,
 )
@@ -162,9 +166,17 @@ class Invariants:
                 fail(record, f"deleted {key} although docs/safety.md gives no reason to")
 
     def _check_updates(self, record: PassRecord, target: str) -> None:
+        partitioned = {
+            int(index)
+            for index, phase in (record.summary.get("slices") or {}).items()
+            if phase == "partitioned"
+        }
         for key in record.created:
             obj = record.after[key]
-            if key[0] == LWS_TYPE and labels_of(obj).get(api.LABEL_REVISION) != target:
+            if key[0] != LWS_TYPE or labels_of(obj).get(api.LABEL_REVISION) == target:
+                continue
+            # A new slice past the partition starts at the revision the others serve.
+            if slice_of(obj) not in partitioned:
                 fail(record, f"created {key} of a revision other than the target {target}")
         for key in record.updated:
             before, after = record.before[key], record.after[key]
@@ -173,9 +185,10 @@ class Invariants:
             if key[0] == LWS_TYPE:
                 if without_mutable(before) != without_mutable(after):
                     fail(record, f"re-rendered {key}: more than replicas/initial-replicas changed")
-                if labels_of(after).get(api.LABEL_REVISION) != target and replicas_of(
-                    after
-                ) > replicas_of(before):
+                grew = replicas_of(after) > replicas_of(before)
+                old = labels_of(after).get(api.LABEL_REVISION) != target
+                # A slice past the partition, steady on its revision, scales like a steady one.
+                if old and grew and not self._steady_past_partition(record, after, partitioned):
                     fail(record, f"scaled old LWS {key} up")
         for key, before in record.before.items():
             if key[0] == SCALER_TYPE and key in record.after:
@@ -183,6 +196,18 @@ class Invariants:
                 now = record.after[key].get("spec", {}).get("replicas")
                 if was != now:
                     fail(record, f"the sync changed {key} spec.replicas from {was} to {now}")
+
+    @staticmethod
+    def _steady_past_partition(record: PassRecord, lws: JsonObject, partitioned: set[int]) -> bool:
+        index = slice_of(lws)
+        if index not in partitioned:
+            return False
+        revisions = {
+            labels_of(obj).get(api.LABEL_REVISION)
+            for key, obj in record.before.items()
+            if key[0] == LWS_TYPE and slice_of(obj) == index and replicas_of(obj) > 0
+        }
+        return revisions == {labels_of(lws).get(api.LABEL_REVISION)}
 
     def _check_history(self, record: PassRecord, parent: JsonObject, target: str) -> None:
         name = parent["metadata"]["name"]
@@ -343,6 +368,9 @@ class Invariants:
         if reason == "RolloutPaused":
             if progressing.get("status") != "Unknown":
                 fail(record, "a paused rollout's Progressing is not Unknown")
+        elif reason in ("RolloutHeld", "RolloutPartitioned"):
+            if (available, progressing.get("status")) != ("False", "Unknown"):
+                fail(record, f"a canary standing still ({reason}) is not Unknown and unavailable")
         elif reason == "ProgressDeadlineExceeded":
             if (available, progressing.get("status")) != ("False", "False"):
                 fail(record, "past its deadline, a rollout is neither Available nor Progressing")

@@ -193,13 +193,14 @@ def _at(seconds: int) -> str:
 def test_a_waiting_rollout_resyncs_when_its_deadline_passes(
     annotations: dict[str, str], elapsed: int, resync: int | None
 ) -> None:
-    record = judge(parent(rollout=recorded(), annotations=annotations), now=_at(elapsed)).rollout
+    verdict = judge(parent(rollout=recorded(), annotations=annotations), now=_at(elapsed))
     control = controls.control_of(annotations)
-    assert progress.resync_after(control, record, now=_at(elapsed)) == resync
+    assert progress.resync_after(control, verdict, now=_at(elapsed)) == resync
 
 
 def test_no_rollout_no_resync() -> None:
-    assert progress.resync_after(controls.control_of({}), None, now=T0) is None
+    nothing = progress.Verdict(rollout=None, progressing=None)
+    assert progress.resync_after(controls.control_of({}), nothing, now=T0) is None
 
 
 @pytest.mark.parametrize("deadline", [1, 30, 600, 1800])
@@ -209,8 +210,8 @@ def test_the_resync_lands_on_the_first_second_past_the_deadline(
 ) -> None:
     annotations = {api.ANNOTATION_PROGRESS_DEADLINE: str(deadline)}
     the_parent = parent(rollout=recorded(), annotations=annotations)
-    record = judge(the_parent, now=_at(elapsed)).rollout
-    wait = progress.resync_after(controls.control_of(annotations), record, now=_at(elapsed))
+    verdict = judge(the_parent, now=_at(elapsed))
+    wait = progress.resync_after(controls.control_of(annotations), verdict, now=_at(elapsed))
     if elapsed > deadline:
         assert wait is None
         return

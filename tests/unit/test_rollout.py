@@ -275,7 +275,7 @@ def test_a_paused_rolling_slice_keeps_everything_as_it_is() -> None:
         revision=NEW,
         roles=roles,
         lws=builders.parse_children(*lws),
-        paused=True,
+        control=rollout.SliceControl(paused=True),
     )
     assert result.phase is rollout.Phase.PAUSED
     assert result.replicas == {
@@ -297,7 +297,7 @@ def test_a_paused_steady_slice_still_scales_in_place() -> None:
             builders.make_lws("prefill", revision=NEW, replicas=2),
             builders.make_lws("decode", revision=NEW, replicas=1),
         ),
-        paused=True,
+        control=rollout.SliceControl(paused=True),
     )
     assert result.phase is rollout.Phase.STEADY
     assert result.replicas[name(NEW, "prefill")] == 3

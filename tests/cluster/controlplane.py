@@ -7,6 +7,12 @@ starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and t
 Metacontroller is ready. `stop()` stops every process it started, by process group, and removes
 the work directory. No kubelet runs: tests play the LeaderWorkerSet controller themselves
 (`tests.cluster.lws`).
+
+`ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
+garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
+or kit, for another controller to run beside it (`start_process` runs it under the plane's
+stop). Either can write the API server's audit log (`audit=True`: every request at level
+Metadata, one JSON line at RequestReceived and one at ResponseComplete, to `audit_log`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -99,6 +105,16 @@ def _openssl(*arguments: object) -> None:
     subprocess.run(["openssl", *map(str, arguments)], check=True, capture_output=True, timeout=60)
 
 
+# Every request at level Metadata (verb, resource, user agent; no bodies), written when it arrives
+# and when its answer is complete (a watch's ResponseStarted is left out).
+AUDIT_POLICY: Final = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["ResponseStarted"],
+    "rules": [{"level": "Metadata"}],
+}
+
+
 @dataclass
 class ControlPlane:
     """A running control plane; build it with `ControlPlane.start`."""
@@ -112,6 +128,10 @@ class ControlPlane:
     hook_port: int = 0
     metacontroller_metrics: str = ""
     metacontroller_flags: Sequence[str] = ()
+    metacontroller_pprof: str = ""
+    """The base URL of Metacontroller's /debug/pprof when started with `pprof=True`."""
+    audit_log: Path | None = None
+    """The API server's audit log (JSON lines) when started with `audit=True`."""
     _client: kube.Client | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -123,25 +143,42 @@ class ControlPlane:
         workdir: Path,
         *,
         metacontroller_flags: Sequence[str] | None = None,
+        pprof: bool = False,
+        audit: bool = False,
     ) -> ControlPlane:
         """Start everything; on any failure, stop what was started and re-raise. Metacontroller
-        gets `metacontroller_flags`, by default those of components/metacontroller-scale."""
+        gets `metacontroller_flags`, by default those of components/metacontroller-scale, and
+        serves /debug/pprof on a free port with `pprof`."""
         flags = scale_flags() if metacontroller_flags is None else metacontroller_flags
         plane = cls(assets=assets, workdir=workdir, metacontroller_flags=flags)
-        try:
-            plane._start()
-        except BaseException:
-            plane.stop()
-            raise
+        plane._started(lambda certificates: plane._start(certificates, pprof=pprof), audit=audit)
         return plane
 
-    def _start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        certificates = make_certificates(self.workdir)
-        self.token = secrets.token_hex(16)
-        self._start_etcd()
-        self._start_apiserver(certificates)
-        self._write_kubeconfig(certificates)
+    @classmethod
+    def start_bare(
+        cls, assets: Assets, workdir: Path, *, crds: Sequence[Path] = (), audit: bool = False
+    ) -> ControlPlane:
+        """etcd, kube-apiserver and the garbage collector with the LeaderWorkerSet CRD and `crds`
+        installed: no Metacontroller, hook server or kit. On any failure, stop and re-raise."""
+        plane = cls(assets=assets, workdir=workdir)
+        plane._started(lambda certificates: plane._start_bare(certificates, crds), audit=audit)
+        return plane
+
+    def _started(self, start: Callable[[Certificates], None], *, audit: bool) -> None:
+        """The common beginning (certificates, etcd, the API server, a kubeconfig), then `start`."""
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            certificates = make_certificates(self.workdir)
+            self.token = secrets.token_hex(16)
+            self._start_etcd()
+            self._start_apiserver(certificates, audit=audit)
+            self._write_kubeconfig(certificates)
+            start(certificates)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, certificates: Certificates, *, pprof: bool) -> None:
         self.install_crds_from(self.assets.metacontroller_crds)
         self.install_crds_from(self.assets.lws_crd)
         self.hook_port = processes.free_port()
@@ -149,7 +186,13 @@ class ControlPlane:
         self.install_kit()
         self._wait_for_crds()
         self._start_controller_manager(certificates)
-        self._start_metacontroller()
+        self._start_metacontroller(pprof=pprof)
+
+    def _start_bare(self, certificates: Certificates, crds: Sequence[Path]) -> None:
+        for path in (self.assets.lws_crd, *crds):
+            self.install_crds_from(path)
+        self._wait_for_crds()
+        self._start_controller_manager(certificates)
 
     def stop(self) -> None:
         """Stop every process (newest first), close the client and remove the work directory."""
@@ -165,8 +208,11 @@ class ControlPlane:
             raise RuntimeError("the control plane is not started")
         return self._client
 
-    def _run(self, name: str, command: Sequence[str], **kwargs: Any) -> processes.Process:
-        process = processes.start(name, command, log_dir=self.workdir, **kwargs)
+    def start_process(
+        self, name: str, command: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> processes.Process:
+        """Start a program with its log in the work directory; `stop()` stops it first."""
+        process = processes.start(name, command, log_dir=self.workdir, env=env)
         self.running[name] = process
         return process
 
@@ -177,7 +223,7 @@ class ControlPlane:
         client_url = f"http://127.0.0.1:{client_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
         self.etcd_url = client_url
-        etcd = self._run(
+        etcd = self.start_process(
             "etcd",
             [
                 str(self.assets.etcd),
@@ -198,12 +244,23 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
         )
 
-    def _start_apiserver(self, certificates: Certificates) -> None:
+    def _start_apiserver(self, certificates: Certificates, *, audit: bool) -> None:
         port = processes.free_port()
         self.server = f"https://127.0.0.1:{port}"
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f"{self.token},admin,admin-uid,system:masters\n")
-        apiserver = self._run(
+        audit_flags: list[str] = []
+        if audit:
+            policy = self.workdir / "audit-policy.json"
+            policy.write_text(json.dumps(AUDIT_POLICY))
+            self.audit_log = self.workdir / "audit.log"
+            audit_flags = [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",  # no rotation: readers follow one file
+            ]
+        apiserver = self.start_process(
             "kube-apiserver",
             [
                 str(self.assets.kube_apiserver),
@@ -222,6 +279,7 @@ class ControlPlane:
                 f"--service-account-signing-key-file={certificates.service_account_key}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--endpoint-reconciler-type=none",
+                *audit_flags,
             ],
         )
         self._client = kube.Client(
@@ -253,7 +311,7 @@ class ControlPlane:
 
     def _start_controller_manager(self, certificates: Certificates) -> None:
         port = processes.free_port()
-        kcm = self._run(
+        kcm = self.start_process(
             "kube-controller-manager",
             [
                 str(self.assets.kube_controller_manager),
@@ -272,17 +330,21 @@ class ControlPlane:
             kcm, lambda: processes.is_listening(port), timeout=START_TIMEOUT_SECONDS
         )
 
-    def _start_metacontroller(self) -> None:
+    def _start_metacontroller(self, *, pprof: bool) -> None:
         metrics_port, probe_port = processes.free_port(), processes.free_port()
         self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
-        metacontroller = self._run(
+        pprof_address = "0"
+        if pprof:
+            pprof_address = f"127.0.0.1:{processes.free_port()}"
+            self.metacontroller_pprof = f"http://{pprof_address}/debug/pprof"
+        metacontroller = self.start_process(
             "metacontroller",
             [
                 str(self.assets.metacontroller),
                 f"--kubeconfig={self.kubeconfig}",
                 f"--metrics-address=127.0.0.1:{metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
-                "--pprof-address=0",
+                f"--pprof-address={pprof_address}",
                 "--discovery-interval=2s",
                 *self.metacontroller_flags,
             ],
@@ -313,7 +375,7 @@ class ControlPlane:
         """Start `python -m hooks serve` on the hook port and wait for /healthz."""
         tmp = self.workdir / "hooks-tmp"
         tmp.mkdir(exist_ok=True)
-        hooks = self._run(
+        hooks = self.start_process(
             "hooks",
             [sys.executable, "-m", "hooks", "serve", "--bind", f"127.0.0.1:{self.hook_port}"],
             env={**os.environ, "TMPDIR": str(tmp)},

@@ -101,7 +101,7 @@ def _annotations() -> tuple[_Annotation, ...]:
         _Annotation(
             api.ANNOTATION_ROLLOUT_HOLD_AT,
             "hold_at_percent",
-            _percent,
+            percent,
             0,
             'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
             " rollouts hold where they are",
@@ -140,7 +140,8 @@ def _whole(text: str) -> int | None:
     return int(text) if _WHOLE.fullmatch(text) else None
 
 
-def _percent(text: str) -> int | None:
+def percent(text: str) -> int | None:
+    """A hold's share, `"0%"` to `"100%"`; None when it is not one."""
     match = _PERCENT.fullmatch(text)
     if match is None or int(match.group(1)) > 100:
         return None

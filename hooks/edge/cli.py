@@ -34,7 +34,7 @@ import yaml
 
 from hooks import api
 from hooks.api import times
-from hooks.core import planner, records, sync
+from hooks.core import controls, planner, records, sync
 from hooks.edge import crdgen, envelope, manifests, plans, server, settings
 
 PROG: Final = "python -m hooks"
@@ -332,7 +332,22 @@ def _add_plan(commands: _Subcommands) -> None:
         help="stop after N passes (default: the sum of all old and target replicas + 1, "
         "a bound every rollout meets)",
     )
+    parser.add_argument(
+        "--hold-at",
+        type=_hold_share,
+        metavar="P%",
+        help=f"mark the pass where a rollout held at P%% stands still (as annotation "
+        f"{api.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
+        "annotation when this is not given)",
+    )
     parser.set_defaults(run=_run_plan)
+
+
+def _hold_share(text: str) -> int:
+    share = controls.percent(text)
+    if share is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0% to 100%")
+    return share
 
 
 def _run_plan(args: argparse.Namespace) -> int:
@@ -381,6 +396,8 @@ def _plan(args: argparse.Namespace) -> int:
             return 0
         roles, notes = plans.roles_from_manifests(old=old_parent, new=new_parent)
         notes.insert(0, f"revision {old_revision} -> {new_revision}")
+        if args.hold_at is None:
+            args.hold_at = controls.control_of(new_parent.annotations).hold_at_percent
     max_passes = args.max_passes or plans.default_max_passes(roles)
     sequence = planner.rollout_sequence(
         initial_old=[role.initial_old for role in roles],
@@ -396,9 +413,18 @@ def _plan(args: argparse.Namespace) -> int:
             f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
         )
     print()
-    print(plans.render_table(roles, sequence))
+    holding = args.hold_at is not None and args.hold_at < 100  # 100%: no hold, as in the API
+    hold = plans.hold_pass(roles, sequence, percent=args.hold_at) if holding else None
+    print(plans.render_table(roles, sequence, hold=hold))
     print()
     complete, summary = plans.outcome(roles, sequence, max_passes=max_passes)
+    if hold is not None:
+        print(
+            f"held at {args.hold_at}%: stands still after pass {hold}, both revisions serving,"
+            " until the hold is raised or removed; then"
+        )
+    elif holding:
+        print(f"held at {args.hold_at}%: the old revision is gone before the share is reached")
     print(summary)
     return 0 if complete else 1
 

@@ -164,8 +164,26 @@ def default_max_passes(roles: Sequence[PlanRole]) -> int:
     return sum(role.initial_old + role.target for role in roles) + 1
 
 
-def render_table(roles: Sequence[PlanRole], sequence: Sequence[planner.Step]) -> str:
-    """The sequence as an aligned text table, one row per pass."""
+def hold_pass(
+    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, percent: int
+) -> int | None:
+    """The pass at which a rollout held at `percent` stands still: the first whose new replicas
+    reach that share of every role's target (`rollout.has_reached`), while the old revision
+    still serves. None when the rollout ends before."""
+    targets = [role.target for role in roles]
+    for index, step in enumerate(sequence):
+        if not any(step.old):
+            return None
+        if rollout.has_reached(step.new, targets, percent=percent):
+            return index
+    return None
+
+
+def render_table(
+    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, hold: int | None = None
+) -> str:
+    """The sequence as an aligned text table, one row per pass; `hold` marks the pass where a
+    held rollout stands still."""
     header = [
         "pass",
         *(f"old {role.name}" for role in roles),
@@ -173,7 +191,12 @@ def render_table(roles: Sequence[PlanRole], sequence: Sequence[planner.Step]) ->
         "rule",
     ]
     rows = [
-        [str(index), *map(str, step.old), *map(str, step.new), step.rule.value]
+        [
+            str(index),
+            *map(str, step.old),
+            *map(str, step.new),
+            step.rule.value + ("  <- holds here" if index == hold else ""),
+        ]
         for index, step in enumerate(sequence)
     ]
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]

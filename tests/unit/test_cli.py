@@ -1185,3 +1185,84 @@ def test_plan_default_pass_limit_covers_rollouts_longer_than_upstreams_helper_li
 
 def test_serve_timeout_is_below_metacontrollers_webhook_timeout() -> None:
     assert cli.DEFAULT_TIMEOUT_SECONDS < 10
+
+
+# --- plan --hold-at ---------------------------------------------------------------------------
+
+
+def test_plan_marks_the_pass_where_a_held_rollout_stands_still(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "prefill=5,decode=2",
+        "--target",
+        "prefill=5,decode=2",
+        "--max-surge",
+        "2",
+        "--max-unavailable",
+        "1",
+        "--hold-at",
+        "50%",
+    )
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [row.endswith("<- holds here") for row in rows] == [i == 3 for i in range(7)]
+    assert "held at 50%: stands still after pass 3" in out
+    assert "complete after 6 passes" in out
+
+
+@pytest.mark.parametrize(("share", "marked"), [("0%", 0), ("25%", 1), ("100%", None)])
+def test_plan_hold_shares_at_the_ends(
+    capsys: pytest.CaptureFixture[str], share: str, marked: int | None
+) -> None:
+    _, out, _ = run(
+        capsys,
+        "plan",
+        "--old",
+        "prefill=5,decode=2",
+        "--target",
+        "prefill=5,decode=2",
+        "--max-surge",
+        "2",
+        "--max-unavailable",
+        "1",
+        "--hold-at",
+        share,
+    )
+    rows = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
+    held = [index for index, row in enumerate(rows) if row.endswith("<- holds here")]
+    assert held == ([] if marked is None else [marked])
+
+
+def test_plan_from_manifests_takes_the_hold_of_the_new_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = manifest(
+        image="a", replicas={"p": 4, "d": 2}, rolling={"maxSurge": 1, "maxUnavailable": 0}
+    )
+    new = manifest(
+        image="b", replicas={"p": 4, "d": 2}, rolling={"maxSurge": 1, "maxUnavailable": 0}
+    )
+    new["metadata"]["annotations"] = {api.ANNOTATION_ROLLOUT_HOLD_AT: "50%"}
+    code, out, _ = run(
+        capsys,
+        "plan",
+        "--from",
+        str(write(tmp_path / "old.yaml", old)),
+        "--to",
+        str(write(tmp_path / "new.yaml", new)),
+    )
+    assert code == 0
+    assert "held at 50%: stands still after pass" in out
+
+
+def test_plan_refuses_a_share_that_is_not_a_percentage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["plan", "--old", "p=1,d=1", "--target", "p=1,d=1", "--hold-at", "150%"])
+    assert exit_info.value.code == 2
+    assert "'150%' is not a percentage from 0% to 100%" in capsys.readouterr().err

@@ -71,5 +71,10 @@ def compute_revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
     return computed
 
 
+def of_spec(spec: api.DisaggregatedSetSpec) -> str:
+    """The revision of a spec: of its roles' names and `leaderWorkerTemplate`s, in order."""
+    return compute_revision([(role.name, role.leader_worker_template) for role in spec.roles])
+
+
 def _revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
     return hashlib.sha256(encode_templates(roles)).hexdigest()[: naming.REVISION_LENGTH]

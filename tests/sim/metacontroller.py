@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import records, sync
+from hooks.core import records, related
 from hooks.edge import app, envelope
 from tests.sim import apply
 from tests.sim.store import (
@@ -153,7 +153,7 @@ class FakeMetacontroller:
         customize_body = wire(
             {"controller": controller_object(name="ds", version=self.version), "parent": parent}
         )
-        customized = sync.customize(envelope.parse_customize_request(customize_body))
+        customized = related.customize(envelope.parse_customize_request(customize_body))
         rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
         children: JsonObject = {key: {} for key in DS_CHILD_TYPES}
         for obj in self.claimed_children(parent).values():

@@ -12,8 +12,9 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import sync
+from hooks.core import related, sync
 from hooks.edge import envelope
+from hooks.gocompat import revision
 from tests.builders import NOW, lws_status, make_ds, make_role, observe
 from tests.sim import scenarios
 from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
@@ -138,7 +139,7 @@ def test_reverting_to_a_revision_whose_lws_still_exist_creates_nothing() -> None
 
 def customize(ds: JsonObject) -> list[JsonObject]:
     request = envelope.parse_customize_request({"parent": ds})
-    rules: list[JsonObject] = envelope.render_answer(sync.customize(request).answer)[
+    rules: list[JsonObject] = envelope.render_answer(related.customize(request).answer)[
         "relatedResources"
     ]
     return rules
@@ -147,7 +148,7 @@ def customize(ds: JsonObject) -> list[JsonObject]:
 def _target(ds: JsonObject) -> str:
     spec = envelope.parse_parent(ds).spec
     assert spec is not None
-    return sync._revision_of(spec)
+    return revision.of_spec(spec)
 
 
 def test_customize_names_each_slice_and_role_of_the_target_revision() -> None:

@@ -1,0 +1,223 @@
+"""One slice, one pass: its rollout step, its LWS and its Services, and where it stands.
+
+`reconcile_slice` asks `rollout.plan_slice` for the slice's pass (with what the set's controls ask
+of this slice, `canary`), re-emits the LWS that stay with their new replicas (`children`), renders
+the ones the plan creates, and plans the slice's Services (`services`). A new slice past the
+partition plans for the revision the other partitioned slices serve. `split_by_slice` sorts
+observed children by their slice label. Pure: reads its arguments only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from hooks import api
+from hooks.api import naming
+from hooks.core import canary, children, controls, desired, records, rollout, services
+
+JsonObject = api.JsonObject
+Objects = Sequence[records.ObservedObject]
+
+
+@dataclass(frozen=True, slots=True)
+class SetContext:
+    """What every slice of one pass shares."""
+
+    set_name: str
+    spec: api.DisaggregatedSetSpec
+    revision: str
+    roles: tuple[rollout.RoleInput, ...]
+    foreign_lws: frozenset[str]
+    """Names of LWS that exist but are not this set's (never created over)."""
+    control: controls.Control
+    """What the set's annotations ask (pause, partition, hold)."""
+    rollback: bool = False
+    """The target is a revision the set ran before another one: no hold (`canary`)."""
+    stable: canary.Stable | None = None
+    """The revision partitioned slices serve, for one that is new."""
+
+
+@dataclass(frozen=True, slots=True)
+class SliceTarget:
+    """The revision a slice plans for, its roles, and the role specs its new LWS render from."""
+
+    revision: str
+    roles: tuple[rollout.RoleInput, ...]
+    specs: Mapping[str, api.Role]
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    """One slice's part of the answer."""
+
+    plan: rollout.SlicePlan
+    children: tuple[JsonObject, ...]
+    """The slice's LWS (kept and new) and Services."""
+    deletions: tuple[desired.ChildKey, ...]
+    """Observed children this slice lets go: drained LWS, Services that stopped serving."""
+    kept_lws: tuple[records.ObservedObject, ...]
+    """Observed LWS that stay (for the status)."""
+    created: Mapping[str, str]
+    """LWS name -> role, for the LWS this slice creates."""
+    foreign: Mapping[str, str]
+    """LWS name -> role, for LWS this slice wants but a foreign object holds."""
+    revision: str
+    """The revision the slice planned for (the spec's, or for a new slice past the partition
+    the stable one)."""
+
+
+def reconcile_slice(
+    context: SetContext, index: int, *, lws: Objects, services_: Objects
+) -> SliceResult:
+    """One slice, one pass: its rollout step, its LWS and its Services."""
+    control = canary.slice_control(context.control, index, rollback=context.rollback)
+    target = _slice_target(context, partitioned=control.partitioned, lws=lws)
+    plan = rollout.plan_slice(
+        set_name=context.set_name,
+        slice_index=index,
+        revision=target.revision,
+        roles=target.roles,
+        lws=lws,
+        control=control,
+    )
+    if target.revision != context.revision:
+        plan = dataclasses.replace(plan, phase=rollout.Phase.PARTITIONED)
+    dropped = set(plan.dropped)
+    kept = tuple(item for item in lws if item.name not in dropped)
+    existing = [
+        children.reemit_lws(
+            item,
+            replicas=plan.replicas[item.name],
+            initial_replicas=plan.initial_replicas.get(item.name),
+        )
+        for item in kept
+    ]
+    new, created, foreign = _new_lws(context, index, plan, target)
+    slice_services, dropped_services = services.plan_slice(
+        set_name=context.set_name,
+        slice_index=index,
+        revision=target.revision,
+        role_names=[role.name for role in target.roles],
+        lws=kept,
+        services=services_,
+        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
+    )
+    return SliceResult(
+        plan=plan,
+        children=(*existing, *new, *slice_services),
+        deletions=(
+            *((api.LWS_KIND, name) for name in sorted(dropped)),
+            *((api.SERVICE_KIND, name) for name in dropped_services),
+        ),
+        kept_lws=kept,
+        created=created,
+        foreign=foreign,
+        revision=target.revision,
+    )
+
+
+def _slice_target(context: SetContext, *, partitioned: bool, lws: Objects) -> SliceTarget:
+    """The spec's revision; for a new slice past the partition, the stable revision."""
+    stable = context.stable
+    if not partitioned or lws or stable is None:
+        return SliceTarget(
+            revision=context.revision,
+            roles=context.roles,
+            specs={role.name: role for role in context.spec.roles},
+        )
+    targets = {role.name: role.target for role in context.roles}
+    roles = []
+    for role in stable.roles:
+        wanted = targets.get(role.name)
+        per_slice = role.replicas_or_default if wanted is None else wanted
+        roles.append(
+            rollout.RoleInput(
+                name=role.name, target=per_slice, config=rollout.role_config(role, per_slice)
+            )
+        )
+    return SliceTarget(
+        revision=stable.revision,
+        roles=tuple(roles),
+        specs={role.name: role for role in stable.roles},
+    )
+
+
+def _new_lws(
+    context: SetContext, index: int, plan: rollout.SlicePlan, target: SliceTarget
+) -> tuple[list[JsonObject], dict[str, str], dict[str, str]]:
+    """The LWS the plan creates, rendered; and by name, the roles created and those whose name a
+    foreign object holds (never created over)."""
+    rendered: list[JsonObject] = []
+    created: dict[str, str] = {}
+    foreign: dict[str, str] = {}
+    for role_name, replicas in plan.created.items():
+        name = naming.lws_name(
+            set_name=context.set_name, slice_index=index, revision=target.revision, role=role_name
+        )
+        role = target.specs.get(role_name)
+        if role is None:
+            raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
+        if name in context.foreign_lws:
+            foreign[name] = role_name
+            continue
+        created[name] = role_name
+        rendered.append(
+            children.render_lws(
+                set_name=context.set_name,
+                role=role,
+                slice_index=index,
+                revision=target.revision,
+                replicas=replicas,
+                policy=context.spec.placement_policy,
+            )
+        )
+    return rendered, created, foreign
+
+
+@dataclass(frozen=True, slots=True)
+class BySlice:
+    by_slice: Mapping[int, Objects]
+    """Objects of kept slices, by index (every index present)."""
+    elsewhere: Objects
+    """Objects whose slice label is not a number: kept unchanged, never planned."""
+    removed: Objects
+    """Objects of slices >= spec.slices: deleted."""
+
+
+def split_by_slice(objects: Iterable[records.ObservedObject], *, slices: int) -> BySlice:
+    by_slice: dict[int, list[records.ObservedObject]] = {index: [] for index in range(slices)}
+    elsewhere = []
+    removed = []
+    for item in objects:
+        if item.slice_index is None:
+            elsewhere.append(item)
+        elif item.slice_index >= slices:
+            removed.append(item)
+        else:
+            by_slice[item.slice_index].append(item)
+    return BySlice(by_slice=by_slice, elsewhere=tuple(elsewhere), removed=tuple(removed))
+
+
+def rollout_slice(result: SliceResult) -> api.RolloutSlice:
+    """Where a slice that is not steady stands, for status.rollout."""
+    revisions = {item.labels.get(api.LABEL_REVISION, "") for item in result.kept_lws}
+    if result.created:
+        revisions.add(result.revision)
+    return api.RolloutSlice(
+        index=result.plan.slice_index,
+        phase=_SLICE_PHASES.get(result.plan.phase, "Rolling"),
+        revisions=sorted(revision for revision in revisions if revision),
+    )
+
+
+# How status.rollout names where a slice stands: whether it moves, not each pass's phase (a
+# slice waiting between two steps is rolling), so that the status changes only when that does.
+_SLICE_PHASES: Final = {
+    rollout.Phase.STALLED: "Stalled",
+    rollout.Phase.PAUSED: "Paused",
+    rollout.Phase.HELD: "Held",
+    rollout.Phase.PARTITIONED: "Partitioned",
+}

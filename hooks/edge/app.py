@@ -1,20 +1,24 @@
 """The HTTP edge: Flask factory, routes and the one exception→HTTP map.
 
 A view only translates HTTP to a pure hook function and back. For each call it reads the body
-within limits (`hooks.edge.bodies`), decodes it once with orjson (whatever the Content-Type says:
-Metacontroller always sends JSON, curl users often forget the header), reads the clock once, runs
-the hook (`envelope.parse_*`, then the hook function), serialises the answer once and returns 200
-application/json; once the answer is sent, `hooks.edge.observability` logs the call and counts
-it. Nothing here decides anything about DisaggregatedSets.
+within limits (`hooks.edge.bodies`), reads the clock once, and has `bodies` decode it once with
+orjson (whatever the Content-Type says: Metacontroller always sends JSON, curl users often
+forget the header) and run the hook (`envelope.parse_*`, then the hook function) and serialise
+its answer, in this process or, for a large body, in a memory-limited child process; it returns
+200 application/json, and once the answer is sent `hooks.edge.observability` logs the call and
+counts it. Nothing here decides anything about DisaggregatedSets.
 
 Failures never produce a partial 200. The map (`failure_for`) is the only place that turns an
 exception into an HTTP status:
 
-- body larger than `max_body_bytes`, or too costly to parse → 413; too slow → 408; too many
-  bodies buffered at once → 503;
-- body that is not JSON, or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad
-  shape) → 400 (the request itself is at fault; Metacontroller retries with backoff either way);
-- `desired.UnsafeDeletionError` and every other exception → 500.
+- body larger than `max_body_bytes`, or whose call would take more memory than
+  `max_parse_bytes` → 413; too slow → 408; too many bodies buffered at once, or no turn for a
+  large one → 503; a large body's call still running at the call deadline → 503;
+- body that is not JSON, whose transfer is broken (malformed chunks, the client gone mid-body),
+  or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad shape) → 400 (the
+  request itself is at fault; Metacontroller retries with backoff either way);
+- `desired.UnsafeDeletionError`, a large body's child process that died without an answer, and
+  every other exception → 500.
 
 Error answers carry a small JSON body `{"error": ..., "hook": ...}` whose message is capped (a
 request can hold megabytes in a field an error names); an unexpected exception's text stays in
@@ -35,9 +39,9 @@ import flask
 import orjson
 from werkzeug.exceptions import HTTPException
 
-from hooks.core import desired, records, scalers, sync
+from hooks.core import desired, records, related, scalers, sync
 from hooks.edge import bodies, envelope, observability
-from hooks.edge.settings import Limits
+from hooks.edge.settings import MIB, Limits
 
 MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()
@@ -69,7 +73,7 @@ def _run_sync(body: object, now: str) -> records.HookResult:
 
 
 def _run_customize(body: object, now: str) -> records.HookResult:
-    return sync.customize(envelope.parse_customize_request(body))
+    return related.customize(envelope.parse_customize_request(body))
 
 
 def _run_scaler_sync(body: object, now: str) -> records.HookResult:
@@ -107,12 +111,15 @@ class Failure:
     message: str
 
 
-_BODY_FAILURES: Final[tuple[tuple[type[bodies.BodyError], int, str], ...]] = (
+_BODY_FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (bodies.BodyTooLarge, 413, "body_too_large"),
     (bodies.BodyTooComplex, 413, "body_too_complex"),
     (bodies.BodyTimeout, 408, "body_timeout"),
     (bodies.Busy, 503, "busy"),
+    (bodies.BodyUnreadable, 400, "body_unreadable"),
     (bodies.InvalidJson, 400, "invalid_json"),
+    (bodies.CallTimeout, 503, "call_timeout"),
+    (bodies.CallFailed, 500, "call_failed"),
 )
 
 
@@ -121,10 +128,6 @@ def failure_for(error: Exception) -> Failure:
     for cls, status, kind in _BODY_FAILURES:
         if isinstance(error, cls):
             return Failure(status, kind, str(error))
-    # The read timeout of the socket; werkzeug reports a failed read of the body as a client
-    # disconnect raised while handling it.
-    if isinstance(error, TimeoutError) or isinstance(error.__context__, TimeoutError):
-        return Failure(408, "body_timeout", "request body not received in time")
     if isinstance(error, envelope.RequestError):
         return Failure(400, "invalid_request", str(error))
     if isinstance(error, HTTPException):
@@ -155,28 +158,33 @@ def create_app(
     clock: Callable[[], str] = utc_now,
     log_level: str | int = "INFO",
     metrics_port: int | None = None,
+    server_pid: int | None = None,
 ) -> flask.Flask:
     """The hook server: one POST route per entry of `hooks` (path → Hook), /healthz, /metrics.
 
     Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
-    set in the environment at this point, a registry of this app otherwise. With `metrics_port`,
+    set in the environment at this point, a registry of this app otherwise; `server_pid` (the
+    gunicorn arbiter) adds the memory of it and of its worker processes. With `metrics_port`,
     requests that arrive on that port reach only /metrics and /healthz (a network policy can then
     admit Prometheus there without admitting it to the hooks).
     """
-    if limits.max_body_bytes < 1 or limits.max_parse_bytes < 1:
+    if min(limits.max_body_bytes, limits.max_parse_bytes, limits.isolate_above_bytes + 1) < 1:
         raise ValueError(f"limits must be positive, got {limits}")
     observability.configure_logging(log_level)
-    metrics = observability.Metrics.create()
-    buffered = bodies.BufferedBodies(limits.buffered_bytes)
+    metrics = observability.Metrics.create(server_pid=server_pid)
+    transport = _Transport(
+        limits=limits,
+        buffered=bodies.BufferedBodies(limits.buffered_bytes),
+        calls=bodies.Calls(limits),
+        clock=clock,
+    )
     app = flask.Flask(__name__)
 
     for path, hook in hooks.items():
         app.add_url_rule(
             path,
             endpoint=f"hook:{hook.name}",
-            view_func=_hook_view(
-                hook, metrics=metrics, limits=limits, buffered=buffered, clock=clock
-            ),
+            view_func=_hook_view(hook, metrics=metrics, transport=transport),
             methods=["POST"],
         )
 
@@ -207,18 +215,24 @@ def create_app(
     return app
 
 
+@dataclass(frozen=True, slots=True)
+class _Transport:
+    """What every hook view of one app shares: the limits, the bytes of bodies held, the runner
+    of calls (in this process or a child), the clock."""
+
+    limits: Limits
+    buffered: bodies.BufferedBodies
+    calls: bodies.Calls
+    clock: Callable[[], str]
+
+
 def _hook_view(
-    hook: Hook,
-    *,
-    metrics: observability.Metrics,
-    limits: Limits,
-    buffered: bodies.BufferedBodies,
-    clock: Callable[[], str],
+    hook: Hook, *, metrics: observability.Metrics, transport: _Transport
 ) -> Callable[[], flask.Response]:
     def view() -> flask.Response:
         started = time.perf_counter()
         try:
-            result, payload = _answer(hook, flask.request, limits, buffered, clock)
+            summary, payload = _answer(hook, flask.request, transport)
         except Exception as error:
             failure = failure_for(error)
             message = cap_message(failure.message)
@@ -234,36 +248,41 @@ def _hook_view(
         seconds = time.perf_counter() - started
         response = flask.Response(payload, status=200, mimetype=_JSON)
         # Counted and logged once the answer is sent: Metacontroller does not wait for it.
-        response.call_on_close(lambda: metrics.answered(hook.name, result.summary, seconds=seconds))
+        response.call_on_close(lambda: metrics.answered(hook.name, summary, seconds=seconds))
         return response
 
     return view
 
 
 def _answer(
-    hook: Hook,
-    request: flask.Request,
-    limits: Limits,
-    buffered: bodies.BufferedBodies,
-    clock: Callable[[], str],
-) -> tuple[records.HookResult, bytes]:
-    """Read, decode, run and serialise one call; the body's bytes are let go before the hook."""
-    raw, size = bodies.read(
-        request.stream, declared=request.content_length, limits=limits, buffered=buffered
+    hook: Hook, request: flask.Request, transport: _Transport
+) -> tuple[Mapping[str, object], bytes]:
+    """Read one call's body, then decode, run and serialise it (`bodies.Calls`): the summary for
+    the log line, and the answer's bytes."""
+    received = bodies.read(
+        request.stream,
+        declared=request.content_length,
+        limits=transport.limits,
+        buffered=transport.buffered,
     )
     try:
-        bodies.check_parse_budget(raw, limits.max_parse_bytes)
-        # Parsing and the hook are pure work on memory: no reads or writes happen inside, so
-        # pausing the collector for them is safe whatever the worker model.
-        with bodies.collector_paused():
-            body = bodies.decode(raw)
-            del raw
-            result = hook.run(body, clock())
-            del body
-            payload = orjson.dumps(envelope.render_answer(result.answer))
+        answered = transport.calls.answer(received.data, _work(hook, transport.clock()))
     finally:
-        buffered.release(size)
-    return result, payload
+        transport.buffered.release(received.held)
+    summary, payload = answered.value
+    if answered.child_peak_bytes is not None:
+        summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
+    return summary, payload
+
+
+def _work(hook: Hook, now: str) -> Callable[[object], tuple[Mapping[str, object], bytes]]:
+    """The pure part of a call: the decoded body to the summary and the serialised answer."""
+
+    def work(body: object) -> tuple[Mapping[str, object], bytes]:
+        result = hook.run(body, now)
+        return result.summary, orjson.dumps(envelope.render_answer(result.answer))
+
+    return work
 
 
 def _json_response(document: Mapping[str, object], *, status: int) -> flask.Response:

@@ -1,32 +1,43 @@
 """What the hook server tells its operators: the JSON log line of every call, and the metrics.
 
 Logging: one JSON line per hook call, written through the `hooks` logger to stderr by the handler
-that `configure_logging` installs: INFO for a 200, WARNING for a 4xx, ERROR with the traceback for
-a 5xx. The line holds the hook's summary (object, generation, revision, per-slice step, child
-counts, outcome), the status and the duration in ms; request bodies and pod templates are never
-logged. `/healthz` and `/metrics` are not logged.
+that `configure_logging` installs: INFO for a 200, WARNING for a 4xx, ERROR for a 5xx (with the
+traceback for a 500). The line holds the hook's summary (object, generation, revision, per-slice
+step, child counts, outcome; for a large body answered in a child process, that child's peak
+memory), the status and the duration in ms; request bodies and pod templates are never logged.
+`/healthz` and `/metrics` are not logged. The server logs one line when it starts (`log_start`).
 
 Metrics (Prometheus): calls by hook, status code and outcome; errors by hook and error kind; a
-latency histogram by hook; the syncs answered with the observed state. When
+latency histogram by hook (buckets up to Metacontroller's 10 s timeout); the syncs answered with
+the observed state; `disaggregatedset_build_info` (the package version). When
 PROMETHEUS_MULTIPROC_DIR is set (several gunicorn workers), every worker writes its values there
 and `/metrics` aggregates all of them. prometheus_client chooses its value storage when it is
 first imported, so that variable must be set before this module is imported (this is the only
 module that imports prometheus_client); `python -m hooks serve` does so.
+
+prometheus_client's own process metrics describe only the process that answers the scrape, and
+are not collected at all in multiprocess mode; there, `ServerMemory` reads /proc for the
+resident and peak resident memory of the gunicorn arbiter, of each worker (by pid) and of the
+child processes that answer large bodies (summed), at each scrape.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Final
 
 import orjson
 import prometheus_client
 from prometheus_client import multiprocess
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from hooks.edge import settings
 
@@ -52,6 +63,7 @@ LATENCY_BUCKETS: Final = (
 )
 
 _log = logging.getLogger(f"{LOGGER_NAME}.app")
+_server_log = logging.getLogger(f"{LOGGER_NAME}.server")
 
 
 # --- logging -------------------------------------------------------------------------------------
@@ -102,6 +114,13 @@ def configure_logging(level: str | int = "INFO") -> None:
     logger.setLevel(level.upper() if isinstance(level, str) else level)
 
 
+def log_start(fields: Mapping[str, object]) -> None:
+    """The server's one line at start: its version, addresses and limits."""
+    _server_log.info(
+        "serving", extra={"hook_fields": {"version": settings.package_version(), **fields}}
+    )
+
+
 # --- metrics -------------------------------------------------------------------------------------
 
 
@@ -115,16 +134,19 @@ class Metrics:
     duration: prometheus_client.Histogram
     unchanged: prometheus_client.Counter
     multiprocess_dir: str | None
+    server_pid: int | None
 
     @classmethod
-    def create(cls) -> Metrics:
+    def create(cls, *, server_pid: int | None = None) -> Metrics:
         """Multiprocess metrics when PROMETHEUS_MULTIPROC_DIR is set now, else a registry of
-        this app's own (several apps in one process, as in tests, never clash)."""
+        this app's own (several apps in one process, as in tests, never clash). With
+        `server_pid`, the memory of that process and of its descendants too."""
         multiprocess_dir = os.environ.get(settings.MULTIPROC_ENV) or None
         registry = prometheus_client.CollectorRegistry()
         if multiprocess_dir is None:
             prometheus_client.ProcessCollector(registry=registry)
             prometheus_client.PlatformCollector(registry=registry)
+            _register_own(registry, server_pid)
         return cls(
             registry=registry,
             calls=prometheus_client.Counter(
@@ -153,6 +175,7 @@ class Metrics:
                 registry=registry,
             ),
             multiprocess_dir=multiprocess_dir,
+            server_pid=server_pid,
         )
 
     def exposition(self) -> bytes:
@@ -161,6 +184,7 @@ class Metrics:
             return prometheus_client.generate_latest(self.registry)
         registry = prometheus_client.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        _register_own(registry, self.server_pid)
         return prometheus_client.generate_latest(registry)
 
     def answered(self, hook: str, summary: Mapping[str, object], *, seconds: float) -> None:
@@ -199,14 +223,94 @@ class Metrics:
             "duration_ms": _ms(seconds),
             "error": message,
         }
-        if status >= 500:
+        if status == 500:
             _log.error("%s %d", hook, status, extra={"hook_fields": fields}, exc_info=error)
+        elif status >= 500:  # overloaded or too slow (503): no fault to trace
+            _log.error("%s %d", hook, status, extra={"hook_fields": fields})
         else:
             _log.warning("%s %d", hook, status, extra={"hook_fields": fields})
 
     def _count(self, hook: str, *, status: int, outcome: str, seconds: float) -> None:
         self.calls.labels(hook=hook, code=str(status), outcome=outcome).inc()
         self.duration.labels(hook=hook).observe(seconds)
+
+
+def _register_own(registry: prometheus_client.CollectorRegistry, server_pid: int | None) -> None:
+    registry.register(BuildInfo())
+    if server_pid is not None:
+        registry.register(ServerMemory(server_pid))
+
+
+class BuildInfo(Collector):
+    """`disaggregatedset_build_info{version, python}` 1."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        info = GaugeMetricFamily(
+            "disaggregatedset_build_info",
+            "The hook server's version (the package's) and Python version; always 1.",
+            labels=["version", "python"],
+        )
+        info.add_metric([settings.package_version(), platform.python_version()], 1)
+        yield info
+
+
+class ServerMemory(Collector):
+    """Resident and peak resident memory of the server's processes, read from /proc at each
+    scrape: the arbiter (`server_pid`), each of its workers, and the children of the workers
+    (the processes that answer large bodies), summed into one series."""
+
+    def __init__(self, server_pid: int) -> None:
+        self._server_pid = server_pid
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        resident = GaugeMetricFamily(
+            "disaggregatedset_process_resident_memory_bytes",
+            "Resident memory of the hook server's processes: the gunicorn arbiter, each worker,"
+            " and (summed, pid empty) the child processes answering large bodies.",
+            labels=["role", "pid"],
+        )
+        peak = GaugeMetricFamily(
+            "disaggregatedset_process_peak_resident_memory_bytes",
+            "Peak resident memory since start of the hook server's processes (VmHWM); for"
+            " children answering large bodies, the largest of those running.",
+            labels=["role", "pid"],
+        )
+        workers = _children(self._server_pid)
+        for role, pid in [("arbiter", self._server_pid), *(("worker", w) for w in workers)]:
+            memory = _resident(pid)
+            if memory is not None:
+                resident.add_metric([role, str(pid)], memory[0])
+                peak.add_metric([role, str(pid)], memory[1])
+        calls = [m for w in workers for c in _children(w) if (m := _resident(c)) is not None]
+        resident.add_metric(["call", ""], sum(m[0] for m in calls))
+        peak.add_metric(["call", ""], max((m[1] for m in calls), default=0))
+        yield resident
+        yield peak
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (its main thread's), from /proc; none once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(child) for child in text.split()]
+
+
+def _resident(pid: int) -> tuple[int, int] | None:
+    """(VmRSS, VmHWM) of a process in bytes; None once it is gone."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return None
+    fields = {
+        name: int(value.split()[0]) * 1024
+        for name, _, value in (line.partition(":") for line in lines)
+        if name in ("VmRSS", "VmHWM")
+    }
+    if len(fields) < 2:  # a zombie has no memory left
+        return None
+    return fields["VmRSS"], fields["VmHWM"]
 
 
 def mark_process_dead(pid: int) -> None:

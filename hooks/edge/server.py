@@ -2,12 +2,29 @@
 
 Worker model: gevent (an event loop per worker process). A connection that is idle, or sends its
 request slowly, holds only a cheap greenlet, so slow or hostile clients cannot take the workers
-away from Metacontroller and the probes: request headers must arrive within the keep-alive time,
-every read of a body within `READ_TIMEOUT_SECONDS`, the whole body within the app's deadline.
-Hook calls are CPU work that never yields, so one worker runs one call at a time; run more
-workers (or pod replicas) for CPU parallelism. Keep-alive stays on (Metacontroller's Go client
-reuses connections). A worker busy longer than `timeout` (default 9 s, below Metacontroller's
-10 s webhook timeout, after which the answer is useless) is restarted.
+away from Metacontroller and the probes:
+
+- the headers of a connection's first request must arrive within `FIRST_REQUEST_SECONDS`, those
+  of later ones within the keep-alive time; at most `settings.MAX_HEADER_FIELDS` fields of at
+  most `MAX_HEADER_FIELD_BYTES` each, and `MAX_HEADER_BYTES` together (else 431);
+- while a request is handled, every read from and write to its socket must complete within
+  `settings.READ_TIMEOUT_SECONDS`, and the app reads the whole body within its deadline
+  (`hooks.edge.bodies`); a connection whose body was not read to its end is closed after the
+  answer (where its next request would start is unknown);
+- one worker holds at most `WORKER_CONNECTIONS` connections. When a new one leaves fewer than
+  `SPARE_CONNECTIONS` free, that many are shed (`_shed_candidates`): kept-alive connections
+  waiting for their next request (closed quietly), then those still sending their body
+  (answered 503), then those that have sent nothing for `FRESH_SECONDS`, oldest first. A flood
+  of idle or slow connections can never keep a probe from being accepted and answered;
+- a socket is read at most `READ_AHEAD_BYTES` at a time, so the bytes of a body received but
+  not yet counted by the app (`bodies.BufferedBodies`) stay below that per connection.
+
+Hook calls on small bodies are CPU work that never yields, so one worker runs one at a time;
+large bodies are answered in child processes (`hooks.edge.bodies`) while the worker keeps
+serving. Run more workers (or pod replicas) for CPU parallelism. Keep-alive stays on
+(Metacontroller's Go client reuses connections). A worker busy longer than `timeout` (default
+9 s, below Metacontroller's 10 s webhook timeout, after which the answer is useless) is
+restarted. At shutdown, idle kept-alive connections are closed without an answer.
 
 gunicorn's own errors (a malformed request line, headers too large, a URI too long) are answered
 with the same small JSON body as the app's, with the message capped.
@@ -29,23 +46,31 @@ import atexit
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import gunicorn.app.base  # type: ignore[import-untyped]
 import gunicorn.config  # type: ignore[import-untyped]
 import gunicorn.glogging  # type: ignore[import-untyped]
+import gunicorn.http.body  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
 
 from hooks.edge import settings
 from hooks.edge.settings import Limits
 
-READ_TIMEOUT_SECONDS: Final = 10.0
 KEEPALIVE_SECONDS: Final = 75  # longer than Go's default idle timeout would waste nothing
-WORKER_CONNECTIONS: Final = 1000
+FIRST_REQUEST_SECONDS: Final = settings.READ_TIMEOUT_SECONDS
+# Metacontroller keeps a few connections per pod, the probes and Prometheus one each.
+WORKER_CONNECTIONS: Final = 512
+SPARE_CONNECTIONS: Final = 32
+FRESH_SECONDS: Final = 2.0
+READ_AHEAD_BYTES: Final = settings.BODY_READ_PIECE_BYTES
 
 # gunicorn's request errors → (status, reason); anything else it raises is a 500.
 _CLIENT_ERRORS: Final[tuple[tuple[str, int, str], ...]] = (
@@ -60,6 +85,52 @@ _CLIENT_ERRORS: Final[tuple[tuple[str, int, str], ...]] = (
 
 class ServerError(Exception):
     """The server cannot start."""
+
+
+class AddressError(ServerError):
+    """An address that is not HOST:PORT."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where the server listens."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """HOST:PORT (a name, an IPv4 address or a bracketed IPv6 address; a port 1-65535)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise AddressError(f"{text!r} is not HOST:PORT with a port from 1 to 65535")
+    return Address(host, int(port))
+
+
+def check_can_listen(address: Address) -> None:
+    """Raise `ServerError` when the server could not listen at `address` (a name that does not
+    resolve, a port in use or not allowed), before gunicorn tries and retries."""
+    host = address.host.removeprefix("[").removesuffix("]")
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(
+            host, address.port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(where)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ServerError(f"cannot listen on {address}: {reason}") from None
+
+
+class _Dropped(BaseException):
+    """Raised in a connection's greenlet to end it: shed for a newer one, or shut down.
+
+    Not an `Exception`, so that nothing on the way (Flask, gunicorn's request handling) turns it
+    into an answer of its own."""
 
 
 class _GunicornServer(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
@@ -99,49 +170,184 @@ def error_response(status: int, reason: str, message: str) -> bytes:
     return head.encode("latin-1") + body
 
 
+@dataclass(slots=True)
+class _Connection:
+    """One client connection of a worker: its socket, since when it waits for a request (or
+    has been in its current one), and that request while it is handled."""
+
+    client: Any
+    since: float
+    served: int = 0
+    request: Any = None
+    dropped: bool = False  # told to end; it does at its next switch
+
+
+def _body_left(body: Any) -> bool:
+    """Whether a request body (gunicorn's) was not read to its end, or failed while read."""
+    if body is None:
+        return False
+    if getattr(body, "failed", False) or body.buf.tell():
+        return True
+    reader = body.reader
+    if isinstance(reader, gunicorn.http.body.LengthReader):
+        return bool(reader.length > 0)
+    if isinstance(reader, gunicorn.http.body.ChunkedReader):
+        return reader.parser is not None or bool(reader.buf.tell())
+    return False
+
+
+def _shed_candidates(connections: Mapping[Any, _Connection], *, now: float) -> list[Any]:
+    """The connections to close for new ones, best first: kept-alive ones waiting for their
+    next request (oldest first), then those still sending their body, then those that have sent
+    nothing for `FRESH_SECONDS` (one just accepted has had no chance to send its request yet: a
+    probe must not be shed before its greenlet first runs)."""
+    ranked = []
+    for greenlet, connection in connections.items():
+        if connection.dropped:
+            continue
+        if connection.request is None and connection.served:
+            rank = 0
+        elif connection.request is not None and _body_left(connection.request.body):
+            rank = 1
+        elif connection.request is None and now - connection.since >= FRESH_SECONDS:
+            rank = 2
+        else:
+            continue
+        ranked.append((rank, connection.since, greenlet))
+    ranked.sort(key=lambda entry: entry[:2])
+    return [greenlet for _, _, greenlet in ranked]
+
+
+def _header_bytes(request: Any) -> int:
+    return sum(len(name) + len(value) + 4 for name, value in request.headers)
+
+
 def _worker_class() -> type:
-    """The gevent worker with read timeouts, JSON error answers, and idle keep-alive
-    connections closed at shutdown instead of waited for (imported late: gevent)."""
+    """The gevent worker with the limits of the module docstring, JSON error answers, and idle
+    keep-alive connections closed quietly at shutdown (imported late: gevent)."""
     import gevent  # type: ignore[import-untyped]
+    from gunicorn.workers.base_async import AsyncWorker  # type: ignore[import-untyped]
     from gunicorn.workers.ggevent import GeventWorker  # type: ignore[import-untyped]
 
     class HookWorker(GeventWorker):  # type: ignore[misc]
-        idle: set[Any]
+        connections: dict[Any, _Connection]
+        dropping: int
+        wsgi: Any
 
         def run(self) -> None:
-            self.idle = set()
+            self.connections = {}
+            self.dropping = 0  # connections told to end that have not ended yet
             gevent.spawn(self._close_idle_at_exit)
             super().run()
+
+        def load_wsgi(self) -> None:
+            super().load_wsgi()
+            app = self.wsgi
+
+            def closing_unread(environ: dict[str, Any], start_response: Any) -> Any:
+                # An answer given before the body was read to its end (408, 413, 503, 400)
+                # closes the connection: where the next request would start is unknown.
+                def start(status: str, headers: Any, exc_info: Any = None) -> Any:
+                    if _body_left(environ.get("wsgi.input")):
+                        start_response.__self__.force_close()
+                    return start_response(status, headers, exc_info)
+
+                return app(environ, start)
+
+            self.wsgi = closing_unread
 
         def _close_idle_at_exit(self) -> None:
             while self.alive:
                 gevent.sleep(0.2)
-            for waiting in list(self.idle):
-                waiting.kill(block=False)
+            while True:  # until the worker exits: connections that finish a request go idle
+                for greenlet, connection in list(self.connections.items()):
+                    if connection.request is None:
+                        self._drop(greenlet, "shutdown")
+                gevent.sleep(0.2)
+
+        def _drop(self, greenlet: Any, reason: str) -> None:
+            """End a connection's greenlet, once."""
+            connection = self.connections.get(greenlet)
+            if connection is not None and not connection.dropped:
+                connection.dropped = True
+                self.dropping += 1
+                greenlet.kill(_Dropped(reason), block=False)
 
         @contextlib.contextmanager
         def timeout_ctx(self) -> Iterator[None]:
-            # gunicorn waits for the next request of a kept-alive connection in here.
-            current = gevent.getcurrent()
-            self.idle.add(current)
+            # gunicorn waits for the next request of a connection (its headers) in here.
+            connection = self.connections[gevent.getcurrent()]
+            connection.since = time.monotonic()
+            seconds = FIRST_REQUEST_SECONDS if connection.served == 0 else self.cfg.keepalive
+            if not self.alive:  # shutting down: serve no further request
+                seconds = 0
+            connection.client.settimeout(None)
             try:
-                with gevent.Timeout(self.cfg.keepalive, False):
+                with gevent.Timeout(seconds, False):
                     yield
             finally:
-                self.idle.discard(current)
+                connection.client.settimeout(settings.READ_TIMEOUT_SECONDS)
 
         def handle(self, listener: Any, client: Any, addr: Any) -> None:
-            client.settimeout(READ_TIMEOUT_SECONDS)
-            super().handle(listener, client, addr)
+            current = gevent.getcurrent()
+            self.connections[current] = _Connection(client, time.monotonic())
+            self._make_room()
+            try:
+                # Not GeventWorker.handle: it makes the socket block without a timeout.
+                client.settimeout(settings.READ_TIMEOUT_SECONDS)
+                AsyncWorker.handle(self, listener, client, addr)
+            finally:
+                if self.connections.pop(current).dropped:
+                    self.dropping -= 1
+
+        def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
+            connection = self.connections[gevent.getcurrent()]
+            connection.request, connection.since = req, time.monotonic()
+            connection.served += 1
+            # Receive a body no faster than the app takes it (`bodies.READ_PIECE`): gunicorn
+            # would read up to 1 MiB ahead, uncounted, for each connection.
+            req.unreader.max_body_chunk = READ_AHEAD_BYTES
+            if _header_bytes(req) > settings.MAX_HEADER_BYTES:
+                raise gunicorn.http.errors.LimitRequestHeaders(
+                    f"request headers larger than {settings.MAX_HEADER_BYTES} bytes in total"
+                )
+            try:
+                return super().handle_request(listener_name, req, sock, addr)
+            except TimeoutError:
+                self.log.warning("client too slow to take its answer; connection closed")
+                raise StopIteration() from None
+            finally:
+                connection.request = None
+
+        def _make_room(self) -> None:
+            """Shed `SPARE_CONNECTIONS` connections when fewer are free (module docstring)."""
+            staying = len(self.connections) - self.dropping
+            if staying < self.worker_connections - SPARE_CONNECTIONS:
+                return
+            shed = _shed_candidates(self.connections, now=time.monotonic())[:SPARE_CONNECTIONS]
+            for greenlet in shed:
+                self._drop(greenlet, "shed")
+            self.log.warning(
+                "%d connections open: shed %d (idle or sending slowly)", staying, len(shed)
+            )
 
         def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
-            status, reason = error_status(exc)
-            if status >= 500:
-                self.log.exception("error handling a request")
+            if isinstance(exc, _Dropped | gevent.GreenletExit):
+                if req is None:  # waiting for a request: nothing to answer
+                    self.log.debug("closed an idle connection (%s)", exc)
+                    return
+                self.log.debug("closed a connection during its request (%s)", exc)
+                status, reason = 503, "Service Unavailable"
+                message = "the server is closing connections; retry"
             else:
-                self.log.warning("invalid request: %s", exc)
+                status, reason = error_status(exc)
+                message = f"{reason}: {exc}"
+                if status >= 500:
+                    self.log.exception("error handling a request")
+                else:
+                    self.log.warning("invalid request: %s", exc)
             try:
-                client.sendall(error_response(status, reason, f"{reason}: {exc}"))
+                client.sendall(error_response(status, reason, message))
             except OSError:
                 self.log.debug("could not send the error answer")
 
@@ -150,21 +356,24 @@ def _worker_class() -> type:
 
 def serve(
     *,
-    bind: str,
+    bind: Address,
     workers: int,
     timeout: int,
     log_level: str,
     limits: Limits,
-    metrics_bind: str | None = None,
+    metrics_bind: Address | None = None,
 ) -> None:
     """Run the hook server until gunicorn's arbiter exits.
 
     With `metrics_bind`, the server also listens there, and serves only /metrics and /healthz on
-    that address.
+    that address. Raises `ServerError` when it cannot start (one of the addresses cannot be
+    listened on, for example).
     """
-    metrics_port = _port_of(metrics_bind) if metrics_bind is not None else None
     if "prometheus_client" in sys.modules:
         raise ServerError("serve must start in a fresh process (prometheus_client already loaded)")
+    addresses = [bind] if metrics_bind is None else [bind, metrics_bind]
+    for address in addresses:
+        check_can_listen(address)
     from gevent import monkey
 
     monkey.patch_all()
@@ -194,12 +403,14 @@ def serve(
                 handler.setFormatter(observability.JsonFormatter())
 
     options: dict[str, object] = {
-        "bind": [bind] if metrics_bind is None else [bind, metrics_bind],
+        "bind": [str(address) for address in addresses],
         "workers": workers,
         "worker_class": _worker_class(),
         "worker_connections": WORKER_CONNECTIONS,
         "keepalive": KEEPALIVE_SECONDS,
         "timeout": timeout,
+        "limit_request_fields": settings.MAX_HEADER_FIELDS,
+        "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
         "loglevel": log_level,
         "logger_class": JsonLogger,
         "worker_tmp_dir": _worker_tmp_dir(),
@@ -208,18 +419,38 @@ def serve(
         "proc_name": "disaggregatedset-hooks",
         "child_exit": child_exit,
     }
-    arbiter = _GunicornServer(
-        _supported_options(options),
-        lambda: app.create_app(limits=limits, log_level=log_level, metrics_port=metrics_port),
-    )
-    arbiter.run()
+
+    def load() -> Any:
+        wsgi = app.create_app(
+            limits=limits,
+            log_level=log_level,
+            metrics_port=None if metrics_bind is None else metrics_bind.port,
+            server_pid=arbiter_pid,
+        )
+        observability.log_start(_start_fields(options, limits))
+        return wsgi
+
+    _GunicornServer(_supported_options(options), load).run()
 
 
-def _port_of(address: str) -> int:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ServerError(f"{address!r} is not HOST:PORT")
-    return int(port)
+def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, object]:
+    """What the start line says: the addresses, the worker settings and every limit."""
+    return {
+        "bind": options["bind"],
+        "workers": options["workers"],
+        "timeout_seconds": options["timeout"],
+        "worker_connections": WORKER_CONNECTIONS,
+        "keepalive_seconds": KEEPALIVE_SECONDS,
+        "read_timeout_seconds": settings.READ_TIMEOUT_SECONDS,
+        "max_header_bytes": settings.MAX_HEADER_BYTES,
+        "max_header_fields": settings.MAX_HEADER_FIELDS,
+        "max_body_bytes": limits.max_body_bytes,
+        "max_parse_bytes": limits.max_parse_bytes,
+        "buffered_bytes": limits.buffered_bytes,
+        "isolate_above_bytes": limits.isolate_above_bytes,
+        "body_deadline_seconds": limits.body_deadline_seconds,
+        "call_deadline_seconds": limits.call_deadline_seconds,
+    }
 
 
 def _supported_options(options: dict[str, object]) -> dict[str, object]:

@@ -1,33 +1,66 @@
 """Settings of the hook server shared by the app, the server and the command line, written once:
-what one process accepts (body size, parse cost, body deadline) and the environment variable of
-Prometheus's multiprocess directory. Plain data: no imports from `hooks`, no I/O.
+what one process accepts (body size, time and memory, connections, headers), the environment
+variable of Prometheus's multiprocess directory, and the package's version. Plain data, apart
+from `package_version`, which reads the installed package's metadata when called; no imports
+from `hooks`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Final
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+DISTRIBUTION: Final = "disaggregatedset-hooks"
 MIB: Final = 1024 * 1024
 # The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields and the
-# related LWS Metacontroller sends (the target revision's, again), is about 78 MiB, and its parse
-# cost estimate about 11x that, 884 MiB: docs/operations.md's sizing table. Both limits leave a
-# quarter of headroom, and with two buffered bodies still fit the Deployment's memory limit.
+# related LWS Metacontroller sends (the target revision's, again), is about 78 MiB; its call
+# takes about 600 MiB of the call budget (docs/operations.md's sizing table). Both limits leave
+# a quarter of headroom, and everything together fits the Deployment's memory limit.
 DEFAULT_MAX_BODY_BYTES: Final = 100 * MIB
-DEFAULT_MAX_PARSE_BYTES: Final = 1120 * MIB
+DEFAULT_MAX_PARSE_BYTES: Final = 768 * MIB
+# Bodies up to this size are answered in the worker itself: their parse takes at most
+# `INLINE_PEAK_PER_BYTE` times their size (the worst JSON shape, measured); larger ones in a
+# child process whose memory is limited to `max_parse_bytes`.
+DEFAULT_ISOLATE_ABOVE_BYTES: Final = 1 * MIB
+INLINE_PEAK_PER_BYTE: Final = 64
 DEFAULT_BODY_DEADLINE_SECONDS: Final = 30.0
+# Bodies are read this much at a time; what gunicorn and werkzeug buffer for a body being read,
+# besides the body itself, stays below the overhead (both counted in `Limits.buffered_bytes`).
+BODY_READ_PIECE_BYTES: Final = 64 * 1024
+BODY_READ_OVERHEAD_BYTES: Final = 4 * BODY_READ_PIECE_BYTES
+DEFAULT_CALL_DEADLINE_SECONDS: Final = 9.0
+# Every read from or write to a client socket while a request is handled.
+READ_TIMEOUT_SECONDS: Final = 10.0
+# Request headers: at most this many fields of at most this size (gunicorn's own limits, which
+# also bound what it buffers), and at most this many bytes together (names, values, line ends).
+MAX_HEADER_FIELDS: Final = 32
+MAX_HEADER_FIELD_BYTES: Final = 8190
+MAX_HEADER_BYTES: Final = 32 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one process accepts (see the module docstring)."""
+    """What one process accepts (see the module docstring and `hooks.edge.bodies`)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
+    isolate_above_bytes: int = DEFAULT_ISOLATE_ABOVE_BYTES
     body_deadline_seconds: float = DEFAULT_BODY_DEADLINE_SECONDS
+    call_deadline_seconds: float = DEFAULT_CALL_DEADLINE_SECONDS
 
     @property
     def buffered_bytes(self) -> int:
-        """Request bodies held at once by this process: two of the largest."""
-        return 2 * self.max_body_bytes
+        """Bytes of request bodies held at once by this process, complete or not: room for two
+        of the largest, with their buffers (a growing buffer's spare eighth, and what the
+        transport holds while a body is read)."""
+        return 2 * (self.max_body_bytes + self.max_body_bytes // 8 + BODY_READ_OVERHEAD_BYTES)
+
+
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's), from its metadata."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"

@@ -1,4 +1,4 @@
-"""The HTTP edge (`hooks.app`): routes, the exception→HTTP map, the log line and the metrics.
+"""The HTTP edge (`hooks.edge.app`): routes, the exception→HTTP map, the log line and the metrics.
 
 Most cases inject fake hooks, so they pin the transport without depending on what the hooks
 decide; the last group replays the captured Metacontroller requests through the real hooks.
@@ -17,14 +17,13 @@ import flask
 import orjson
 import pytest
 from flask.testing import FlaskClient
-from hypothesis import given
-from hypothesis import strategies as st
+from gunicorn.http import errors as http_errors
 
 from hooks import api
 from hooks.core import desired, records
 from hooks.edge import app as hook_app
 from hooks.edge import bodies, envelope, observability, settings
-from hooks.edge.settings import Limits
+from hooks.edge.settings import MIB, Limits
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -323,34 +322,90 @@ def test_limits_must_be_positive() -> None:
 # --- limits that keep the process answering ------------------------------------------------------
 
 
-def test_a_body_too_costly_to_parse_is_413_before_it_is_parsed() -> None:
-    """Regression: a 60 MiB body of `{}` objects drove a worker to 2 GB while parsing."""
-    body = b"[" + b"{}," * 2000 + b"{}]"
-    assert bodies.parse_cost(body) > 200 * 2000
-    client, fakes = make_client(limits=Limits(max_parse_bytes=200 * 2000))
+def test_a_large_body_is_answered_in_a_child_process_with_the_same_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Bodies over `isolate_above_bytes` are parsed and answered in a memory-limited child."""
+    caplog.set_level(logging.INFO, logger="hooks")
+    body = load_request("ds-sync-with-children.json")
+    inline = hook_app.create_app(clock=lambda: NOW).test_client()
+    isolated = hook_app.create_app(
+        clock=lambda: NOW, limits=Limits(isolate_above_bytes=1024)
+    ).test_client()
+
+    expected = inline.post("/sync", data=body)
+    answer = isolated.post("/sync", data=body)
+
+    assert answer.status_code == 200
+    assert answer.data == expected.data
+    inline_line, isolated_line = (fields_of(record) for record in hook_lines(caplog))
+    assert "child_peak_mib" not in inline_line
+    assert isolated_line["child_peak_mib"] >= 0
+    assert {
+        k: v for k, v in isolated_line.items() if k not in ("child_peak_mib", "duration_ms")
+    } == {k: v for k, v in inline_line.items() if k != "duration_ms"}
+
+
+def test_a_large_body_whose_call_needs_more_than_the_budget_is_413() -> None:
+    """Regression (issue 17, item 2): the parse budget was an estimate that arrays nested 500
+    deep beat by half; the budget is now the memory limit of the child that answers."""
+    limits = Limits(isolate_above_bytes=1024, max_parse_bytes=32 * MIB)
+    client, _ = make_client(limits=limits)
+    body = b"[" + b",".join([b"[" * 500 + b"]" * 500] * 2000) + b"]"  # 2 MiB, 80 MiB parsed
 
     answer = client.post("/sync", data=body)
 
     assert answer.status_code == 413
-    assert answer.get_json()["error"] == "request body would take too much memory"
-    assert fakes["/sync"].calls == []
+    assert answer.get_json() == {"error": "request body would take too much memory", "hook": "sync"}
 
 
-def test_parse_cost_bounds_what_parsing_allocates() -> None:
-    request = load_request("ds-sync-mid-rollout.json")
-    cost = bodies.parse_cost(request)
-    # The Kubernetes request: above its parsed size, and within a small factor of its length.
-    assert len(request) < cost < 16 * len(request)
-
-
-@given(
-    body=st.text(alphabet='{}[]",:a\\ ', max_size=200).map(str.encode),
-    budget=st.integers(min_value=0, max_value=50_000),
+@pytest.mark.parametrize(
+    ("error", "status", "kind"),
+    [
+        (bodies.CallTimeout("the call did not end in time"), 503, "call_timeout"),
+        (bodies.CallFailed("the call's child process ended without an answer"), 500, "call_failed"),
+        (bodies.BodyUnreadable("malformed request body: InvalidChunkSize"), 400, "body_unreadable"),
+    ],
+    ids=["child-timeout", "child-died", "broken-framing"],
 )
-def test_the_parse_budget_check_is_the_cost_compared_with_the_budget(
-    body: bytes, budget: int
+def test_failures_of_large_calls_and_of_transfers_are_mapped(
+    error: Exception, status: int, kind: str
 ) -> None:
-    assert bodies.over_parse_budget(body, budget) == (bodies.parse_cost(body) > budget)
+    failure = hook_app.failure_for(error)
+
+    assert (failure.status, failure.kind, failure.message) == (status, kind, str(error))
+
+
+def test_a_malformed_chunk_is_400_counted_as_the_clients_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Regression (issue 17, item 6): a malformed chunk size was a 500 with a traceback,
+    counted as error="internal"."""
+    caplog.set_level(logging.INFO, logger="hooks")
+
+    class BadChunks(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def read(self, size: int = -1, /) -> bytes:
+            raise http_errors.InvalidChunkSize(b"zz")
+
+    client, fakes = make_client()
+
+    answer = client.post(
+        "/sync",
+        environ_overrides={"wsgi.input": BadChunks(), "wsgi.input_terminated": True},
+    )
+
+    assert answer.status_code == 400
+    assert answer.get_json()["error"] == "malformed request body: InvalidChunkSize"
+    assert fakes["/sync"].calls == []
+    [record] = hook_lines(caplog)
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'disaggregatedset_hook_errors_total{error="body_unreadable",hook="sync"} 1.0' in text
+    assert 'error="internal"' not in text
 
 
 def test_bodies_in_flight_past_the_process_budget_are_503() -> None:
@@ -358,18 +413,19 @@ def test_bodies_in_flight_past_the_process_budget_are_503() -> None:
     client, fakes = make_client(limits=limits)
     app = client.application
     buffered = next(
-        cell.cell_contents
+        cell.cell_contents.buffered
         for view in app.view_functions.values()
         for cell in (view.__closure__ or ())
-        if isinstance(cell.cell_contents, bodies.BufferedBodies)
+        if isinstance(getattr(cell.cell_contents, "buffered", None), bodies.BufferedBodies)
     )
-    buffered.take(100)  # other uploads hold most of the budget
+    held = limits.buffered_bytes - 100
+    buffered.take(held)  # other uploads hold most of the budget
 
     answer = client.post("/sync", data=b'{"padding": "' + b"x" * 40 + b'"}')
 
     assert answer.status_code == 503
     assert fakes["/sync"].calls == []
-    buffered.release(100)
+    buffered.release(held)
     assert client.post("/sync", data=b"{}").status_code == 200
     assert buffered.held == 0
 
@@ -540,6 +596,20 @@ def test_server_error_logs_one_error_line_with_the_traceback(
     assert line["status"] == 500
     assert line["hook"] == "sync"
     assert "ZeroDivisionError: division by zero" in line["traceback"]
+
+
+def test_an_overloaded_server_logs_its_503_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="hooks")
+    client, _ = make_client({"/sync": raising(bodies.Busy("too many request bodies in flight"))})
+
+    client.post("/sync", data=b"{}")
+
+    [record] = hook_lines(caplog)
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is None
+    assert fields_of(record)["status"] == 503
 
 
 def test_json_formatter_writes_one_line_and_keeps_its_own_keys() -> None:

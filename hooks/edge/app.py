@@ -40,7 +40,7 @@ import orjson
 from werkzeug.exceptions import HTTPException
 
 from hooks.core import desired, records, related, scalers, sync
-from hooks.edge import bodies, envelope, observability
+from hooks.edge import bodies, envelope, isolation, observability
 from hooks.edge.settings import MIB, Limits
 
 MAX_ERROR_MESSAGE: Final = 500
@@ -118,8 +118,8 @@ _BODY_FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (bodies.Busy, 503, "busy"),
     (bodies.BodyUnreadable, 400, "body_unreadable"),
     (bodies.InvalidJson, 400, "invalid_json"),
-    (bodies.CallTimeout, 503, "call_timeout"),
-    (bodies.CallFailed, 500, "call_failed"),
+    (isolation.CallTimeout, 503, "call_timeout"),
+    (isolation.CallFailed, 500, "call_failed"),
 )
 
 
@@ -175,7 +175,7 @@ def create_app(
     transport = _Transport(
         limits=limits,
         buffered=bodies.BufferedBodies(limits.buffered_bytes),
-        calls=bodies.Calls(limits),
+        calls=isolation.Calls(limits),
         clock=clock,
     )
     app = flask.Flask(__name__)
@@ -222,7 +222,7 @@ class _Transport:
 
     limits: Limits
     buffered: bodies.BufferedBodies
-    calls: bodies.Calls
+    calls: isolation.Calls
     clock: Callable[[], str]
 
 
@@ -257,7 +257,7 @@ def _hook_view(
 def _answer(
     hook: Hook, request: flask.Request, transport: _Transport
 ) -> tuple[Mapping[str, object], bytes]:
-    """Read one call's body, then decode, run and serialise it (`bodies.Calls`): the summary for
+    """Read one call's body, then decode, run and serialise it (`isolation.Calls`): the summary for
     the log line, and the answer's bytes."""
     received = bodies.read(
         request.stream,

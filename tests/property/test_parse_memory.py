@@ -25,7 +25,7 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hooks.edge import bodies
+from hooks.edge import bodies, isolation
 from hooks.edge.settings import DEFAULT_ISOLATE_ABOVE_BYTES, INLINE_PEAK_PER_BYTE, MIB
 
 BUDGET = 48 * MIB
@@ -161,7 +161,7 @@ def test_a_body_answered_in_a_child_never_takes_more_than_the_budget(
 ) -> None:
     body = shape(size)
 
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         bytearray(body), lambda value: None, budget=BUDGET, seconds=120, max_message_bytes=MIB
     )
 
@@ -178,10 +178,10 @@ def test_the_budget_binds_the_issues_body_and_admits_a_string_as_large() -> None
     astral = bytearray(long_string("\U0001f600")(4 * MIB))
     characters = (len(astral) - 2) // 4
 
-    refused = bodies.run_in_child(
+    refused = isolation.run_in_child(
         nested, lambda value: None, budget=BUDGET, seconds=120, max_message_bytes=MIB
     )
-    answered = bodies.run_in_child(
+    answered = isolation.run_in_child(
         astral, lambda value: len(str(value)), budget=BUDGET, seconds=120, max_message_bytes=MIB
     )
 
@@ -195,7 +195,7 @@ def test_the_budget_binds_the_issues_body_and_admits_a_string_as_large() -> None
 def test_the_data_limit_is_set_in_the_child_only() -> None:
     before = resource.getrlimit(resource.RLIMIT_DATA)
 
-    bodies.run_in_child(
+    isolation.run_in_child(
         bytearray(b"[1, 2, 3]"),
         lambda value: None,
         budget=BUDGET,

@@ -22,7 +22,7 @@ from gunicorn.http import errors as http_errors
 from hooks import api
 from hooks.core import desired, records
 from hooks.edge import app as hook_app
-from hooks.edge import bodies, envelope, observability, settings
+from hooks.edge import bodies, envelope, isolation, observability, settings
 from hooks.edge.settings import MIB, Limits
 from tests import shared
 from tests.golden import make_fixtures
@@ -362,8 +362,12 @@ def test_a_large_body_whose_call_needs_more_than_the_budget_is_413() -> None:
 @pytest.mark.parametrize(
     ("error", "status", "kind"),
     [
-        (bodies.CallTimeout("the call did not end in time"), 503, "call_timeout"),
-        (bodies.CallFailed("the call's child process ended without an answer"), 500, "call_failed"),
+        (isolation.CallTimeout("the call did not end in time"), 503, "call_timeout"),
+        (
+            isolation.CallFailed("the call's child process ended without an answer"),
+            500,
+            "call_failed",
+        ),
         (bodies.BodyUnreadable("malformed request body: InvalidChunkSize"), 400, "body_unreadable"),
     ],
     ids=["child-timeout", "child-died", "broken-framing"],

@@ -18,7 +18,7 @@ import pytest
 from gunicorn.http import errors as http_errors
 from werkzeug.exceptions import ClientDisconnected
 
-from hooks.edge import bodies
+from hooks.edge import bodies, isolation
 from hooks.edge.settings import MIB, Limits
 
 PIECE = bodies.READ_PIECE
@@ -204,7 +204,7 @@ def test_memory_goes_back_to_the_system_once_no_body_is_held() -> None:
     ids=["scalar", "string", "nested", "mixed"],
 )
 def test_the_parse_buffer_touched_is_within_the_buffer_mapped(body: bytes) -> None:
-    buffer = bodies.parse_buffer(body)
+    buffer = isolation.parse_buffer(body)
 
     assert buffer.mapped >= 12 * len(body)
     assert len(body) < buffer.touched <= buffer.mapped
@@ -213,9 +213,9 @@ def test_the_parse_buffer_touched_is_within_the_buffer_mapped(body: bytes) -> No
 # --- the call, in this process or a child --------------------------------------------------------
 
 
-def large(limits: Limits | None = None) -> bodies.Calls:
+def large(limits: Limits | None = None) -> isolation.Calls:
     """Calls that answer every body over 16 bytes in a child process."""
-    return bodies.Calls(limits or Limits(isolate_above_bytes=16, max_parse_bytes=256 * MIB))
+    return isolation.Calls(limits or Limits(isolate_above_bytes=16, max_parse_bytes=256 * MIB))
 
 
 BODY = b'{"items": [1, 2, 3], "padding": "' + b"x" * 64 + b'"}'
@@ -229,9 +229,9 @@ def test_a_small_body_is_answered_in_this_process_with_the_collector_paused() ->
         assert not gc.isenabled()
         return 7
 
-    answered = bodies.Calls(Limits()).answer(bytearray(BODY), work)
+    answered = isolation.Calls(Limits()).answer(bytearray(BODY), work)
 
-    assert answered == bodies.Answered(7, None)
+    assert answered == isolation.Answered(7, None)
     assert seen == [{"items": [1, 2, 3], "padding": "x" * 64}]
     assert gc.isenabled()
 
@@ -275,7 +275,7 @@ def test_an_error_that_pickle_cannot_rebuild_arrives_as_a_failure_naming_it() ->
     def work(body: object) -> None:
         raise Odd(reason="keyword-only")
 
-    with pytest.raises(bodies.CallFailed, match="Odd"):
+    with pytest.raises(isolation.CallFailed, match="Odd"):
         large().answer(bytearray(BODY), work)
 
 
@@ -290,7 +290,7 @@ def test_a_call_that_needs_more_memory_than_its_budget_is_too_complex() -> None:
     def work(body: object) -> int:
         return len(bytearray(128 * MIB))
 
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         bytearray(BODY), work, budget=limits.max_parse_bytes, seconds=30, max_message_bytes=MIB
     )
 
@@ -301,7 +301,7 @@ def test_a_call_that_needs_more_memory_than_its_budget_is_too_complex() -> None:
 def test_a_body_whose_parse_buffer_alone_is_over_budget_is_refused_before_parsing() -> None:
     body = bytearray(b"[" + b"0," * (2 * MIB) + b"0]")
 
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         body, lambda value: None, budget=8 * MIB, seconds=30, max_message_bytes=MIB
     )
 
@@ -311,7 +311,7 @@ def test_a_body_whose_parse_buffer_alone_is_over_budget_is_refused_before_parsin
 def test_a_child_still_running_at_the_deadline_is_killed() -> None:
     started = time.monotonic()
 
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         bytearray(BODY),
         lambda body: time.sleep(60),
         budget=64 * MIB,
@@ -319,7 +319,7 @@ def test_a_child_still_running_at_the_deadline_is_killed() -> None:
         max_message_bytes=MIB,
     )
 
-    assert isinstance(outcome.error, bodies.CallTimeout)
+    assert isinstance(outcome.error, isolation.CallTimeout)
     assert time.monotonic() - started < 30  # killed, not waited for
 
 
@@ -327,16 +327,16 @@ def test_a_child_that_dies_without_an_answer_is_a_failure() -> None:
     def work(body: object) -> None:
         os.kill(os.getpid(), 9)
 
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         bytearray(BODY), work, budget=64 * MIB, seconds=30, max_message_bytes=MIB
     )
 
-    assert isinstance(outcome.error, bodies.CallFailed)
+    assert isinstance(outcome.error, isolation.CallFailed)
     assert "signal 9" in str(outcome.error)
 
 
 def test_an_answer_larger_than_allowed_is_a_failure() -> None:
-    outcome = bodies.run_in_child(
+    outcome = isolation.run_in_child(
         bytearray(BODY),
         lambda body: b"x" * (2 * MIB),
         budget=64 * MIB,
@@ -344,7 +344,7 @@ def test_an_answer_larger_than_allowed_is_a_failure() -> None:
         max_message_bytes=MIB,
     )
 
-    assert isinstance(outcome.error, bodies.CallFailed)
+    assert isinstance(outcome.error, isolation.CallFailed)
 
 
 def test_the_event_loop_keeps_running_while_a_child_answers() -> None:
@@ -366,7 +366,7 @@ def test_the_event_loop_keeps_running_while_a_child_answers() -> None:
 
 def test_a_large_body_that_gets_no_turn_within_the_deadline_is_busy() -> None:
     limits = Limits(isolate_above_bytes=16, call_deadline_seconds=0.1)
-    calls = bodies.Calls(limits)
+    calls = isolation.Calls(limits)
     first = gevent.spawn(calls.answer, bytearray(BODY), lambda body: time.sleep(1))
     gevent.sleep(0)  # the first call takes the turn
 

@@ -1,62 +1,15 @@
 """Rolling-update planner: the next step of a coordinated rollout, over integer vectors per role.
 
-This module owns the arithmetic of the rolling update (docs/rollout.md) and nothing else: it reads
-no Kubernetes objects, keeps no state, and uses only the standard library (no logging, clock,
-environment or randomness). Every vector holds one entry per role, in the same role order; all
-vectors of a call must have the same length. It reproduces upstream's planner (kubernetes-sigs/lws,
-DisaggregatedSet) step for step; vectors recorded from upstream's code are the judge (the tests).
+This module owns the arithmetic of the rolling update and nothing else: it reads no Kubernetes
+objects, keeps no state, and uses only the standard library (no logging, clock, environment or
+randomness). Every vector holds one entry per role, in the same role order; all vectors of a call
+must have the same length. It reproduces upstream's planner (kubernetes-sigs/lws, DisaggregatedSet)
+step for step, quirks included; vectors recorded from upstream's code are the judge (the tests).
 
-The plan. Each role has a batch (`max_surge`, or `max(1, max_unavailable)` when the surge is 0).
-The rollout is cut into `steps` = the largest `ceil(max(initial_old, target) / batch)` over the
-roles; at step index `i` the ideal new count is `min(ceil(i * target / steps), target)` and the
-ideal old count `max(0, initial_old - floor(i * initial_old / steps))`. The planner is stateless:
-it derives the step index from what it observes and returns the next state. Rules, first match:
-
-1. Complete (every old is 0 and every new has reached its target, or `steps` is 0): no step.
-2. Abnormal: an old count above its initial count is clamped back to the initial count.
-3. New at target: every role's new count has reached its target, so all old go to 0 at once.
-4. Scale up: the new index is the slowest role's (minimum) index, plus one; new grows to the ideal
-   count there, provided old + new stays within `target + max_surge` for every role with a
-   non-zero target.
-5. Proportional drain: the old index is the most advanced role's (maximum) index, plus one; old
-   shrinks to the ideal count there, but a role whose initial old count is at least its target
-   keeps `target - max_unavailable - current_new`. Orphan prevention follows; the step is taken
-   when some role still drains after it.
-6. Force drain: with new at the scale-up candidate of rule 4, old shrinks to what the surge bound
-   leaves (`target + max_surge - next_new`), raised to the same unavailability floor (with
-   `next_new`); when some role drains, orphan prevention follows and the step is taken.
-
-Orphan prevention (roles with a non-zero initial old count only): when some but not all of them
-would reach 0 old, either all roles go to 0 (when every role whose initial old count is at least
-its target already has `new >= target - max_unavailable`), or each role that would reach 0 keeps 1.
-
-Upstream quirks reproduced on purpose:
-
-- Rule 6 returns the rule-4 candidate as the new counts, so it scales new up in the same pass as the
-  forced drain. Upstream's design document says every step moves only one side and shows 7 passes
-  for old [5, 2] -> target [5, 2] (surge 2, unavailable 1); the code takes 6. Its floor is computed
-  with the candidate new counts, so while those new replicas start, ready capacity can dip below
-  `target - max_unavailable` (the planned states themselves never do).
-- Rule 5 checks "some role drains" after orphan prevention and with `current_new`; rule 6 checks it
-  before orphan prevention and with the candidate new counts. Rule 6 can therefore return a step
-  whose old counts are unchanged and whose new counts grow past rule 4's surge check.
-- The unavailability floor is not capped at `current_old`, and orphan prevention's "keep 1" can lift
-  a role already at 0 old back to 1: from a state a rollout does not reach by itself (say, after a
-  mid-rollout target change) a step's old count can exceed `current_old`. The caller never scales
-  old up, so such a role simply does not drain in that pass.
-- Only roles whose initial old count is at least their target get a floor. A growing role's old
-  replicas drain with the others, even to 0 before any new replica exists (old [1, 2] -> target
-  [1, 3] with the first role at surge 0 / unavailable 1 drains both roles to 0, then scales up).
-- With surge 0, orphan prevention's "keep 1" in rule 6 can leave a role's old + new at
-  `target + 1`.
-- Step indices come from Go's float64-to-int conversion, which truncates toward zero; this module
-  computes the same values with exact integer arithmetic (they agree on every golden vector).
-- Negative inputs are not rejected: they follow upstream's arithmetic (the CRD keeps replica counts
-  non-negative; a hand-edited `initial-replicas` annotation is the likely way in).
-
-`resolve_config` turns a role's `rollingUpdateConfiguration` into a `RoleConfig` as upstream does:
-percentages of the role's target replicas (surge rounds up, unavailable rounds down); a string that
-does not parse as a percentage counts as 0, because upstream ignores that parse error.
+The rules (the batch and step index, the ideal counts, rules 1 to 7, orphan prevention) and every
+upstream quirk it keeps are written once, in docs/rollout.md ("The planner"); each function below
+names the rule it implements. `resolve_config` turns a role's `rollingUpdateConfiguration` into a
+`RoleConfig` as upstream does (same section).
 """
 
 from __future__ import annotations

@@ -1,43 +1,17 @@
 """One slice's LWS decisions for one pass: steady state, or one step of a coordinated rollout.
 
 Input: the slice's observed LWS (already known to belong to this set and slice), the target
-revision and per-role targets. Output: a `SlicePlan` saying which LWS keep which replicas, which
-get the `initial-replicas` annotation, which target LWS are created and which LWS are deleted.
-It never renders objects (that is `children`) and never reads anything but its arguments.
+revision, per-role targets and what the set's controls ask of the slice. Output: a `SlicePlan`
+saying which LWS keep which replicas, which get the `initial-replicas` annotation, which target LWS
+are created and which LWS are deleted. It never renders objects (that is `children`) and never
+reads anything but its arguments.
 
 `plan_slice` reads like the algorithm: it takes stock of the slice (`SliceState`: LWS grouped by
 revision and role, drained revisions, current replicas), then hands it to exactly one phase
-(`_steady`, `_start`, `_wait`, `_step`), each a pure function that returns the `SlicePlan`. A
-paused set's rolling slices take no phase at all: everything stays as it is.
-
-The rules, in order (docs/rollout.md walks through an example):
-
-1. A revision other than the target whose LWS are all at 0 replicas is deleted, all roles at once.
-   Several LWS for one (revision, role) in a slice (for example an old, unsliced name next to the
-   canonical one) all count here; only one of them, the canonical name first, is planned, and the
-   others are kept unchanged.
-2. When no old revision has replicas on a spec role, the slice is steady: each spec role gets a
-   target LWS, created with its target or scaled to it. Old LWS that only hold removed roles are
-   kept as they are (upstream does the same).
-3. Otherwise a rollout runs. Start: when no target LWS exists, every old LWS gets the annotation
-   `initial-replicas` = its current replicas (a fresh snapshot per rollout) and the target LWS of
-   every spec role is created at 0; nothing else moves in that pass. A target LWS that is missing
-   later (deleted by hand) is created at 0 as well; upstream would wait for it forever.
-4. Stability gate: every spec role needs a target LWS whose spec replicas equal its ready
-   replicas; otherwise nothing changes and the caller asks for a resync.
-5. The planner gets, per role (spec roles in order, then removed roles by name): initial old
-   (annotation, else replicas), current old, current new, target and the resolved surge and
-   unavailable config. A spec role's target never drops below its current new replicas while old
-   revisions exist. Upstream applies this guard to External roles only; for a Static role whose
-   replicas are lowered below its new LWS mid-rollout, upstream's planner can find no step and
-   the rollout stalls forever. Here the rollout completes and the steady state then scales the
-   role down.
-6. The step is applied: target LWS scale up to the step's new counts; old LWS drain by a budget
-   of (current old - step old) per role, visiting old revisions newest first (latest LWS
-   creationTimestamp, ties by revision name). Within a revision each role drains min(budget,
-   replicas); if any role would reach 0 (a role already at 0 counts), every role of the revision
-   goes to 0 together, and the budget is charged only for the roles that reached 0 by themselves
-   (or for every role when none did). Old LWS are never scaled up.
+(`_steady`, `_start`, `_wait`, `_step`, or what a control asks: paused, partitioned, held), each
+a pure function that returns the `SlicePlan`. The rules of each phase, and the choices where
+upstream's behaviour was not kept (a missing target LWS recreated, a Static role's no-shrink
+guard), are written once in docs/rollout.md ("The rolling update of one slice").
 """
 
 from __future__ import annotations

@@ -62,8 +62,8 @@ class CliError(Exception):
 
 def _report(command: str, severity: str, text: str) -> None:
     """One line on stderr, as argparse writes usage errors: `python -m hooks COMMAND: error: ...`
-    (severity "error", "warning" or "note")."""
-    print(f"{PROG} {command}: {severity}: {text}", file=sys.stderr)
+    (severity "error", "warning" or "note"); `command` is the subcommand's prog (`report_as`)."""
+    print(f"{command}: {severity}: {text}", file=sys.stderr)
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def _add_serve(commands: _Subcommands) -> None:
         f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
-    parser.set_defaults(run=_run_serve)
+    parser.set_defaults(run=_run_serve, report_as=parser.prog)
 
 
 _SERVE_LIMITS: Final = (
@@ -203,7 +203,7 @@ def _add_render(commands: _Subcommands) -> None:
         metavar="TIME",
         help="RFC 3339 time stamped on new conditions (default: a fixed time, for stable output)",
     )
-    parser.set_defaults(run=_run_render)
+    parser.set_defaults(run=_run_render, report_as=parser.prog)
 
 
 def _run_render(args: argparse.Namespace) -> int:
@@ -215,24 +215,26 @@ def _run_render(args: argparse.Namespace) -> int:
             documents = manifests.read_documents(source)
         except manifests.ManifestError as error:
             for line in error.lines:
-                _report("render", "error", line)
+                _report(args.report_as, "error", line)
             invalid = True
             continue
         for document in documents:
             if not manifests.is_set(document):
-                _report("render", "note", f"{source}: skipping {manifests.describe(document)}")
+                _report(
+                    args.report_as, "note", f"{source}: skipping {manifests.describe(document)}"
+                )
                 continue
             found = True
             problems, output = _render_one(document, now=args.now)
             for problem in problems:
-                _report("render", "error", manifests.located(source, document, problem))
+                _report(args.report_as, "error", manifests.located(source, document, problem))
             invalid = invalid or bool(problems)
             if output is not None:
                 outputs.append(output)
     if outputs:
         print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
     if not found and not invalid:
-        _report("render", "error", f"no {api.DS_KIND} in {', '.join(args.files)}")
+        _report(args.report_as, "error", f"no {api.DS_KIND} in {', '.join(args.files)}")
         invalid = True
     return 1 if invalid else 0
 
@@ -273,11 +275,11 @@ def _add_plan(commands: _Subcommands) -> None:
         "each pass becomes ready before the next. Give the replicas either as vectors\n"
         "(--old and --target) or as two DisaggregatedSet manifests (--from and --to).",
         epilog="examples:\n"
-        f"  {PROG} plan --old prefill=5,decode=2 --target prefill=5,decode=2 "
+        "  %(prog)s --old prefill=5,decode=2 --target prefill=5,decode=2 "
         "--max-surge 2 --max-unavailable 1\n"
-        f"  {PROG} plan --old prefill=4,decode=4 --target prefill=4,decode=4 "
-        "--max-surge 1 --max-surge decode=50%\n"
-        f"  {PROG} plan --from old.yaml --to new.yaml",
+        "  %(prog)s --old prefill=4,decode=4 --target prefill=4,decode=4 "
+        "--max-surge 1 --max-surge decode=50%%\n"
+        "  %(prog)s --from old.yaml --to new.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     vectors = parser.add_argument_group("replica vectors")
@@ -340,7 +342,7 @@ def _add_plan(commands: _Subcommands) -> None:
         f"{api.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
         "annotation when this is not given)",
     )
-    parser.set_defaults(run=_run_plan)
+    parser.set_defaults(run=_run_plan, report_as=parser.prog)
 
 
 def _hold_share(text: str) -> int:
@@ -385,7 +387,7 @@ def _plan(args: argparse.Namespace) -> int:
         new_parent = _load_manifest(args.to_file)
         warning = plans.different_sets(old=old_parent, new=new_parent)
         if warning is not None:
-            _report("plan", "warning", warning)
+            _report(args.report_as, "warning", warning)
         old_revision = plans.revision_of(old_parent)
         new_revision = plans.revision_of(new_parent)
         if old_revision == new_revision:
@@ -494,7 +496,7 @@ def _add_crds(commands: _Subcommands) -> None:
         help="first refresh the embedded role spec schema (hooks/lws_spec_schema.json) from a "
         "LeaderWorkerSet CRD file, descriptions dropped",
     )
-    parser.set_defaults(run=_run_crds)
+    parser.set_defaults(run=_run_crds, report_as=parser.prog)
 
 
 def _run_crds(args: argparse.Namespace) -> int:
@@ -514,11 +516,15 @@ def _run_crds(args: argparse.Namespace) -> int:
             for name in stale:
                 path = directory / name
                 state = "out of date" if path.is_file() else "missing"
-                _report("crds", "error", f"{path} is {state}")
+                _report(args.report_as, "error", f"{path} is {state}")
             command = f"{PROG} crds"
             if directory != DEFAULT_CRDS_DIR:
                 command += f" --dir {directory}"
-            _report("crds", "note", f"regenerate the CRDs with `{command}` and commit the result")
+            _report(
+                args.report_as,
+                "note",
+                f"regenerate the CRDs with `{command}` and commit the result",
+            )
             return 1
         print(f"CRDs in {directory} are up to date")
         return 0
@@ -578,12 +584,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         # argparse would report these as the top-level parser's (`python -m hooks: error:`).
         _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
-    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+def add_manifest_commands(commands: _Subcommands) -> None:
+    """Register `render` and `plan`, which need no cluster, on another command line's
+    subcommands (`kubectl ds`, hooks.edge.kubectl_ds)."""
+    _add_render(commands)
+    _add_plan(commands)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed command (`args.run`); a `CliError` is reported as `args.report_as: error:
+    ...` and gives its exit code."""
+    command: Callable[[argparse.Namespace], int] = args.run
     try:
-        return run(args)
+        return command(args)
     except CliError as error:
         for line in error.lines:
-            _report(args.command, "error", line)
+            _report(args.report_as, "error", line)
         return error.exit_code
     except BrokenPipeError:
         # The reader went away (`plan ... | head`): what it read is all it wanted. Point stdout

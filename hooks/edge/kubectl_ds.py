@@ -1,0 +1,433 @@
+"""`kubectl ds`: the kubectl plugin of DisaggregatedSets (the `kubectl-ds` console script).
+
+kubectl runs a `kubectl-NAME` program on PATH as `kubectl NAME`, so `pip install` makes this
+`kubectl ds`. It reaches the cluster only through the `kubectl` binary on PATH, passing on the
+user's `-n/--namespace`, `--context` and `--kubeconfig` (and the environment): no credentials
+and no client library of its own. It parses arguments, runs kubectl and prints; what it decides
+is `hooks.edge.kubectl_rollout`'s. Each command's `--help` says what it does: `rollout status`
+(a paused rollout keeps it waiting, as for a Deployment; a held or partitioned one with every
+new group ready is where a canary pipeline's gate continues, exit 0), `rollout history`,
+`rollout undo` (`kubectl replace` with the resourceVersion read: a set changed meanwhile is
+refused, never overwritten), `rollout pause|resume|hold|release|partition` (a merge patch of
+one annotation, its value checked as `hooks.core.controls` reads it), and `plan` and `render`,
+which are `python -m hooks plan|render` (hooks.edge.cli).
+
+Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
+annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, kubectl
+failing: not found, a conflict, no access; a failed plan or render); 2 usage error; 3 `rollout
+status --timeout` ran out while the rollout still moved, waited or was paused; 130 interrupted.
+0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure); kubectl gives 1 for a timeout
+too, and 3 lets a pipeline tell "give it longer" from "broken". Every error is one line,
+`kubectl ds COMMAND: error: ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, Final, Protocol, TypeAlias
+
+import yaml
+
+from hooks import api
+from hooks.core import controls
+from hooks.edge import cli, settings
+from hooks.edge import kubectl_rollout as rollout
+
+PROG: Final = "kubectl ds"
+POLL_SECONDS: Final = 1.0
+KUBECTL_TIMEOUT_SECONDS: Final = 120
+SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
+LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
+REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.REVISION_API_VERSION.split('/')[0]}"
+_DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
+_UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+_Parser: TypeAlias = argparse.ArgumentParser
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+JsonObject = dict[str, Any]
+
+
+class Clock(Protocol):
+    """What `rollout status` waits with: the `time` module, or a fake one in tests."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float, /) -> None: ...
+
+
+def _note(args: argparse.Namespace, text: str) -> None:
+    print(f"{args.report_as}: note: {text}", file=sys.stderr)
+
+
+# --- kubectl -------------------------------------------------------------------------------------
+
+
+class Kubectl:
+    """The kubectl binary with the user's connection flags; a failure is a `cli.CliError` in
+    kubectl's own words, on one line."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        given = (("kubeconfig", args.kubeconfig), ("context", args.context))
+        self._flags = [f"--{flag}={value}" for flag, value in given if value is not None]
+        if args.namespace is not None:
+            self._flags.append(f"--namespace={args.namespace}")
+
+    def run(self, *arguments: str, stdin: str | None = None) -> str:
+        try:
+            done = subprocess.run(
+                ["kubectl", *self._flags, *arguments],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=KUBECTL_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise cli.CliError("kubectl is not on PATH, and kubectl ds works through it") from None
+        except subprocess.TimeoutExpired:
+            raise cli.CliError(
+                f"kubectl {arguments[0]} did not finish within {KUBECTL_TIMEOUT_SECONDS} s"
+            ) from None
+        if done.returncode != 0:
+            lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+            text = "; ".join(lines) or f"kubectl {arguments[0]} exited with {done.returncode}"
+            raise cli.CliError(text.removeprefix("error: "))
+        return done.stdout
+
+    def get(self, *arguments: str) -> JsonObject:
+        """`kubectl get ... -o json`, parsed: the one place kubectl's output is read."""
+        try:
+            value = json.loads(self.run("get", *arguments, "--output=json"))
+        except ValueError as error:
+            raise cli.CliError(f"kubectl get printed no JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise cli.CliError("kubectl get printed no JSON object")
+        return value
+
+    def get_set(self, name: str) -> JsonObject:
+        return self.get(SETS, name)
+
+    def children(self, resource: str, parent: JsonObject) -> list[JsonObject]:
+        """The objects of `resource` with the set's name label that the set controls."""
+        items = self.get(resource, f"--selector={api.LABEL_NAME}={rollout.name_of(parent)}")
+        found = items.get("items")
+        return [
+            item
+            for item in (found if isinstance(found, list) else [])
+            if isinstance(item, dict) and rollout.is_controlled_by(item, parent=parent)
+        ]
+
+
+# --- rollout status ------------------------------------------------------------------------------
+
+
+def _add_status(actions: _Subcommands) -> None:
+    parser = _leaf(
+        actions,
+        "status",
+        help="watch a rollout until it is done, held or partitioned, or fails",
+        description="Print each slice's phase and, per role, the old and new revision's "
+        "ready/replicas when they change, until the rollout of the set's current generation "
+        "is done (Available: exit 0), stands where a hold or partition keeps it with every "
+        "group of the new revision ready (exit 0: a canary pipeline's gate continues there), "
+        "or fails: Progressing=False with ProgressDeadlineExceeded, or Degraded=True (exit 1, "
+        "with the condition's message). A paused rollout keeps it waiting.",
+        epilog="exit status: 0 done, held or partitioned; 1 failed; 2 usage error; 3 timed out",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_duration,
+        default=(0.0, "0"),
+        metavar="D",
+        help="give up after D (90s, 5m, 1h30m) with exit status 3; 0 (default) waits for ever",
+    )
+    parser.set_defaults(run=_run_status)
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    kubectl, clock = Kubectl(args), args.clock
+    seconds, text = args.timeout
+    deadline = clock.monotonic() + seconds if seconds else None
+    shown: dict[str, str] = {}
+    while True:
+        parent = kubectl.get_set(args.set)
+        lws = kubectl.children(LWS, parent)
+        verdict = rollout.judge(parent, lws)
+        lines = rollout.progress(parent, lws)
+        if verdict.outcome not in rollout.FINAL:
+            lines = {"set": verdict.message, **lines}
+        for key, line in lines.items():
+            if shown.get(key) != line:
+                print(line, flush=True)
+                shown[key] = line
+        if verdict.outcome in rollout.FAILED:
+            raise cli.CliError(verdict.message)
+        if verdict.outcome in rollout.FINAL:
+            print(verdict.message)
+            if verdict.outcome is not rollout.Outcome.AVAILABLE:
+                print(
+                    "not a failure: the rollout stands on purpose, where a canary gate goes on; "
+                    f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
+                    f"`{PROG} rollout undo {args.set}` goes back"
+                )
+            return 0
+        if deadline is not None and clock.monotonic() >= deadline:
+            raise cli.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
+        left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
+        clock.sleep(max(0.0, min(POLL_SECONDS, left)))
+
+
+def _duration(text: str) -> tuple[float, str]:
+    """A duration as kubectl takes it (`90s`, `5m`, `1h30m`, `0`): seconds, and the text."""
+    if text == "0":
+        return 0.0, text
+    if not re.fullmatch(f"(?:{_DURATION_PART})+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
+    parts = re.findall(_DURATION_PART, text)
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts), text
+
+
+# --- rollout history and undo --------------------------------------------------------------------
+
+
+def _add_history(actions: _Subcommands) -> None:
+    parser = _leaf(
+        actions,
+        "history",
+        help="list the set's revisions, or show one",
+        description="List the revisions the set has run (its ControllerRevisions): number, "
+        "revision hash, change-cause (the set's kubernetes.io/change-cause when it moved there) "
+        "and creation time, the current revision marked. With --revision N, print that "
+        "revision's roles and templates as YAML.",
+    )
+    parser.add_argument("--revision", type=_whole, metavar="N", help="show revision N in full")
+    parser.set_defaults(run=_run_history)
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    kubectl = Kubectl(args)
+    parent = kubectl.get_set(args.set)
+    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    try:
+        current: str | None = rollout.spec_revision(parent)
+    except rollout.RolloutError as error:
+        _note(args, str(error))
+        current = None
+    if args.revision is not None:
+        try:
+            record = rollout.find(records, args.revision)
+        except rollout.RolloutError as error:
+            raise cli.CliError(str(error)) from None
+        detail = rollout.record_detail(record, current=current)
+        print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
+        return 0
+    if not records:
+        print(f"No rollout history found for {args.set}.")
+        return 0
+    print(rollout.history_table(records, current=current))
+    if current is not None and all(record.revision != current for record in records):
+        _note(args, f"the spec's revision {current} is not recorded yet (its rollout starts)")
+    return 0
+
+
+def _add_undo(actions: _Subcommands) -> None:
+    parser = _leaf(
+        actions,
+        "undo",
+        help="roll back to the previous revision, or to --to-revision N",
+        description="Restore a recorded revision: each of its roles' leaderWorkerTemplate goes "
+        "into the spec role of that name, which keeps its replicas, scaling, rollout strategy "
+        "and other settings; a recorded role the spec no longer has comes back as recorded; a "
+        "role the revision does not have goes; the order is the revision's. The set then rolls "
+        "back with its coordinated rollout (at once while that revision's LWS still exist). The "
+        "restored spec must hash to the recorded revision, and is written with the "
+        "resourceVersion read: a set changed meanwhile is refused.",
+    )
+    parser.add_argument(
+        "--to-revision",
+        type=_whole,
+        metavar="N",
+        help="the revision number to restore (default, and 0: the previous one)",
+    )
+    parser.set_defaults(run=_run_undo)
+
+
+def _run_undo(args: argparse.Namespace) -> int:
+    kubectl = Kubectl(args)
+    parent = kubectl.get_set(args.set)
+    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(records, current=current, number=args.to_revision)
+        restored = rollout.restore(parent, record)
+    except rollout.RolloutError as error:
+        raise cli.CliError(str(error)) from None
+    written, annotation_changes = rollout.undone(parent, record, restored)
+    lws = kubectl.children(LWS, parent)
+    try:
+        kubectl.run("replace", "--filename=-", "--output=name", stdin=json.dumps(written))
+    except cli.CliError as error:
+        if "Conflict" in str(error) or "has been modified" in str(error):
+            raise cli.CliError(
+                f"{args.set} changed while undo ran, so nothing was written: run undo again"
+            ) from None
+        raise
+    print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
+    for change in [*restored.changes, *annotation_changes]:
+        print(f"  {change}")
+    if any(rollout.labels_of(item).get(api.LABEL_REVISION) == record.revision for item in lws):
+        print(f"  revision {record.revision}'s LWS still run: the set goes back to them at once")
+    control = controls.control_of(rollout.annotations_of(parent))
+    if control.paused:
+        _note(args, f"{args.set} is paused: the rollback starts on `{PROG} rollout resume`")
+    if control.partition is not None:
+        _note(args, f"only slices below the partition ({control.partition}) roll back")
+    return 0
+
+
+def _whole(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(text)
+
+
+# --- the rollout annotations ---------------------------------------------------------------------
+
+
+def _add_annotations(actions: _Subcommands) -> None:
+    for name, text in _ANNOTATION_HELP.items():
+        parser = _leaf(actions, name, help=text.split(" (")[0], description=text)
+        parser.set_defaults(run=_run_annotate)
+        if name == "hold":
+            parser.add_argument(
+                "--at", required=True, type=_hold_at, metavar="P%", help="0%%-100%%"
+            )
+        if name == "partition":
+            parser.add_argument("k", nargs="?", type=_partition, metavar="K", help="0, 1, 2, ...")
+            parser.add_argument("--clear", action="store_true", help="remove the partition")
+
+
+_ANNOTATION_HELP: Final = {
+    "pause": "freeze the set's rollouts as they stand",
+    "resume": "let a paused set's rollouts go on",
+    "hold": "hold rolling slices once every role of the new revision has P%% of its target "
+    "(rounded up, both revisions serving; 100%% is no hold, and a rollback is never held)",
+    "release": "remove the hold: rolling slices roll on",
+    "partition": "roll only slices below K to new revisions, or --clear the partition (1: "
+    "only slice 0; the others keep the revision they run)",
+}
+
+
+def _change(args: argparse.Namespace) -> tuple[str, str | None, str]:
+    """The annotation a command changes, the value it writes (None: removes it), what it did."""
+    if args.action in ("pause", "resume"):
+        return api.ANNOTATION_PAUSED, "true" if args.action == "pause" else None, args.action + "d"
+    if args.action == "hold":
+        return api.ANNOTATION_ROLLOUT_HOLD_AT, args.at, f"holds at {args.at}"
+    if args.action == "release":
+        return api.ANNOTATION_ROLLOUT_HOLD_AT, None, "released"
+    if (args.k is None) != args.clear:
+        args.parser.error("give either K or --clear")
+    if args.clear:
+        return api.ANNOTATION_ROLLOUT_PARTITION, None, "partition cleared"
+    return api.ANNOTATION_ROLLOUT_PARTITION, args.k, f"partitioned at {args.k}"
+
+
+def _run_annotate(args: argparse.Namespace) -> int:
+    key, value, done = _change(args)
+    kubectl = Kubectl(args)
+    shown = f"{key}={value}" if value is not None else f"{key} removed"
+    if rollout.annotations_of(kubectl.get_set(args.set)).get(key) == value:
+        print(f"{args.set} already {done} ({shown}): nothing to change")
+        return 0
+    patch = json.dumps(rollout.annotation_patch({key: value}))
+    kubectl.run("patch", SETS, args.set, "--type=merge", f"--patch={patch}")
+    print(f"{args.set} {done} ({shown})")
+    return 0
+
+
+def _checked(text: str, *, key: str, wanted: str) -> str:
+    """`text` when the hooks read it as a valid value of annotation `key`."""
+    if controls.control_of({key: text}).problems:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+    return text
+
+
+def _hold_at(text: str) -> str:
+    return _checked(text, key=api.ANNOTATION_ROLLOUT_HOLD_AT, wanted="a percentage from 0% to 100%")
+
+
+def _partition(text: str) -> str:
+    return _checked(text, key=api.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
+
+
+# --- the parser and the entry point --------------------------------------------------------------
+
+
+def _connection(*, default: object) -> argparse.ArgumentParser:
+    """kubectl's connection flags, taken before and after the command."""
+    flags = argparse.ArgumentParser(add_help=False)
+    group = flags.add_argument_group("kubectl options")
+    group.add_argument("-n", "--namespace", default=default, help="the set's namespace")
+    group.add_argument("--context", default=default, help="the kubeconfig context to use")
+    group.add_argument("--kubeconfig", default=default, help="the kubeconfig file to use")
+    return flags
+
+
+def _leaf(actions: _Subcommands, name: str, *, description: str, **text: Any) -> _Parser:
+    """A `rollout` subcommand taking SET and the connection flags (`text`: help, epilog)."""
+    about = description[:1].upper() + description[1:].replace("%%", "%")
+    about += "" if about.endswith(".") else "."
+    flags = _connection(default=argparse.SUPPRESS)
+    parser = actions.add_parser(name, parents=[flags], description=about, **text)
+    parser.add_argument("set", metavar="SET", help="the DisaggregatedSet's name")
+    parser.set_defaults(report_as=parser.prog, parser=parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`kubectl ds` with its `rollout` subcommands, `plan` and `render`."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        parents=[_connection(default=None)],
+        description="DisaggregatedSet rollouts (disaggregatedset.x-k8s.io/v1), through kubectl.",
+        epilog="exit status: 0 done; 1 failed; 2 usage error; 3 rollout status timed out",
+    )
+    version = f"{PROG} {settings.package_version()}"
+    parser.add_argument("--version", action="version", version=version)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, title="commands"
+    )
+    group = commands.add_parser(
+        "rollout",
+        parents=[_connection(default=argparse.SUPPRESS)],
+        help="watch, list, undo, pause, hold or partition a set's rollouts",
+        description="Manage the rollouts of a DisaggregatedSet.",
+    )
+    actions = group.add_subparsers(dest="action", metavar="ACTION", required=True, title="actions")
+    for add in (_add_status, _add_history, _add_undo, _add_annotations):
+        add(actions)
+    cli.add_manifest_commands(commands)
+    for name in ("plan", "render"):
+        commands.choices[name].set_defaults(parser=commands.choices[name])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, clock: Clock = time) -> int:
+    """Run one command; returns its exit status."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        leaf: argparse.ArgumentParser = getattr(args, "parser", parser)
+        leaf.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.clock = clock
+    try:
+        return cli.run(args)
+    except KeyboardInterrupt:
+        return 130

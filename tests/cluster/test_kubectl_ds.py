@@ -1,0 +1,321 @@
+"""`kubectl ds` on the real control plane, run as users run it: `kubectl ds ...` through the real
+kubectl, which finds the installed `kubectl-ds` console script on PATH.
+
+What only a cluster decides: the history the hooks record is the one the plugin lists and
+restores, an undo's replica trajectory is the planner's, an undo mid-rollout reverts to the LWS
+that still run, and `rollout status` reads the conditions the hooks write (done, the progress
+deadline, a hold, a partition) the way it says it does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hooks import api
+from hooks.edge import kubectl_rollout
+from tests.cluster import kube, sets
+from tests.cluster.controlplane import ControlPlane
+from tests.cluster.lws import FakeLwsController
+from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
+
+JsonObject = dict[str, Any]
+
+pytestmark = pytest.mark.usefixtures("lws_controller")
+
+IMAGE_V3 = "vllm/vllm-openai:v0.12.0"
+# `rollout status` ends on its own in each test; the timeout only bounds a broken one.
+STATUS_TIMEOUT = f"{sets.WAIT_SECONDS}s"
+
+
+def kubectl_ds(
+    plane: ControlPlane, namespace: str, *arguments: str
+) -> subprocess.CompletedProcess[str]:
+    """`kubectl ds ARGUMENTS --kubeconfig ... -n NAMESPACE`, the plugin found on PATH."""
+    scripts = Path(sysconfig.get_path("scripts"))
+    if not (scripts / "kubectl-ds").exists():
+        pytest.fail(f"no kubectl-ds in {scripts}: install the package (pip install -e .)")
+    return subprocess.run(
+        ["kubectl", "ds", *arguments, f"--kubeconfig={plane.kubeconfig}", "-n", namespace],
+        env={**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}"},
+        capture_output=True,
+        text=True,
+        timeout=2 * sets.WAIT_SECONDS + 60,
+        check=False,
+    )
+
+
+def succeeds(plane: ControlPlane, namespace: str, *arguments: str) -> str:
+    """`kubectl ds ARGUMENTS`, which must exit 0; its standard output."""
+    done = kubectl_ds(plane, namespace, *arguments)
+    assert done.returncode == 0, (arguments, done.returncode, done.stdout, done.stderr)
+    return done.stdout
+
+
+def annotated(manifest: JsonObject, cause: str) -> JsonObject:
+    manifest["metadata"]["annotations"] = {api.CHANGE_CAUSE_ANNOTATION: cause}
+    return manifest
+
+
+def get_set(client: kube.Client, namespace: str) -> JsonObject:
+    return client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
+
+
+def annotations(client: kube.Client, namespace: str) -> dict[str, str]:
+    found: dict[str, str] = get_set(client, namespace)["metadata"].get("annotations", {})
+    return found
+
+
+def wait_rolled_out(client: kube.Client, namespace: str, *, revision: str, lws: int) -> None:
+    """The set Available at `revision`, with only `lws` LWS left (old revisions deleted)."""
+    kube.wait_for(
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"])
+            and seen["set"]["status"]["revision"] == revision
+            and len(seen["lws"]) == lws
+            and all(revision in name for name in seen["lws"])
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message=f"revision {revision} rolled out, {lws} LWS left",
+    )
+
+
+def test_history_lists_each_revision_and_pause_keeps_status_waiting_until_resume(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    revisions = []
+    for image, cause in ((sets.IMAGE_V1, "v1"), (sets.IMAGE_V2, "v2"), (IMAGE_V3, "v3")):
+        sets.apply_set(control_plane, annotated(sets.small_set(namespace, image=image), cause))
+        out = succeeds(
+            control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+        )
+        revisions.append(get_set(client, namespace)["status"]["revision"])
+        assert out.splitlines()[-1] == f"llm successfully rolled out to revision {revisions[-1]}"
+        assert sets.is_available(get_set(client, namespace))
+    table = succeeds(control_plane, namespace, "rollout", "history", "llm").splitlines()
+    assert [line.split()[:3] for line in table] == [
+        ["REVISION", "HASH", "CHANGE-CAUSE"],
+        ["1", revisions[0], "v1"],
+        ["2", revisions[1], "v2"],
+        ["3", revisions[2], "v3"],
+    ]
+    assert table[-1].endswith("(current)") and "(current)" not in "".join(table[:-1])
+    detail = yaml.safe_load(
+        succeeds(control_plane, namespace, "rollout", "history", "llm", "--revision", "1")
+    )
+    assert detail["hash"] == revisions[0]
+    assert {
+        role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"]
+        for role in detail["roles"]
+    } == {sets.IMAGE_V1}
+
+    assert succeeds(control_plane, namespace, "rollout", "pause", "llm").startswith("llm paused")
+    assert annotations(client, namespace)[api.ANNOTATION_PAUSED] == "true"
+    sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V1))
+    kube.wait_for(
+        lambda: get_set(client, namespace),
+        until=lambda ds: (
+            ds["status"].get("observedGeneration") == ds["metadata"]["generation"]
+            and (sets.condition(ds, "Progressing") or {}).get("reason") == "RolloutPaused"
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the new generation seen, paused",
+    )
+    waiting = kubectl_ds(control_plane, namespace, "rollout", "status", "llm", "--timeout", "3s")
+    assert waiting.returncode == 3, (waiting.stdout, waiting.stderr)
+    assert "llm rollout is paused" in waiting.stdout
+    assert waiting.stderr.startswith("kubectl ds rollout status: error: timed out after 3s: ")
+    assert succeeds(control_plane, namespace, "rollout", "resume", "llm").startswith("llm resumed")
+    assert api.ANNOTATION_PAUSED not in annotations(client, namespace)
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert out.splitlines()[-1] == f"llm successfully rolled out to revision {revisions[0]}"
+
+
+def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """prefill 5, decode 2, maxSurge 2, maxUnavailable 1: the trajectory of docs/rollout.md."""
+    client = control_plane.client
+    old, new = (
+        sets.small_set(namespace, image=image, prefill=5, decode=2, max_surge=2, max_unavailable=1)
+        for image in (sets.IMAGE_V1, sets.IMAGE_V2)
+    )
+    sets.apply_set(control_plane, old)
+    old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    sets.apply_set(control_plane, new)
+    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    wait_rolled_out(client, namespace, revision=new_revision, lws=2)
+    history = ReplicaHistory(client, namespace)
+    try:
+        out = succeeds(control_plane, namespace, "rollout", "undo", "llm")
+        wait_rolled_out(client, namespace, revision=old_revision, lws=2)
+    finally:
+        history.stop()
+    assert (
+        out.splitlines()[0] == f"llm rolled back to revision 1 ({old_revision}) from {new_revision}"
+    )
+    restored = get_set(client, namespace)
+    assert kubectl_rollout.spec_revision(restored) == old_revision
+    assert [role["spec"] for role in restored["spec"]["roles"]] == [
+        role["spec"] for role in old["spec"]["roles"]
+    ]
+    plan = _plan_columns(new, old, tmp_path)  # plan --from NEW --to OLD
+    for role in ("prefill", "decode"):
+        from_name, to_name = f"llm-0-{new_revision}-{role}", f"llm-0-{old_revision}-{role}"
+        assert history.values[from_name] == _without_repeats(plan[f"old {role}"]), role
+        assert history.values[to_name] == _without_repeats(plan[f"new {role}"]), role
+        assert from_name in history.deleted
+    table = succeeds(control_plane, namespace, "rollout", "history", "llm").splitlines()
+    assert [line.split()[:2] for line in table[1:]] == [["2", new_revision], ["3", old_revision]]
+
+
+def test_undo_mid_rollout_reverts_to_the_lws_that_still_run(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    old_names = set(sets.lws_by_name(client, namespace))
+    with lws_controller.held(namespace):  # the new revision's groups never become ready
+        sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
+        new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+        new_prefill = f"llm-0-{new_revision}-prefill"
+        kube.wait_for(
+            lambda: sets.replicas_by_name(client, namespace),
+            until=lambda replicas: replicas.get(new_prefill, 0) >= 1,
+            timeout=sets.WAIT_SECONDS,
+            message=f"the first scale-up of the new revision ({new_prefill})",
+        )
+        history = ReplicaHistory(client, namespace)
+        try:
+            out = succeeds(control_plane, namespace, "rollout", "undo", "llm")
+            assert out.splitlines()[0] == (
+                f"llm rolled back to revision 1 ({old_revision}) from {new_revision}"
+            )
+            assert f"revision {old_revision}'s LWS still run" in out
+            wait_rolled_out(client, namespace, revision=old_revision, lws=2)
+        finally:
+            history.stop()
+    assert set(sets.lws_by_name(client, namespace)) == old_names
+    new_names = {f"llm-0-{new_revision}-{role}" for role in ("prefill", "decode")}
+    assert set(history.values) == old_names | new_names  # no LWS created by the revert
+    assert new_names <= history.deleted  # the new revision drained and went
+    # The old revision never moved: the new one had not been ready, so nothing was drained.
+    assert {name: history.values[name] for name in old_names} == {
+        f"llm-0-{old_revision}-prefill": [2],
+        f"llm-0-{old_revision}-decode": [1],
+    }
+
+
+def test_status_fails_with_the_deadlines_message_on_a_stalled_rollout(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    client = control_plane.client
+    manifest = sets.small_set(namespace)
+    manifest["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "3"}
+    sets.apply_set(control_plane, manifest)
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert "successfully rolled out" in out
+    with lws_controller.held(namespace):
+        manifest = sets.small_set(namespace, image=sets.IMAGE_V2)
+        manifest["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "3"}
+        sets.apply_set(control_plane, manifest)
+        stalled = kubectl_ds(
+            control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+        )
+        ds = get_set(client, namespace)
+    assert stalled.returncode == 1, (stalled.stdout, stalled.stderr)
+    progressing = sets.condition(ds, "Progressing")
+    assert progressing is not None and progressing["reason"] == "ProgressDeadlineExceeded"
+    assert stalled.stderr == (
+        "kubectl ds rollout status: error: llm exceeded its progress deadline: "
+        f"{progressing['message']}\n"
+    )
+    assert f"llm-0-{ds['status']['revision']}-prefill" in stalled.stderr
+
+
+def test_a_hold_at_half_is_reported_as_held_and_release_completes(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace, prefill=4, decode=2))
+    old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    assert succeeds(control_plane, namespace, "rollout", "hold", "llm", "--at", "50%").startswith(
+        "llm holds at 50%"
+    )
+    assert annotations(client, namespace)[api.ANNOTATION_ROLLOUT_HOLD_AT] == "50%"
+    sets.apply_set(
+        control_plane, sets.small_set(namespace, prefill=4, decode=2, image=sets.IMAGE_V2)
+    )
+    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert f"llm rollout to revision {new_revision} is held: " in out
+    assert out.splitlines()[-1].startswith("not a failure: the rollout stands on purpose")
+    ds = get_set(client, namespace)
+    progressing = sets.condition(ds, "Progressing")
+    assert progressing is not None
+    assert (progressing["status"], progressing["reason"]) == ("Unknown", "RolloutHeld")
+    # `plan --old prefill=4,decode=2 --target prefill=4,decode=2`: pass 3 reaches half.
+    replicas = sets.replicas_by_name(client, namespace)
+    assert {name.split("-", 2)[2]: count for name, count in replicas.items()} == {
+        f"{old_revision}-prefill": 3,
+        f"{old_revision}-decode": 2,
+        f"{new_revision}-prefill": 2,
+        f"{new_revision}-decode": 1,
+    }
+
+    assert succeeds(control_plane, namespace, "rollout", "release", "llm").startswith(
+        "llm released"
+    )
+    assert api.ANNOTATION_ROLLOUT_HOLD_AT not in annotations(client, namespace)
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert out.splitlines()[-1] == f"llm successfully rolled out to revision {new_revision}"
+
+
+def test_a_partition_is_reported_as_partitioned_and_clearing_it_completes(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace, slices=2))
+    old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    assert succeeds(control_plane, namespace, "rollout", "partition", "llm", "1").startswith(
+        "llm partitioned at 1"
+    )
+    assert annotations(client, namespace)[api.ANNOTATION_ROLLOUT_PARTITION] == "1"
+    sets.apply_set(control_plane, sets.small_set(namespace, slices=2, image=sets.IMAGE_V2))
+    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert f"llm rollout to revision {new_revision} is partitioned: " in out
+    assert "slice 1 Partitioned: prefill old 2/2 new 0/0, decode old 1/1 new 0/0" in out
+    names = set(sets.lws_by_name(client, namespace))
+    assert names == {
+        f"llm-{index}-{revision}-{role}"
+        for index, revision in ((0, new_revision), (1, old_revision))
+        for role in ("prefill", "decode")
+    }
+    cleared = succeeds(control_plane, namespace, "rollout", "partition", "llm", "--clear")
+    assert cleared.startswith("llm partition cleared")
+    assert api.ANNOTATION_ROLLOUT_PARTITION not in annotations(client, namespace)
+    out = succeeds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
+    )
+    assert out.splitlines()[-1] == f"llm successfully rolled out to revision {new_revision}"
+    wait_rolled_out(client, namespace, revision=new_revision, lws=4)

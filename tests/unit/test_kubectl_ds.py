@@ -1,0 +1,938 @@
+"""`kubectl ds` (hooks.edge.kubectl_ds) against a fake `kubectl` on PATH.
+
+The fake is a small script that records its arguments (and standard input) and answers from
+JSON files, one answer per call and the last one repeated; `rollout status` waits on a fake
+clock, so no test sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hooks import api
+from hooks.core import children
+from hooks.edge import kubectl_ds
+from hooks.gocompat import revision
+from tests import builders
+from tests.shared import REPO_ROOT
+
+JsonObject = dict[str, Any]
+V1, V2, V3 = (f"vllm/vllm-openai:v0.{minor}.0" for minor in (11, 12, 13))
+RESOURCE_VERSION = "4711"
+
+FAKE_KUBECTL = """#!{python}
+import json, sys
+from pathlib import Path
+
+state = Path({state!r})
+args = sys.argv[1:]
+stdin = sys.stdin.read() if "--filename=-" in args else None
+with (state / "calls.jsonl").open("a") as calls:
+    calls.write(json.dumps({{"argv": args, "stdin": stdin}}) + "\\n")
+words = [arg for arg in args if not arg.startswith("-")]
+key = " ".join([words[0], *(word.split(".")[0] for word in words[1:2])])
+answers = state / (key + ".json")
+if not answers.exists():
+    sys.exit(print("fake kubectl: no answer for " + key, file=sys.stderr) or 1)
+counter = state / (key + ".count")
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+queue = json.loads(answers.read_text())
+answer = queue[min(n, len(queue) - 1)]
+out = answer.get("stdout", "")
+sys.stdout.write(out if isinstance(out, str) else json.dumps(out))
+sys.stderr.write(answer.get("stderr", ""))
+sys.exit(answer.get("exit", 0))
+"""
+
+
+class FakeKubectl:
+    """The fake `kubectl`: `answer("get disaggregatedsets", obj, ...)` queues what the calls
+    with that verb and resource print; `calls()` is every call's arguments."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+
+    def answer(self, key: str, *answers: JsonObject) -> None:
+        queue = [a if {"stdout", "stderr", "exit"} >= a.keys() else {"stdout": a} for a in answers]
+        (self.state / f"{key}.json").write_text(json.dumps(queue))
+        (self.state / f"{key}.count").unlink(missing_ok=True)
+
+    def fail(self, key: str, stderr: str) -> None:
+        self.answer(key, {"stderr": stderr, "exit": 1})
+
+    def calls(self) -> list[JsonObject]:
+        path = self.state / "calls.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
+    def verbs(self) -> list[str]:
+        return [next(a for a in call["argv"] if not a.startswith("-")) for call in self.calls()]
+
+    def written(self) -> JsonObject:
+        """The object the one `kubectl replace` wrote."""
+        (call,) = [call for call in self.calls() if "replace" in call["argv"]]
+        written: JsonObject = json.loads(call["stdin"])
+        return written
+
+    def patches(self) -> list[JsonObject]:
+        return [
+            json.loads(arg.removeprefix("--patch="))
+            for call in self.calls()
+            for arg in call["argv"]
+            if arg.startswith("--patch=")
+        ]
+
+
+@pytest.fixture
+def kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKubectl:
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(FAKE_KUBECTL.format(python=sys.executable, state=str(state)))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    fake = FakeKubectl(state)
+    fake.answer("replace", {"stdout": "disaggregatedset.disaggregatedset.x-k8s.io/llm\n"})
+    fake.answer("patch disaggregatedsets", {"stdout": "patched\n"})
+    return fake
+
+
+class FakeClock:
+    """Time that passes only in `sleep`; a wait that never ends fails the test instead."""
+
+    MAX_SLEEPS = 50
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float, /) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        if len(self.slept) > self.MAX_SLEEPS:
+            raise AssertionError(f"still waiting after {self.MAX_SLEEPS} polls")
+
+
+def run(
+    capsys: pytest.CaptureFixture[str], *argv: str, clock: FakeClock | None = None
+) -> tuple[int, str, str]:
+    code = kubectl_ds.main(list(argv), clock=clock or FakeClock())
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- objects -------------------------------------------------------------------------------------
+
+
+def roles(image: str, *, prefill: int = 2, decode: int = 1) -> list[JsonObject]:
+    return [
+        builders.make_role("prefill", replicas=prefill, image=image),
+        builders.make_role("decode", replicas=decode, image=image),
+    ]
+
+
+def revision_of(roles_: Sequence[JsonObject]) -> str:
+    return revision.compute_revision(
+        [(role["name"], role["spec"]["leaderWorkerTemplate"]) for role in roles_]
+    )
+
+
+def a_set(
+    roles_: list[JsonObject],
+    *,
+    generation: int = 2,
+    observed: int | None = None,
+    conditions: Sequence[tuple[str, str, str, str]] = (),
+    rollout: JsonObject | None = None,
+    annotations: dict[str, str] | None = None,
+    slices: int = 1,
+) -> JsonObject:
+    """A stored set with `conditions` as (type, status, reason, message)."""
+    status: JsonObject = {
+        "observedGeneration": generation if observed is None else observed,
+        "revision": revision_of(roles_),
+        "conditions": [
+            {"type": kind, "status": state, "reason": reason, "message": message}
+            for kind, state, reason, message in conditions
+        ],
+    }
+    if rollout is not None:
+        status["rollout"] = rollout
+    ds = builders.make_ds(roles=roles_, generation=generation, status=status, slices=slices)
+    ds["metadata"]["resourceVersion"] = RESOURCE_VERSION
+    if annotations:
+        ds["metadata"]["annotations"] = annotations
+    return ds
+
+
+def record(
+    roles_: list[JsonObject], number: int, *, cause: str | None = None, label: str | None = None
+) -> JsonObject:
+    """A ControllerRevision as the hooks write it and the API server returns it."""
+    parsed = api.recorded_roles({"roles": roles_})
+    assert parsed is not None
+    name = revision_of(roles_) if label is None else label
+    desired = children.render_history(
+        set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
+    )
+    return builders.observe(desired, created=f"2026-11-2{number}T10:00:00Z")
+
+
+def listing(*items: JsonObject) -> JsonObject:
+    return {"apiVersion": "v1", "kind": "List", "items": list(items)}
+
+
+AVAILABLE = (
+    ("Available", "True", "AllRolesReady", "All roles run revision x with every replica ready"),
+    ("Progressing", "False", "AllRolesReady", "All roles run revision x with every replica ready"),
+    ("Degraded", "False", "AsExpected", "No problems detected"),
+)
+ROLLING = (
+    ("Available", "False", "RolloutInProgress", "Waiting for prefill: 1 updated"),
+    ("Progressing", "True", "RolloutInProgress", "Waiting for prefill: 1 updated"),
+    ("Degraded", "False", "AsExpected", "No problems detected"),
+)
+
+
+def progressing(state: str, reason: str, message: str) -> tuple[tuple[str, str, str, str], ...]:
+    return (
+        ("Available", "False", reason, message),
+        ("Progressing", state, reason, message),
+        ("Degraded", "False", "AsExpected", "No problems detected"),
+    )
+
+
+# --- arguments and kubectl -----------------------------------------------------------------------
+
+
+def test_connection_flags_go_to_kubectl_before_or_after_the_command(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer("get controllerrevisions", listing())
+    code, _, _ = run(
+        capsys, "--kubeconfig", "/tmp/kc", "--context=lab", "rollout", "history", "llm", "-n", "ml"
+    )
+    assert code == 0
+    for call in kubectl.calls():
+        assert call["argv"][:3] == ["--kubeconfig=/tmp/kc", "--context=lab", "--namespace=ml"]
+    assert kubectl.calls()[0]["argv"][3:] == [
+        "get",
+        "disaggregatedsets.disaggregatedset.x-k8s.io",
+        "llm",
+        "--output=json",
+    ]
+    selector = [a for a in kubectl.calls()[1]["argv"] if a.startswith("--selector=")]
+    assert selector == [f"--selector={api.LABEL_NAME}=llm"]
+
+
+def test_without_connection_flags_kubectl_gets_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer("get controllerrevisions", listing())
+    assert run(capsys, "rollout", "history", "llm")[0] == 0
+    assert kubectl.calls()[0]["argv"][0] == "get"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["rollout", "status", "llm", "--timeout", "5"], "argument --timeout: '5' is not a"),
+        (["rollout", "hold", "llm", "--at", "150%"], "'150%' is not a percentage from 0% to"),
+        (["rollout", "hold", "llm", "--at", "50"], "'50' is not a percentage"),
+        (["rollout", "partition", "llm", "x"], "argument K: 'x' is not a whole number"),
+        (["rollout", "partition", "llm", "1", "--clear"], "give either K or --clear"),
+        (["rollout", "partition", "llm"], "give either K or --clear"),
+        (["rollout", "undo", "llm", "--to-revision", "-1"], "argument --to-revision:"),
+        (["rollout", "history", "llm", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+    ids=[
+        "duration",
+        "hold-over-100",
+        "hold-no-percent",
+        "partition",
+        "both",
+        "neither",
+        "negative-revision",
+        "unknown",
+    ],
+)
+def test_usage_errors_exit_2_with_one_line_naming_the_command(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        run(capsys, *argv)
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"kubectl ds rollout {argv[1]}: error: "), last
+    assert message in last
+    assert kubectl.calls() == []
+
+
+def test_a_kubectl_failure_is_one_line_in_kubectls_words(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.fail(
+        "get disaggregatedsets",
+        'Error from server (NotFound): disaggregatedsets.disaggregatedset.x-k8s.io "llm" not '
+        "found\n",
+    )
+    code, out, err = run(capsys, "rollout", "status", "llm")
+    assert (code, out) == (1, "")
+    assert err == (
+        "kubectl ds rollout status: error: Error from server (NotFound): "
+        'disaggregatedsets.disaggregatedset.x-k8s.io "llm" not found\n'
+    )
+
+
+def test_without_kubectl_on_path_it_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = run(capsys, "rollout", "pause", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout pause: error: kubectl is not on PATH, and kubectl ds works through it\n"
+    )
+
+
+def test_the_console_script_is_kubectl_ds() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["kubectl-ds"] == "hooks.edge.kubectl_ds:main"
+
+
+# --- plan and render -----------------------------------------------------------------------------
+
+
+def test_plan_and_render_are_the_hooks_own(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = run(
+        capsys, "plan", "--old", "prefill=2,decode=1", "--target", "prefill=2,decode=1"
+    )
+    assert code == 0 and "complete after" in out
+    manifest = tmp_path / "llm.yaml"
+    manifest.write_text(yaml.safe_dump({**builders.make_ds(), "metadata": {"name": "llm"}}))
+    code, out, _ = run(capsys, "render", str(manifest))
+    assert code == 0 and "LeaderWorkerSet" in out
+    code, _, err = run(capsys, "plan", "--old", "prefill=2")
+    assert (code, err) == (2, "kubectl ds plan: error: --old and --target go together\n")
+    assert kubectl.calls() == []
+
+
+def test_plan_help_shows_kubectl_ds_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run(capsys, "plan", "--help")
+    assert "  kubectl ds plan --from old.yaml --to new.yaml" in capsys.readouterr().out
+
+
+# --- history -------------------------------------------------------------------------------------
+
+
+def test_history_lists_the_records_by_number_with_the_current_one_marked(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = record(roles(V3), 9)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    renamed = record(roles(V3), 8)
+    renamed["metadata"]["name"] = "llm-renamed"
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer(
+        "get controllerrevisions",
+        listing(
+            record(roles(V1), 3, cause="back to 0.11"),
+            foreign,
+            record(roles(V2), 2),
+            renamed,
+        ),
+    )
+    code, out, err = run(capsys, "rollout", "history", "llm")
+    assert (code, err) == (0, "")
+    first, second = revision_of(roles(V2)), revision_of(roles(V1))
+    assert out.splitlines() == [
+        "REVISION  HASH      CHANGE-CAUSE  CREATED",
+        f"2         {first}  <none>        2026-11-22T10:00:00Z",
+        f"3         {second}  back to 0.11  2026-11-23T10:00:00Z  (current)",
+    ]
+
+
+def test_history_notes_a_spec_revision_not_recorded_yet(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1)))
+    code, out, err = run(capsys, "rollout", "history", "llm")
+    assert code == 0 and "(current)" not in out
+    assert err == (
+        f"kubectl ds rollout history: note: the spec's revision {revision_of(roles(V2))} is not "
+        "recorded yet (its rollout starts)\n"
+    )
+
+
+def test_history_of_one_revision_prints_its_roles_and_templates(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    kubectl.answer(
+        "get controllerrevisions",
+        listing(record(roles(V1), 1, cause="first"), record(roles(V2), 2)),
+    )
+    code, out, _ = run(capsys, "rollout", "history", "llm", "--revision", "1")
+    assert code == 0
+    detail = yaml.safe_load(out)
+    assert detail["revision"] == 1 and detail["hash"] == revision_of(roles(V1))
+    assert detail["changeCause"] == "first" and "current" not in detail
+    assert [role["spec"] for role in detail["roles"]] == [role["spec"] for role in roles(V1)]
+
+
+def test_history_of_an_unknown_revision_names_the_known_ones(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    code, _, err = run(capsys, "rollout", "history", "llm", "--revision", "7")
+    assert (code, err) == (
+        1,
+        "kubectl ds rollout history: error: revision 7 is not in the history (revisions: 1, 2)\n",
+    )
+
+
+def test_a_set_without_history_says_so(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer("get controllerrevisions", listing())
+    assert run(capsys, "rollout", "history", "llm")[:2] == (
+        0,
+        "No rollout history found for llm.\n",
+    )
+
+
+# --- undo ----------------------------------------------------------------------------------------
+
+
+def test_undo_restores_the_previous_templates_and_keeps_replicas_and_scaling(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = roles(V1, prefill=2, decode=1)
+    now = roles(V2, prefill=5, decode=3)
+    now[1]["scaling"] = {"mode": "External"}
+    now[0]["spec"]["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 2, "maxUnavailable": 0},
+    }
+    now[0]["metadata"] = {"labels": {"team": "serving"}}
+    kubectl.answer("get disaggregatedsets", a_set(now))
+    kubectl.answer("get controllerrevisions", listing(record(old, 1), record(now, 2)))
+    kubectl.answer("get leaderworkersets", listing())
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, err) == (0, "")
+    written = kubectl.written()
+    assert written["metadata"]["resourceVersion"] == RESOURCE_VERSION
+    assert "status" not in written
+    restored = written["spec"]["roles"]
+    assert [role["name"] for role in restored] == ["prefill", "decode"]
+    for role, before, after in zip(restored, now, old, strict=True):
+        template = role["spec"].pop("leaderWorkerTemplate")
+        assert template == after["spec"]["leaderWorkerTemplate"]
+        before_spec = dict(before["spec"])
+        before_spec.pop("leaderWorkerTemplate")
+        assert role["spec"] == before_spec  # replicas, rollout strategy, the rest kept
+        assert role.get("scaling") == before.get("scaling")
+        assert role.get("metadata") == before.get("metadata")
+    assert written["spec"]["slices"] == 1
+    old_revision = revision_of(old)
+    assert out.splitlines()[0] == (
+        f"llm rolled back to revision 1 ({old_revision}) from {revision_of(now)}"
+    )
+    assert "  role prefill: leaderWorkerTemplate restored" in out
+
+
+def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_order(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    encode = builders.make_role("encode", replicas=4, image=V1, labels={"tier": "vision"})
+    encode["scaling"] = {"mode": "Static"}
+    old = [*roles(V1), encode]
+    router = builders.make_role("router", replicas=1, image=V2)
+    now = [roles(V2, decode=6)[1], roles(V2, prefill=7)[0], router]  # decode, prefill, router
+    kubectl.answer("get disaggregatedsets", a_set(now))
+    recorded = record(old, 1)
+    kubectl.answer("get controllerrevisions", listing(recorded, record(now, 2)))
+    kubectl.answer("get leaderworkersets", listing())
+    code, out, _ = run(capsys, "rollout", "undo", "llm")
+    assert code == 0
+    restored = kubectl.written()["spec"]["roles"]
+    assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
+    assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
+    assert restored[2] == recorded["data"]["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
+    assert revision_of(restored) == revision_of(old)
+    assert "  role encode: added back as revision 1 records it" in out
+    assert "  role router: removed (not in revision 1)" in out
+    assert "  role order: prefill, decode, encode" in out
+
+
+def test_undo_to_a_given_revision_and_the_change_cause_follows_it(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = roles(V3)
+    kubectl.answer(
+        "get disaggregatedsets", a_set(now, annotations={api.CHANGE_CAUSE_ANNOTATION: "v3"})
+    )
+    kubectl.answer(
+        "get controllerrevisions",
+        listing(record(roles(V1), 1, cause="v1"), record(roles(V2), 2), record(now, 3, cause="v3")),
+    )
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(builders.make_lws("prefill", revision=revision_of(roles(V1)))),
+    )
+    code, out, _ = run(capsys, "rollout", "undo", "llm", "--to-revision", "1")
+    assert code == 0
+    written = kubectl.written()
+    assert revision_of(written["spec"]["roles"]) == revision_of(roles(V1))
+    assert written["metadata"]["annotations"][api.CHANGE_CAUSE_ANNOTATION] == "v1"
+    assert "the set goes back to them at once" in out
+    # Back to revision 2, which has no cause: the set's goes, so the record keeps its own.
+    kubectl.answer("replace", {"stdout": ""})
+    (kubectl.state / "calls.jsonl").unlink()
+    assert run(capsys, "rollout", "undo", "llm", "--to-revision", "2")[0] == 0
+    assert "annotations" not in kubectl.written()["metadata"]
+
+
+def test_undo_with_the_current_revision_unrecorded_goes_to_the_latest_record(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V3)))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V2), 1), record(roles(V1), 2)))
+    kubectl.answer("get leaderworkersets", listing())
+    assert run(capsys, "rollout", "undo", "llm")[0] == 0
+    assert revision_of(kubectl.written()["spec"]["roles"]) == revision_of(roles(V1))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--to-revision", "7"], "revision 7 is not in the history (revisions: 1, 2)"),
+        (["--to-revision", "2"], "revision 2 ({now}) is already the current revision"),
+    ],
+    ids=["unknown", "current"],
+)
+def test_undo_refuses_an_unknown_or_current_revision_and_writes_nothing(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    now = roles(V2)
+    kubectl.answer("get disaggregatedsets", a_set(now))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(now, 2)))
+    code, out, err = run(capsys, "rollout", "undo", "llm", *argv)
+    assert (code, out) == (1, "")
+    assert err == f"kubectl ds rollout undo: error: {message.format(now=revision_of(now))}\n"
+    assert "replace" not in kubectl.verbs()
+
+
+def test_undo_refuses_without_an_earlier_revision(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = roles(V1)
+    kubectl.answer("get disaggregatedsets", a_set(now))
+    kubectl.answer("get controllerrevisions", listing(record(now, 1)))
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(now)}) in the history\n"
+    )
+
+
+def test_undo_refuses_a_record_whose_roles_do_not_hash_to_its_revision(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged = record(roles(V1), 1, label="0badc0de")
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    kubectl.answer("get controllerrevisions", listing(forged, record(roles(V2), 2)))
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout undo: error: the restored spec hashes to revision "
+        f"{revision_of(roles(V1))}, not to the recorded 0badc0de; nothing was changed\n"
+    )
+    assert "replace" not in kubectl.verbs()
+
+
+def test_undo_reports_a_set_changed_meanwhile(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer("get leaderworkersets", listing())
+    kubectl.fail(
+        "replace",
+        'Error from server (Conflict): error when replacing "STDIN": Operation cannot be '
+        'fulfilled on disaggregatedsets.disaggregatedset.x-k8s.io "llm": the object has been '
+        "modified; please apply your changes to the latest version and try again\n",
+    )
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, out) == (1, "")
+    assert err == (
+        "kubectl ds rollout undo: error: llm changed while undo ran, so nothing was written: "
+        "run undo again\n"
+    )
+
+
+def test_undo_of_a_paused_set_says_when_it_starts(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paused = {api.ANNOTATION_PAUSED: "true"}
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2), annotations=paused))
+    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer("get leaderworkersets", listing())
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 0
+    assert "llm is paused: the rollback starts on `kubectl ds rollout resume`" in err
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def lws(role: str, rev: str, replicas: int, ready: int, *, slice_index: int = 0) -> JsonObject:
+    return builders.make_lws(
+        role, revision=rev, replicas=replicas, ready=ready, slice_index=slice_index
+    )
+
+
+def test_status_prints_progress_as_it_changes_and_exits_0_once_available(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    rolling = a_set(
+        roles(V2),
+        conditions=ROLLING,
+        rollout={
+            "revision": new,
+            "slices": [{"index": 0, "phase": "Rolling", "revisions": [old, new]}],
+        },
+    )
+    kubectl.answer(
+        "get disaggregatedsets", rolling, rolling, rolling, a_set(roles(V2), conditions=AVAILABLE)
+    )
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(
+            lws("prefill", old, 2, 2),
+            lws("decode", old, 1, 1),
+            lws("prefill", new, 1, 0),
+            lws("decode", new, 0, 0),
+        ),
+        listing(
+            lws("prefill", old, 2, 2),
+            lws("decode", old, 1, 1),
+            lws("prefill", new, 1, 0),
+            lws("decode", new, 0, 0),
+        ),
+        listing(
+            lws("prefill", old, 1, 1),
+            lws("decode", old, 1, 1),
+            lws("prefill", new, 1, 1),
+            lws("decode", new, 1, 1),
+        ),
+        listing(lws("prefill", new, 2, 2), lws("decode", new, 1, 1)),
+    )
+    clock = FakeClock()
+    code, out, err = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"waiting for llm to roll out to revision {new}: Waiting for prefill: 1 updated",
+        "slice 0 Rolling: prefill old 2/2 new 0/1, decode old 1/1 new 0/0",
+        "slice 0 Rolling: prefill old 1/1 new 1/1, decode old 1/1 new 1/1",
+        "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
+        f"llm successfully rolled out to revision {new}",
+    ]
+    assert clock.slept == [1.0, 1.0, 1.0]
+
+
+def test_status_waits_for_the_controller_to_see_the_generation(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = a_set(roles(V2), generation=3, observed=2, conditions=AVAILABLE)
+    kubectl.answer(
+        "get disaggregatedsets", stale, a_set(roles(V2), generation=3, conditions=AVAILABLE)
+    )
+    kubectl.answer("get leaderworkersets", listing())
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    assert out.splitlines()[0] == "waiting for the controller to see generation 3"
+
+
+def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paused = a_set(
+        roles(V2),
+        conditions=progressing("Unknown", "RolloutPaused", "Rollout to revision x is paused"),
+    )
+    kubectl.answer(
+        "get disaggregatedsets",
+        paused,
+        paused,
+        paused,
+        a_set(roles(V2), conditions=ROLLING),
+        a_set(roles(V2), conditions=AVAILABLE),
+    )
+    kubectl.answer("get leaderworkersets", listing())
+    clock = FakeClock()
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert code == 0
+    assert out.splitlines()[0] == "llm rollout is paused: Rollout to revision x is paused"
+    assert out.splitlines()[-1].startswith("llm successfully rolled out to revision ")
+    assert len(clock.slept) == 4
+
+
+HELD_MESSAGE = (
+    "slices 0 hold at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
+)
+
+
+def held_set(hold_at: str, *, roles_: list[JsonObject] | None = None) -> JsonObject:
+    """Slice 0 of a set held (its status says so) with annotation rollout-hold-at `hold_at`."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    return a_set(
+        roles(V2) if roles_ is None else roles_,
+        conditions=progressing("Unknown", "RolloutHeld", HELD_MESSAGE),
+        rollout={
+            "revision": new,
+            "slices": [{"index": 0, "phase": "Held", "revisions": [old, new]}],
+        },
+        annotations={api.ANNOTATION_ROLLOUT_HOLD_AT: hold_at},
+    )
+
+
+def test_a_held_rollout_is_reported_as_held_with_exit_0_once_the_new_groups_are_ready(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer("get disaggregatedsets", held_set("50%"))
+    at_half = [lws("prefill", old, 1, 1), lws("decode", old, 1, 1), lws("decode", new, 1, 1)]
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(*at_half, lws("prefill", new, 1, 0)),  # not ready yet: wait
+        listing(*at_half, lws("prefill", new, 1, 1)),
+    )
+    clock = FakeClock()
+    code, out, err = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert (code, err, clock.slept) == (0, "", [1.0])
+    lines = out.splitlines()
+    assert f"llm rollout to revision {new} is held: {HELD_MESSAGE}" in lines
+    assert lines[-1].startswith("not a failure: the rollout stands on purpose, where a canary")
+
+
+def test_a_hold_raised_is_not_reported_until_the_new_revision_reaches_it(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status still says held at 25% (prefill 1 of 4) after `hold --at 50%`."""
+    wide = roles(V2, prefill=4, decode=2)
+    old, new = revision_of(roles(V1)), revision_of(wide)
+    kubectl.answer("get disaggregatedsets", held_set("50%", roles_=wide))
+    decode = [lws("decode", old, 1, 1), lws("decode", new, 1, 1)]
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(*decode, lws("prefill", old, 4, 4), lws("prefill", new, 1, 1)),
+        listing(*decode, lws("prefill", old, 3, 3), lws("prefill", new, 2, 2)),
+    )
+    clock = FakeClock()
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert (code, clock.slept) == (0, [1.0])
+    assert f"llm rollout to revision {new} is held: " in out
+
+
+def test_a_hold_just_released_is_not_reported_as_held(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An annotation change keeps the generation: until the hooks see the release, the status
+    still says RolloutHeld, and status must wait instead of reporting the old hold."""
+    stale = held_set("50%")
+    stale["metadata"].pop("annotations")
+    kubectl.answer("get disaggregatedsets", stale, stale, a_set(roles(V2), conditions=AVAILABLE))
+    kubectl.answer("get leaderworkersets", listing())
+    clock = FakeClock()
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert (code, len(clock.slept)) == (0, 2)
+    assert "is held" not in out
+    assert out.splitlines()[-1].startswith("llm successfully rolled out to revision ")
+
+
+PARTITIONED_MESSAGE = "slices 1 are past annotation disaggregatedset.x-k8s.io/rollout-partition"
+
+
+def partitioned_set(partition: str) -> JsonObject:
+    """Two slices, slice 1 partitioned (its status says so), annotation rollout-partition."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    return a_set(
+        roles(V2),
+        slices=2,
+        rollout={
+            "revision": new,
+            "slices": [{"index": 1, "phase": "Partitioned", "revisions": [old]}],
+        },
+        conditions=progressing("Unknown", "RolloutPartitioned", PARTITIONED_MESSAGE),
+        annotations={api.ANNOTATION_ROLLOUT_PARTITION: partition},
+    )
+
+
+def test_a_partitioned_rollout_is_reported_as_partitioned_with_exit_0(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer("get disaggregatedsets", partitioned_set("1"))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", new, 2, 2), lws("prefill", old, 2, 2, slice_index=1)),
+    )
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    assert out.splitlines()[:3] == [
+        "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 0/0",
+        "slice 1 Partitioned: prefill old 2/2 new 0/0, decode old 0/0 new 0/0",
+        f"llm rollout to revision {new} is partitioned: {PARTITIONED_MESSAGE}",
+    ]
+
+
+@pytest.mark.parametrize("partition", [None, "2"], ids=["cleared", "raised"])
+def test_a_partition_changed_is_not_reported_from_the_status_before_it(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], partition: str | None
+) -> None:
+    stale = partitioned_set("1")
+    if partition is None:
+        stale["metadata"].pop("annotations")
+    else:
+        stale["metadata"]["annotations"][api.ANNOTATION_ROLLOUT_PARTITION] = partition
+    kubectl.answer("get disaggregatedsets", stale, a_set(roles(V2), slices=2, conditions=AVAILABLE))
+    kubectl.answer("get leaderworkersets", listing())
+    clock = FakeClock()
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=clock)
+    assert (code, len(clock.slept)) == (0, 1)
+    assert "is partitioned" not in out
+
+
+@pytest.mark.parametrize(
+    ("conditions", "message"),
+    [
+        (
+            progressing(
+                "False",
+                "ProgressDeadlineExceeded",
+                "Rollout to revision x made no progress since T",
+            ),
+            "llm exceeded its progress deadline: Rollout to revision x made no progress since T",
+        ),
+        (
+            (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
+            "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
+        ),
+    ],
+    ids=["deadline-exceeded", "degraded"],
+)
+def test_status_fails_with_the_conditions_message(
+    kubectl: FakeKubectl,
+    capsys: pytest.CaptureFixture[str],
+    conditions: tuple[tuple[str, str, str, str], ...],
+    message: str,
+) -> None:
+    kubectl.answer(
+        "get disaggregatedsets",
+        a_set(roles(V2), conditions=ROLLING),
+        a_set(roles(V2), conditions=conditions),
+    )
+    kubectl.answer("get leaderworkersets", listing())
+    code, _, err = run(capsys, "rollout", "status", "llm")
+    assert (code, err) == (1, f"kubectl ds rollout status: error: {message}\n")
+
+
+def test_status_times_out_with_exit_3(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2), conditions=ROLLING))
+    kubectl.answer("get leaderworkersets", listing())
+    clock = FakeClock()
+    code, _, err = run(capsys, "rollout", "status", "llm", "--timeout", "2.5s", clock=clock)
+    assert code == 3
+    assert err.startswith("kubectl ds rollout status: error: timed out after 2.5s: waiting for llm")
+    assert clock.slept == [1.0, 1.0, 0.5]
+
+
+def test_status_durations_are_kubectls() -> None:
+    assert kubectl_ds._duration("1h30m") == (5400.0, "1h30m")
+    assert kubectl_ds._duration("90s") == (90.0, "90s")
+    assert kubectl_ds._duration("0") == (0.0, "0")
+
+
+# --- the annotations -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "value", "said"),
+    [
+        (["pause", "llm"], api.ANNOTATION_PAUSED, "true", "llm paused"),
+        (["resume", "llm"], api.ANNOTATION_PAUSED, None, "llm resumed"),
+        (["hold", "llm", "--at", "50%"], api.ANNOTATION_ROLLOUT_HOLD_AT, "50%", "llm holds at 50%"),
+        (["release", "llm"], api.ANNOTATION_ROLLOUT_HOLD_AT, None, "llm released"),
+        (["partition", "llm", "1"], api.ANNOTATION_ROLLOUT_PARTITION, "1", "llm partitioned at 1"),
+        (
+            ["partition", "llm", "--clear"],
+            api.ANNOTATION_ROLLOUT_PARTITION,
+            None,
+            "llm partition cleared",
+        ),
+    ],
+    ids=["pause", "resume", "hold", "release", "partition", "clear"],
+)
+def test_rollout_controls_merge_patch_one_annotation(
+    kubectl: FakeKubectl,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    key: str,
+    value: str | None,
+    said: str,
+) -> None:
+    others = {
+        api.ANNOTATION_PAUSED: "true",
+        api.ANNOTATION_ROLLOUT_HOLD_AT: "25%",
+        api.ANNOTATION_ROLLOUT_PARTITION: "2",
+    }
+    before = {k: v for k, v in others.items() if value is None or k != key}
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1), annotations=before))
+    code, out, err = run(capsys, "rollout", *argv, "-n", "ml")
+    assert (code, err) == (0, "")
+    assert kubectl.patches() == [{"metadata": {"annotations": {key: value}}}]
+    (patch,) = [call["argv"] for call in kubectl.calls() if "patch" in call["argv"]]
+    assert patch[:5] == [
+        "--namespace=ml",
+        "patch",
+        "disaggregatedsets.disaggregatedset.x-k8s.io",
+        "llm",
+        "--type=merge",
+    ]
+    assert out.startswith(said + " (")
+
+
+def test_a_control_already_as_asked_changes_nothing(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    code, out, _ = run(capsys, "rollout", "resume", "llm")
+    assert (code, kubectl.patches()) == (0, [])
+    assert out == f"llm already resumed ({api.ANNOTATION_PAUSED} removed): nothing to change\n"

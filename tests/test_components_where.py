@@ -7,7 +7,7 @@ component's header) must say exactly that. Each is rendered where it goes: the k
 in a copy of examples/overlay/ (the overlay a user makes), the other two in stand-ins for their
 installs; and listed in this kit instead, those two fail the build or change nothing.
 
-tests/test_observability.py and tests/test_deploy.py test what each component adds; this module
+tests/test_observability.py and tests/deploy/ test what each component adds; this module
 tests where it goes. Rendering needs `kubectl`; without it these tests skip.
 """
 

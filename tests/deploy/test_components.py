@@ -1,0 +1,271 @@
+"""The kit's optional kustomize components. external-replicas-warning adds only a
+ValidatingAdmissionPolicy and its binding, which warn and never deny, stay cluster-scoped when the
+root kustomization enables the component, and whose CEL (evaluated here with cel-python, as the API
+server would) warns exactly for External roles above one replica. metacontroller-scale appends its
+worker and client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
+Metacontroller with. Rendering needs `kubectl`; those tests skip without it, the CEL tests do not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+
+from tests import kustomize
+from tests.deploy.kit import BASE_OBJECTS, HOOK_NAME, NAMESPACE, _copy_install_tree
+from tests.kustomize import Manifest
+from tests.shared import REPO_ROOT
+
+COMPONENT_DIR = REPO_ROOT / "components" / "external-replicas-warning"
+POLICY_NAME = "disaggregatedset-external-role-replicas"
+
+
+# --- the external-replicas-warning component ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rendered_with_component(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
+    """The repository root plus the component, built from an overlay outside the repository."""
+    kustomize.require_crds()
+    overlay = tmp_path_factory.mktemp("overlay")
+    # kustomize refuses absolute paths here; relative ones may leave the overlay's directory.
+    overlay_doc = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO_ROOT, overlay)],
+        "components": [os.path.relpath(COMPONENT_DIR, overlay)],
+    }
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(overlay_doc))
+    return kustomize.render(overlay)
+
+
+def test_component_adds_only_the_policy_and_its_binding(
+    rendered_with_component: list[Manifest],
+) -> None:
+    assert kustomize.kinds_and_names(rendered_with_component) == BASE_OBJECTS | {
+        ("ValidatingAdmissionPolicy", POLICY_NAME),
+        ("ValidatingAdmissionPolicyBinding", POLICY_NAME),
+    }
+
+
+def test_component_policy_warns_and_never_denies(rendered_with_component: list[Manifest]) -> None:
+    policy = kustomize.one(rendered_with_component, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(
+        rendered_with_component, "ValidatingAdmissionPolicyBinding", POLICY_NAME
+    )
+    for obj in (policy, binding):
+        assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
+        assert "namespace" not in obj["metadata"]
+    assert binding["spec"]["policyName"] == POLICY_NAME
+    assert binding["spec"]["validationActions"] == ["Warn"]
+    assert policy["spec"]["failurePolicy"] == "Ignore"
+    [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["disaggregatedset.x-k8s.io"]
+    assert rule["apiVersions"] == ["v1"]
+    assert rule["resources"] == ["disaggregatedsets"]
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}
+
+
+def test_component_enabled_in_the_root_kustomization_stays_cluster_scoped(tmp_path: Path) -> None:
+    """kustomize takes the policy kinds for namespaced; the root's `namespace:` must not stick."""
+    kustomize.require_crds()
+    _copy_install_tree(tmp_path)
+    kustomization = tmp_path / "kustomization.yaml"
+    kustomization.write_text(
+        kustomization.read_text() + "\ncomponents:\n  - components/external-replicas-warning\n"
+    )
+
+    objects = kustomize.render(tmp_path)
+
+    policy = kustomize.one(objects, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(objects, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    assert "namespace" not in policy["metadata"]
+    assert "namespace" not in binding["metadata"]
+    assert kustomize.one(objects, "Deployment", HOOK_NAME)["metadata"]["namespace"] == NAMESPACE
+
+
+def test_component_documents_how_to_enable_it() -> None:
+    text = (COMPONENT_DIR / "kustomization.yaml").read_text()
+    assert "components/external-replicas-warning" in text
+    assert yaml.safe_load(text)["kind"] == "Component"
+
+
+# --- the policy's CEL, evaluated with cel-python ---------------------------------------------
+
+
+def _cel_join(items: celtypes.ListType, separator: celtypes.StringType | None = None) -> Any:
+    """`list.join(sep)` from the Kubernetes CEL strings library, which cel-python lacks."""
+    return celtypes.StringType(str(separator or "").join(str(item) for item in items))
+
+
+def _policy_evaluator() -> Callable[[Manifest], list[str]]:
+    """Evaluate the component's policy like the API server: variables, then each validation.
+
+    Returns the warning messages the object would get (empty when it passes).
+    """
+    policy = yaml.safe_load((COMPONENT_DIR / "validatingadmissionpolicy.yaml").read_text())
+    env = celpy.Environment()
+    functions = {"join": _cel_join}
+
+    def program(expression: str) -> Any:
+        return env.program(env.compile(expression), functions=functions)
+
+    variables = [(v["name"], program(v["expression"])) for v in policy["spec"]["variables"]]
+    validations = [
+        (program(v["expression"]), program(v["messageExpression"]))
+        for v in policy["spec"]["validations"]
+    ]
+
+    def evaluate(obj: Manifest) -> list[str]:
+        activation: dict[str, Any] = {"object": json_to_cel(obj)}
+        values: dict[str, Any] = {}
+        for name, prog in variables:
+            values[name] = prog.evaluate({**activation, "variables": celtypes.MapType(values)})
+        activation["variables"] = celtypes.MapType(values)
+        messages = []
+        for check, message in validations:
+            if not bool(check.evaluate(activation)):
+                messages.append(str(message.evaluate(activation)))
+        return messages
+
+    return evaluate
+
+
+def _disaggregated_set(*roles: Manifest) -> Manifest:
+    """A stored DisaggregatedSet as admission sees it: CRD defaults already applied."""
+    return {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSet",
+        "metadata": {"name": "llm", "namespace": "default"},
+        "spec": {"slices": 1, "roles": list(roles)},
+    }
+
+
+def _role(name: str, *, replicas: int, mode: str | None) -> Manifest:
+    role: Manifest = {
+        "name": name,
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": 1}},
+    }
+    if mode is not None:
+        role["scaling"] = {"mode": mode}
+    return role
+
+
+@pytest.mark.parametrize(
+    ("decode_replicas", "decode_mode", "warns"),
+    [
+        pytest.param(2, "External", True, id="external-replicas-2-warns"),
+        pytest.param(1, "External", False, id="external-replicas-1-silent"),
+        pytest.param(5, "Static", False, id="static-replicas-5-silent"),
+        pytest.param(5, None, False, id="no-scaling-replicas-5-silent"),
+    ],
+)
+def test_policy_warns_only_for_external_roles_above_one_replica(
+    decode_replicas: int, decode_mode: str | None, warns: bool
+) -> None:
+    evaluate = _policy_evaluator()
+    ds = _disaggregated_set(
+        _role("prefill", replicas=3, mode="Static"),
+        _role("decode", replicas=decode_replicas, mode=decode_mode),
+    )
+
+    messages = evaluate(ds)
+
+    assert bool(messages) is warns
+    if warns:
+        [message] = messages
+        assert f'spec.roles[name="decode"].spec.replicas is {decode_replicas}' in message
+        assert 'DisaggregatedSetRoleScaler "llm-decode"' in message
+        assert "Remove spec.replicas from the role or set it to 1" in message
+        assert "prefill" not in message
+
+
+def test_policy_names_every_offending_role() -> None:
+    evaluate = _policy_evaluator()
+    ds = _disaggregated_set(
+        _role("prefill", replicas=4, mode="External"),
+        _role("decode", replicas=8, mode="External"),
+        _role("encode", replicas=1, mode="External"),
+    )
+
+    [message] = evaluate(ds)
+
+    assert 'spec.roles[name="prefill"].spec.replicas is 4' in message
+    assert 'spec.roles[name="decode"].spec.replicas is 8' in message
+    assert "encode" not in message
+
+
+def test_policy_ignores_an_object_without_roles() -> None:
+    evaluate = _policy_evaluator()
+    assert evaluate({"metadata": {"name": "llm"}, "spec": {}}) == []
+
+
+# --- the metacontroller-scale component (for Metacontroller's own install) ---------------------
+
+SCALE_DIR = REPO_ROOT / "components" / "metacontroller-scale"
+# Metacontroller v4.17.2's production StatefulSet, reduced to what the patch touches.
+METACONTROLLER_STATEFULSET = {
+    "apiVersion": "apps/v1",
+    "kind": "StatefulSet",
+    "metadata": {"name": "metacontroller", "namespace": "metacontroller"},
+    "spec": {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "metacontroller"}},
+        "serviceName": "",
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "metacontroller"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "metacontroller",
+                        "image": "ghcr.io/metacontroller/metacontroller:v4.17.2",
+                        "command": ["/usr/bin/metacontroller"],
+                        "args": ["--zap-log-level=4", "--discovery-interval=20s"],
+                    }
+                ]
+            },
+        },
+    },
+}
+
+
+def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(METACONTROLLER_STATEFULSET))
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["metacontroller.yaml"],
+        "components": [os.path.relpath(SCALE_DIR, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+
+    [statefulset] = kustomize.render(tmp_path)
+
+    [container] = statefulset["spec"]["template"]["spec"]["containers"]
+    flags = dict(arg.split("=", 1) for arg in container["args"])
+    assert flags["--zap-log-level"] == "4" and flags["--discovery-interval"] == "20s"
+    assert {"--workers", "--client-go-qps", "--client-go-burst"} <= flags.keys()
+    assert int(flags["--workers"]) > 5  # Metacontroller's defaults: 5 workers,
+    assert float(flags["--client-go-qps"]) > 5  # 5 requests/s,
+    assert int(flags["--client-go-burst"]) > 10  # burst 10
+
+
+def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
+    from tests.cluster import controlplane
+
+    args = [
+        operation["value"]
+        for patch in yaml.safe_load((SCALE_DIR / "kustomization.yaml").read_text())["patches"]
+        for operation in yaml.safe_load(patch["patch"])
+    ]
+    assert controlplane.scale_flags() == tuple(args)
+    assert len(args) == 3

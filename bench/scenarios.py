@@ -1,23 +1,25 @@
-"""Sync requests for the latency benchmark, built by running the real hooks on a fake cluster.
+"""Sync requests for the latency benchmark, built by running the real hooks in the simulation.
 
-Each case starts from a stored DisaggregatedSet with no children. `Cluster` plays Metacontroller
-and the LWS controller at once: it sends a sync request, turns every desired child of the answer
-into the object Metacontroller would observe next time (namespace, `controller-uid` label,
-ownerReference, the last-applied annotation as compact sorted-keys JSON, uid, resourceVersion,
-managedFields, server-side defaults and a status block), deletes the children the answer left
-out, and writes the answer's status onto the parent with `observedGeneration`. Every LWS becomes
-ready at its spec replicas straight away. Repeating this until a request no longer changes gives
-the exact steady-state request; a rollout is driven the same way after a template change.
+Every case runs in `tests.sim.cluster.Cluster`, the repository's one fake Metacontroller
+(`tests.sim.metacontroller`) with its API server (`tests.sim.store`: uids, resourceVersions,
+generations, managedFields), Metacontroller's three-way apply (`tests.sim.apply`), the LWS
+controller (every group ready as soon as it exists) and the RoleScaler controller, with the
+simulation's invariants checked on every pass. A case creates its DisaggregatedSet as `kubectl
+apply` leaves it and runs the cluster until it is quiet. A steady case's request is the one
+Metacontroller sends next (`FakeMetacontroller.build_request`); a rollout case applies a new
+engine image on every role and keeps one pass's request, as the fake Metacontroller sent it.
 
-The objects are serialised the way Metacontroller sends them: Kubernetes objects are
-unstructured maps in Go, so their keys come out sorted and compact.
+The simulated clock ends before `NOW`, the time the benchmark calls the hook at, so every
+timestamp of a request precedes it and a rollout is still within its progress deadline.
+
+The body is serialised the way Metacontroller sends it: Kubernetes objects are unstructured maps
+in Go, so their keys come out sorted and compact.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -25,29 +27,24 @@ import orjson
 
 from hooks import api
 from hooks.core import records, sync
-from hooks.edge import envelope
+from hooks.edge import bodies, envelope
+from tests.sim.cluster import Cluster
+from tests.sim.metacontroller import PassRecord
+from tests.sim.store import FakeClock
 
 JsonObject = dict[str, Any]
-ChildKey = tuple[str, str]
 
 SET_NAME: Final = "llm"
 NAMESPACE: Final = "inference"
 DS_UID: Final = "5d1c2f0e-7a43-4b8e-9f61-2c8d3e4a5b6c"
 NOW: Final = "2026-11-29T12:00:00Z"
-MAX_SETTLE_PASSES: Final = 20
-MAX_ROLLOUT_PASSES: Final = 200
-
-_CHILD_KINDS: Final = (
-    records.ChildKind.SCALER,
-    records.ChildKind.LWS,
-    records.ChildKind.SERVICE,
-)
-_RESOURCES: Final = {
-    records.ChildKind.SCALER: api.SCALER_PLURAL,
-    records.ChildKind.LWS: "leaderworkersets",
-    records.ChildKind.SERVICE: "services",
-}
-
+"""When the benchmark calls the hook: the simulation's epoch (`tests.sim.store.EPOCH`)."""
+START_SECONDS: Final = -1200
+"""The simulated clock's start, in seconds from `NOW`: every case ends before `NOW`."""
+SEED: Final = 0
+KUBECTL: Final = "kubectl-client-side-apply"
+MAX_SETTLE_TICKS: Final = 50
+MAX_ROLLOUT_TICKS: Final = 600
 
 # --- pod templates -------------------------------------------------------------------------------
 
@@ -348,23 +345,32 @@ def role(shape: RoleShape) -> JsonObject:
     return stored
 
 
-def parent(
-    shapes: Sequence[RoleShape],
-    *,
-    slices: int,
-    placement: JsonObject | None = None,
-    generation: int = 1,
-) -> JsonObject:
-    """A stored DisaggregatedSet without status, as a kubectl client-side apply leaves it."""
-    spec: JsonObject = {"roles": [role(shape) for shape in shapes], "slices": slices}
-    if placement is not None:
-        spec["placementPolicy"] = placement
+@dataclass(frozen=True, slots=True)
+class SetShape:
+    """One case's DisaggregatedSet: its roles, slices and placement."""
+
+    roles: tuple[RoleShape, ...]
+    slices: int
+    placement: JsonObject | None = None
+
+    def with_image_tag(self, tag: str) -> SetShape:
+        roles = tuple(dataclasses.replace(shape, image_tag=tag) for shape in self.roles)
+        return dataclasses.replace(self, roles=roles)
+
+
+def parent(shape: SetShape) -> JsonObject:
+    """The DisaggregatedSet of `shape` as `kubectl apply` sends it: a manifest with kubectl's
+    last-applied annotation (the API server adds the rest)."""
+    spec: JsonObject = {"roles": [role(item) for item in shape.roles], "slices": shape.slices}
+    if shape.placement is not None:
+        spec["placementPolicy"] = shape.placement
     applied = {
         "apiVersion": api.API_VERSION,
         "kind": api.DS_KIND,
         "metadata": {"annotations": {}, "name": SET_NAME, "namespace": NAMESPACE},
         "spec": spec,
     }
+    annotation = orjson.dumps(applied, option=orjson.OPT_SORT_KEYS).decode() + "\n"
     return {
         "apiVersion": api.API_VERSION,
         "kind": api.DS_KIND,
@@ -372,294 +378,102 @@ def parent(
             "name": SET_NAME,
             "namespace": NAMESPACE,
             "uid": DS_UID,
-            "resourceVersion": "1000",
-            "generation": generation,
-            "creationTimestamp": "2026-11-29T10:00:00Z",
-            "annotations": {
-                "kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(
-                    applied, option=orjson.OPT_SORT_KEYS
-                ).decode()
-                + "\n"
-            },
-            "managedFields": [
-                _managed_entry(
-                    "kubectl-client-side-apply",
-                    api.API_VERSION,
-                    {"metadata": {"annotations": {}}, "spec": spec},
-                    time="2026-11-29T10:00:00Z",
-                )
-            ],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": annotation},
         },
         "spec": spec,
     }
 
 
-# --- what Metacontroller observes ----------------------------------------------------------------
+SMALL: Final = SetShape(
+    roles=(
+        RoleShape("prefill", "vllm", "meta-llama/Llama-3.1-8B-Instruct", replicas=2, gpus=1),
+        RoleShape("decode", "vllm", "meta-llama/Llama-3.1-8B-Instruct", replicas=1, external=True),
+    ),
+    slices=1,
+)
+MEDIUM: Final = SetShape(
+    roles=(
+        RoleShape("encode", "vllm", "Qwen/Qwen2.5-VL-7B-Instruct", replicas=2, gpus=1),
+        RoleShape("prefill", "sglang", "deepseek-ai/DeepSeek-V3", replicas=4, size=2),
+        RoleShape("decode", "sglang", "deepseek-ai/DeepSeek-V3", replicas=3, size=2),
+    ),
+    slices=8,
+    placement={"type": "ExclusiveSlice", "topology": "network.example.com/nvl-domain"},
+)
+LARGE: Final = SetShape(
+    roles=tuple(
+        RoleShape(
+            name,
+            "sglang" if index % 2 else "vllm",
+            model,
+            replicas=1 + index % 3,
+            size=2 if index % 4 == 1 else 1,
+            gpus=1 if name in ("encode", "embed") else 8,
+        )
+        for index, (name, model) in enumerate(
+            [
+                ("encode", "Qwen/Qwen2.5-VL-72B-Instruct"),
+                ("prefill-chat", "meta-llama/Llama-3.3-70B-Instruct"),
+                ("decode-chat", "meta-llama/Llama-3.3-70B-Instruct"),
+                ("prefill-code", "Qwen/Qwen2.5-Coder-32B-Instruct"),
+                ("decode-code", "Qwen/Qwen2.5-Coder-32B-Instruct"),
+                ("prefill-long", "deepseek-ai/DeepSeek-V3"),
+                ("decode-long", "deepseek-ai/DeepSeek-V3"),
+                ("prefill-vision", "Qwen/Qwen2.5-VL-72B-Instruct"),
+                ("decode-vision", "Qwen/Qwen2.5-VL-72B-Instruct"),
+                ("embed", "BAAI/bge-m3"),
+            ]
+        )
+    ),
+    slices=100,
+    placement={"type": "ExclusiveTopology", "topology": "network.example.com/block"},
+)
+ROLLOUT_TAG: Final = "v0.11.1"
 
 
-def fields_v1(value: object) -> JsonObject:
-    """A managedFields `fieldsV1` tree shaped like `value` (list items keyed by name or port)."""
-    if isinstance(value, dict):
-        tree: JsonObject = {".": {}}
-        for key, item in value.items():
-            tree[f"f:{key}"] = fields_v1(item)
-        return tree
-    if isinstance(value, list) and all(isinstance(item, dict) for item in value):
-        tree = {".": {}}
-        for item in value:
-            if "name" in item:
-                key = orjson.dumps({"name": item["name"]}).decode()
-            elif "containerPort" in item:
-                key = orjson.dumps(
-                    {"containerPort": item["containerPort"], "protocol": item.get("protocol")}
-                ).decode()
-            else:
-                return {}  # an atomic list: owned as a whole
-            tree[f"k:{key}"] = fields_v1(item)
-        return tree
-    return {}
+# --- the simulated cluster -----------------------------------------------------------------------
 
 
-def _managed_entry(
-    manager: str,
-    api_version: str,
-    shape: JsonObject,
-    *,
-    time: str,
-    subresource: str | None = None,
-) -> JsonObject:
-    entry: JsonObject = {
-        "apiVersion": api_version,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": {key: fields_v1(value) for key, value in shape.items()},
-        "manager": manager,
-        "operation": "Update",
-        "time": time,
-    }
-    if subresource is not None:
-        entry["subresource"] = subresource
-    return entry
+def settled(shape: SetShape) -> Cluster:
+    """A simulated cluster in which the set of `shape` was created and has settled: Available,
+    every LWS ready, nothing left to do."""
+    cluster = Cluster(
+        seed=SEED,
+        namespace=NAMESPACE,
+        clock=FakeClock(seconds=START_SECONDS),
+        keep_passes=False,
+    )
+    cluster.create(parent(shape), actor=KUBECTL)
+    cluster.run(max_ticks=MAX_SETTLE_TICKS)
+    if not cluster.is_true("Available", SET_NAME):
+        raise cluster.failure("the set did not become Available")
+    return cluster
 
 
-def _lws_status(replicas: int, *, time: str) -> JsonObject:
-    conditions = [
-        {
-            "type": "Available",
-            "status": "True",
-            "reason": "AllGroupsReady",
-            "message": "All replicas are ready",
-            "lastTransitionTime": time,
-        },
-        {
-            "type": "Progressing",
-            "status": "False",
-            "reason": "Ready",
-            "message": "Replicas are progressing",
-            "lastTransitionTime": time,
-        },
-    ]
-    return {
-        "conditions": conditions,
-        "hpaPodSelector": "leaderworkerset.sigs.k8s.io/worker-index=0",
-        "readyReplicas": replicas,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-    }
+def next_request(cluster: Cluster) -> JsonObject:
+    """The sync request the simulated Metacontroller would send for the set now."""
+    request: JsonObject = cluster.metacontroller.build_request(cluster.ds(SET_NAME))
+    return request
 
 
-_SERVICE_DEFAULTS: Final[JsonObject] = {
-    "clusterIPs": ["None"],
-    "internalTrafficPolicy": "Cluster",
-    "ipFamilies": ["IPv4"],
-    "ipFamilyPolicy": "SingleStack",
-    "sessionAffinity": "None",
-    "type": "ClusterIP",
-}
+def roll_out(cluster: Cluster, shape: SetShape, keep: Callable[[PassRecord], None]) -> None:
+    """Apply `shape` over the settled set, run the rollout to its end, hand `keep` every pass."""
+    stored = cluster.ds(SET_NAME)
+    applied = parent(shape)
+    stored["spec"] = applied["spec"]
+    stored["metadata"]["annotations"] = applied["metadata"]["annotations"]
+    cluster.metacontroller.observers.append(keep)
+    cluster.update(stored, actor=KUBECTL)
+    cluster.run(max_ticks=MAX_ROLLOUT_TICKS)
+    cluster.metacontroller.observers.remove(keep)
+    target = cluster.revision(SET_NAME)
+    if not cluster.is_true("Available", SET_NAME) or cluster.revisions(SET_NAME) != {target}:
+        raise cluster.failure("the rollout did not finish on its target revision")
 
 
-def _sorted(value: Any) -> Any:
-    """A copy with every map's keys in sorted order, as Go writes an unstructured object."""
-    if isinstance(value, dict):
-        return {key: _sorted(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(item) for item in value]
-    return value
-
-
-@dataclass(slots=True)
-class _Stored:
-    """One child as the fake API server holds it."""
-
-    applied_text: str
-    observed: JsonObject
-
-
-class Cluster:
-    """Metacontroller plus an LWS controller that makes every group ready at once."""
-
-    def __init__(self, stored_parent: JsonObject) -> None:
-        self.parent = copy.deepcopy(stored_parent)
-        self.status: JsonObject | None = None
-        self.children: dict[ChildKey, _Stored] = {}
-        self.minute = 0
-        self.resource_version = 2000
-
-    def request(self) -> JsonObject:
-        """The sync request Metacontroller would send now (hook version v1: keyed by name)."""
-        observed_parent = dict(self.parent)
-        if self.status is not None:
-            observed_parent["status"] = self.status
-        grouped: dict[str, dict[str, JsonObject]] = {kind.value: {} for kind in _CHILD_KINDS}
-        for (_, name), stored in sorted(self.children.items()):
-            child = stored.observed
-            grouped[f"{child['kind']}.{child['apiVersion']}"][name] = child
-        return {
-            "controller": _CONTROLLER,
-            "parent": _sorted(observed_parent),
-            "children": grouped,
-            "related": self._related(),
-            "finalizing": False,
-        }
-
-    def _related(self) -> dict[str, dict[str, JsonObject]]:
-        """What Metacontroller sends as related: every object that a rule of the customize hook
-        selects, by name or by labels (the set's own children among them)."""
-        customized = sync.customize(envelope.parse_customize_request({"parent": self.parent}))
-        related: dict[str, dict[str, JsonObject]] = {}
-        for rule in envelope.render_answer(customized.answer)["relatedResources"]:
-            kind = next(k for k in _CHILD_KINDS if _RESOURCES[k] == rule["resource"])
-            names = rule.get("names")
-            wanted = rule.get("labelSelector", {}).get("matchLabels", {})
-            group = related.setdefault(kind.value, {})
-            for (child_kind, name), stored in sorted(self.children.items()):
-                labels = stored.observed["metadata"].get("labels", {})
-                if child_kind != kind.kind or (names is not None and name not in names):
-                    continue
-                if all(labels.get(key) == value for key, value in wanted.items()):
-                    group[name] = stored.observed
-        return related
-
-    def apply(self, response: Mapping[str, Any]) -> None:
-        """Create or update every desired child, delete the rest, write the parent's status."""
-        self.minute += 1
-        time = f"2026-11-29T{10 + self.minute // 60:02d}:{self.minute % 60:02d}:00Z"
-        desired: dict[ChildKey, JsonObject] = {}
-        for child in response["children"]:
-            desired[(child["kind"], child["metadata"]["name"])] = child
-        self.children = {
-            key: self._apply_child(child, self.children.get(key), time=time)
-            for key, child in desired.items()
-        }
-        status = dict(response["status"])
-        status["observedGeneration"] = self.parent["metadata"]["generation"]
-        self.status = _sorted(status)
-
-    def _apply_child(self, desired: JsonObject, previous: _Stored | None, *, time: str) -> _Stored:
-        applied = copy.deepcopy(desired)
-        metadata = applied["metadata"]
-        metadata["namespace"] = NAMESPACE
-        metadata.setdefault("labels", {})[api.CONTROLLER_UID_LABEL] = DS_UID
-        applied_text = orjson.dumps(applied, option=orjson.OPT_SORT_KEYS).decode()
-        if previous is not None and previous.applied_text == applied_text:
-            return previous
-        self.resource_version += 1
-        observed = copy.deepcopy(applied)
-        meta = observed["metadata"]
-        meta.setdefault("annotations", {})[api.LAST_APPLIED_ANNOTATION] = applied_text
-        old_meta = previous.observed["metadata"] if previous is not None else None
-        meta["uid"] = old_meta["uid"] if old_meta else f"uid-{self.resource_version:012d}"
-        meta["creationTimestamp"] = old_meta["creationTimestamp"] if old_meta else time
-        meta["generation"] = old_meta["generation"] + 1 if old_meta else 1
-        meta["resourceVersion"] = str(self.resource_version)
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": api.API_VERSION,
-                "blockOwnerDeletion": True,
-                "controller": True,
-                "kind": api.DS_KIND,
-                "name": SET_NAME,
-                "uid": DS_UID,
-            }
-        ]
-        owned = {
-            "metadata": {
-                "annotations": {api.LAST_APPLIED_ANNOTATION: ""},
-                "labels": applied["metadata"].get("labels", {}),
-                "ownerReferences": {},
-            },
-            "spec": applied.get("spec", {}),
-        }
-        managed = [_managed_entry("metacontroller", applied["apiVersion"], owned, time=time)]
-        kind = observed["kind"]
-        if kind == api.LWS_KIND:
-            replicas = observed["spec"].get("replicas", 1)
-            observed["status"] = _lws_status(replicas, time=time)
-            managed.append(
-                _managed_entry(
-                    "lws-controller",
-                    applied["apiVersion"],
-                    {"status": observed["status"]},
-                    time=time,
-                    subresource="status",
-                )
-            )
-        elif kind == api.SERVICE_KIND:
-            observed["spec"] = {**observed["spec"], **_SERVICE_DEFAULTS}
-            observed["status"] = {"loadBalancer": {}}
-        elif kind == api.SCALER_KIND:
-            name_label = f"{api.LABEL_NAME}={SET_NAME}"
-            role_label = f"{api.LABEL_ROLE}={observed['metadata']['labels'][api.LABEL_ROLE]}"
-            observed["status"] = {
-                "observedGeneration": meta["generation"],
-                "replicas": observed["spec"].get("replicas", 0),
-                "selector": f"{name_label},{role_label},leaderworkerset.sigs.k8s.io/worker-index=0",
-                "conditions": [
-                    {
-                        "type": "Ready",
-                        "status": "True",
-                        "reason": "Bound",
-                        "message": "bound to its DisaggregatedSet",
-                        "lastTransitionTime": time,
-                        "observedGeneration": meta["generation"],
-                    }
-                ],
-            }
-        meta["managedFields"] = managed
-        return _Stored(applied_text=applied_text, observed=_sorted(observed))
-
-
-_CONTROLLER: Final[JsonObject] = {
-    "kind": "CompositeController",
-    "apiVersion": "metacontroller.k8s.io/v1alpha1",
-    "metadata": {
-        "name": "disaggregatedset-controller",
-        "uid": "88aeea21-eaa9-4bad-8f28-fd5752474380",
-        "resourceVersion": "224",
-        "generation": 1,
-        "creationTimestamp": "2026-11-29T09:00:00Z",
-    },
-    "spec": {
-        "parentResource": {"apiVersion": api.API_VERSION, "resource": "disaggregatedsets"},
-        "childResources": [
-            {
-                "apiVersion": api_version,
-                "resource": resource,
-                "updateStrategy": {"method": "InPlace", "statusChecks": {}},
-            }
-            for api_version, resource in (
-                (api.LWS_API_VERSION, "leaderworkersets"),
-                (api.SERVICE_API_VERSION, "services"),
-                (api.API_VERSION, api.SCALER_PLURAL),
-            )
-        ],
-        "hooks": {
-            hook: {"version": "v1", "webhook": {"url": f"http://disaggregatedset-hooks/{hook}"}}
-            for hook in ("customize", "sync")
-        },
-        "generateSelector": True,
-    },
-    "status": {},
-}
+def _check_clock(cluster: Cluster) -> None:
+    if cluster.clock.iso() > NOW:
+        raise RuntimeError(f"the simulation ran past NOW ({cluster.clock.iso()} > {NOW})")
 
 
 # --- cases ---------------------------------------------------------------------------------------
@@ -678,21 +492,6 @@ def slice_phases(summary: Mapping[str, object]) -> dict[str, str]:
     return {str(index): str(step) for index, step in slices.items()}
 
 
-def _passes(cluster: Cluster, *, limit: int) -> list[JsonObject]:
-    """Sync and apply until a request repeats; every distinct request, the steady one last."""
-    requests: list[JsonObject] = []
-    previous: bytes | None = None
-    for _ in range(limit):
-        request = cluster.request()
-        encoded = orjson.dumps(request)
-        if encoded == previous:
-            return requests
-        requests.append(request)
-        previous = encoded
-        cluster.apply(envelope.render_answer(run_sync(request).answer))
-    raise RuntimeError(f"no steady state after {limit} passes")
-
-
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One benchmark case: its request body and what it holds."""
@@ -703,109 +502,88 @@ class Scenario:
     children: int
 
 
-def _scenario(name: str, description: str, request: JsonObject) -> Scenario:
+def encode(request: JsonObject) -> bytes:
+    """A request body as Metacontroller sends it (compact, every map's keys sorted)."""
+    return orjson.dumps(request, option=orjson.OPT_SORT_KEYS)
+
+
+def _scenario(name: str, description: str, body: bytes) -> Scenario:
+    request = orjson.loads(body)
     count = sum(len(group) for group in request["children"].values())
-    return Scenario(name=name, description=description, body=orjson.dumps(request), children=count)
+    return Scenario(name=name, description=description, body=body, children=count)
 
 
-def _steady(name: str, description: str, stored: JsonObject) -> Scenario:
-    request = _passes(Cluster(stored), limit=MAX_SETTLE_PASSES)[-1]
+def _steady(name: str, description: str, shape: SetShape) -> Scenario:
+    # The simulation's objects are acyclic JSON, freed by reference counting: the cyclic
+    # collector would walk the ever larger heap for nothing (half the large cases' time).
+    with bodies.collector_paused():
+        cluster = settled(shape)
+        _check_clock(cluster)
+        request = next_request(cluster)
     summary = run_sync(request).summary
     if set(slice_phases(summary).values()) != {"steady"} or summary["deleted"] != 0:
         raise RuntimeError(f"{name}: the settled request is not steady: {summary}")
-    return _scenario(name, description, request)
+    return _scenario(name, description, encode(request))
 
 
-_SMALL: Final = (
-    RoleShape("prefill", "vllm", "meta-llama/Llama-3.1-8B-Instruct", replicas=2, gpus=1),
-    RoleShape("decode", "vllm", "meta-llama/Llama-3.1-8B-Instruct", replicas=1, external=True),
-)
-_MEDIUM: Final = (
-    RoleShape("encode", "vllm", "Qwen/Qwen2.5-VL-7B-Instruct", replicas=2, gpus=1),
-    RoleShape("prefill", "sglang", "deepseek-ai/DeepSeek-V3", replicas=4, size=2),
-    RoleShape("decode", "sglang", "deepseek-ai/DeepSeek-V3", replicas=3, size=2),
-)
-_LARGE: Final = tuple(
-    RoleShape(
-        name,
-        "sglang" if index % 2 else "vllm",
-        model,
-        replicas=1 + index % 3,
-        size=2 if index % 4 == 1 else 1,
-        gpus=1 if name in ("encode", "embed") else 8,
-    )
-    for index, (name, model) in enumerate(
-        [
-            ("encode", "Qwen/Qwen2.5-VL-72B-Instruct"),
-            ("prefill-chat", "meta-llama/Llama-3.3-70B-Instruct"),
-            ("decode-chat", "meta-llama/Llama-3.3-70B-Instruct"),
-            ("prefill-code", "Qwen/Qwen2.5-Coder-32B-Instruct"),
-            ("decode-code", "Qwen/Qwen2.5-Coder-32B-Instruct"),
-            ("prefill-long", "deepseek-ai/DeepSeek-V3"),
-            ("decode-long", "deepseek-ai/DeepSeek-V3"),
-            ("prefill-vision", "Qwen/Qwen2.5-VL-72B-Instruct"),
-            ("decode-vision", "Qwen/Qwen2.5-VL-72B-Instruct"),
-            ("embed", "BAAI/bge-m3"),
-        ]
-    )
-)
-_MEDIUM_PLACEMENT: Final = {"type": "ExclusiveSlice", "topology": "network.example.com/nvl-domain"}
-_LARGE_PLACEMENT: Final = {"type": "ExclusiveTopology", "topology": "network.example.com/block"}
+@dataclass(slots=True)
+class _Passes:
+    """The rollout passes a case keeps: every body, or only the largest."""
+
+    only_largest: bool
+    bodies: list[bytes] = dataclasses.field(default_factory=list)
+    count: int = 0
+
+    def __call__(self, record: PassRecord) -> None:
+        self.count += 1
+        body = encode(record.request)
+        if not self.only_largest:
+            self.bodies.append(body)
+        elif not self.bodies or len(body) > len(self.bodies[0]):
+            self.bodies[:] = [body]
+
+
+def _rollout(shape: SetShape, *, only_largest: bool) -> _Passes:
+    with bodies.collector_paused():  # as in _steady
+        cluster = settled(shape)
+        passes = _Passes(only_largest=only_largest)
+        roll_out(cluster, shape.with_image_tag(ROLLOUT_TAG), passes)
+        _check_clock(cluster)
+    return passes
 
 
 def small() -> Scenario:
     """2 roles (one External, so a scaler), 1 slice, steady."""
-    return _steady("small", "2 roles (decode External), 1 slice, steady", parent(_SMALL, slices=1))
+    return _steady("small", "2 roles (decode External), 1 slice, steady", SMALL)
 
 
 def medium() -> Scenario:
     """3 roles x 8 slices, ExclusiveSlice placement, steady."""
-    return _steady(
-        "medium",
-        "3 roles x 8 slices, steady",
-        parent(_MEDIUM, slices=8, placement=_MEDIUM_PLACEMENT),
-    )
-
-
-def _rollout_passes(
-    shapes: Sequence[RoleShape], *, slices: int, placement: JsonObject
-) -> list[JsonObject]:
-    """The sync requests of a rollout of a new engine image on every role of a settled set."""
-    cluster = Cluster(parent(shapes, slices=slices, placement=placement))
-    _passes(cluster, limit=MAX_SETTLE_PASSES)
-    updated = tuple(dataclasses.replace(shape, image_tag="v0.11.1") for shape in shapes)
-    status = cluster.status
-    cluster.parent = parent(updated, slices=slices, placement=placement, generation=2)
-    cluster.status = status
-    return _passes(cluster, limit=MAX_ROLLOUT_PASSES)
+    return _steady("medium", "3 roles x 8 slices, steady", MEDIUM)
 
 
 def medium_rollout() -> Scenario:
     """The medium set halfway through a rollout of a new engine image on every role."""
-    requests = _rollout_passes(_MEDIUM, slices=8, placement=_MEDIUM_PLACEMENT)
-    request = requests[len(requests) // 2]
-    phase = slice_phases(run_sync(request).summary)["0"]
+    passes = _rollout(MEDIUM, only_largest=False)
+    middle = len(passes.bodies) // 2
+    body = passes.bodies[middle]
+    phase = slice_phases(run_sync(orjson.loads(body)).summary)["0"]
     if not phase.startswith("stepping"):
         raise RuntimeError(f"medium-rollout: the middle pass is not stepping: {phase}")
-    description = f"3 roles x 8 slices, pass {len(requests) // 2 + 1}/{len(requests)} of a rollout"
-    return _scenario("medium-rollout", description, request)
+    description = f"3 roles x 8 slices, pass {middle + 1}/{passes.count} of a rollout"
+    return _scenario("medium-rollout", description, body)
 
 
 def large() -> Scenario:
     """10 roles x 100 slices with realistic templates, ExclusiveTopology placement, steady."""
-    return _steady(
-        "large",
-        "10 roles x 100 slices, steady",
-        parent(_LARGE, slices=100, placement=_LARGE_PLACEMENT),
-    )
+    return _steady("large", "10 roles x 100 slices, steady", LARGE)
 
 
 def large_rollout() -> Scenario:
     """The largest request of the large set's rollout: both revisions in every slice."""
-    requests = _rollout_passes(_LARGE, slices=100, placement=_LARGE_PLACEMENT)
-    request = max(requests, key=lambda item: len(orjson.dumps(item)))
+    passes = _rollout(LARGE, only_largest=True)
     description = "10 roles x 100 slices mid-rollout (two revisions per slice), largest pass"
-    return _scenario("large-rollout", description, request)
+    return _scenario("large-rollout", description, passes.bodies[0])
 
 
 CASES: Final[Mapping[str, Callable[[], Scenario]]] = {

@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from hooks import api
+from tests.sim.store import clone
 
 JsonObject = dict[str, Any]
 
@@ -29,12 +29,12 @@ LIST_MAP_KEYS = ("containerPort", "port", "name")
 def with_metacontroller_fields(
     desired: JsonObject, *, namespace: str, parent_uid: str
 ) -> JsonObject:
-    """The desired child as Metacontroller sends it to the API server (before the annotation)."""
-    child = copy.deepcopy(desired)
-    metadata = child.setdefault("metadata", {})
+    """The desired child as Metacontroller sends it to the API server (before the annotation): a
+    new object and metadata, sharing the rest with `desired` (copy before changing it deeper)."""
+    metadata = dict(desired.get("metadata") or {})
     metadata["namespace"] = namespace
-    metadata.setdefault("labels", {})[api.CONTROLLER_UID_LABEL] = parent_uid
-    return child
+    metadata["labels"] = {**(metadata.get("labels") or {}), api.CONTROLLER_UID_LABEL: parent_uid}
+    return {**desired, "metadata": metadata}
 
 
 def last_applied_text(applied: JsonObject) -> str:
@@ -71,8 +71,8 @@ def read_last_applied(obj: Mapping[str, Any]) -> JsonObject:
 
 def three_way_merge(live: JsonObject, last: JsonObject, desired: JsonObject) -> JsonObject:
     """A copy of `live` with `desired` applied against the previous `last` applied object."""
-    merged = copy.deepcopy(live)
-    _merge_object(merged, last, copy.deepcopy(desired))
+    merged = clone(live)
+    _merge_object(merged, last, clone(desired))
     return merged
 
 

@@ -58,7 +58,11 @@ class Cluster:
     seed: int = 0
     hook_version: str = "v1"
     readiness_delay: int = 0
+    namespace: str = NAMESPACE
     clock: FakeClock = field(default_factory=FakeClock)
+    keep_passes: bool = True
+    """False: `passes` stays empty (observers still see every pass), so a long run of a large set
+    does not hold every request in memory."""
     tick: int = 0
     trace: list[str] = field(default_factory=list)
     passes: list[PassRecord] = field(default_factory=list)
@@ -74,20 +78,28 @@ class Cluster:
         self.metacontroller.observers.append(self.invariants)
         self.lws = FakeLWSController(store=self.store, default_delay=self.readiness_delay)
         self.scalers = FakeRoleScalerController(store=self.store, clock=self.clock)
-        self.hpa = FakeHPA(store=self.store, namespace=NAMESPACE)
+        self.hpa = FakeHPA(store=self.store, namespace=self.namespace)
 
     # --- test-facing actions ----------------------------------------------------------------
 
-    def create(self, obj: JsonObject) -> None:
-        """Create an object now (a DisaggregatedSet, or a planted foreign object)."""
+    def create(self, obj: JsonObject, *, actor: str = "user") -> None:
+        """Create an object now (a DisaggregatedSet, or a planted foreign object); `actor` is the
+        field manager the API server records (kubectl's, say)."""
         obj = copy.deepcopy(obj)
-        obj["metadata"].setdefault("namespace", NAMESPACE)
+        obj["metadata"].setdefault("namespace", self.namespace)
         if type_key(obj) == DS_TYPE:
             obj["metadata"].pop("generation", None)
             obj.pop("status", None)
-        self.store.create(obj, actor="user")
+        self.store.create(obj, actor=actor)
         self._note(f"user: create {obj['kind']} {obj['metadata']['name']}")
         self._wake()
+
+    def update(self, obj: JsonObject, *, actor: str = "user") -> None:
+        """Write an object's metadata and spec as given now (a `kubectl apply` of a whole
+        manifest); `actor` is the field manager."""
+        if self.store.update(obj, actor=actor):
+            self._note(f"user: update {obj['kind']} {obj['metadata']['name']}")
+            self._wake()
 
     def edit(self, name: str, change: Callable[[JsonObject], None]) -> None:
         """Edit a DisaggregatedSet's spec now (the generation goes up)."""
@@ -129,13 +141,13 @@ class Cluster:
     # --- reading state ------------------------------------------------------------------------
 
     def ds(self, name: str = "llm") -> JsonObject:
-        obj = self.store.get((DS_TYPE, NAMESPACE, name))
+        obj = self.store.get((DS_TYPE, self.namespace, name))
         if obj is None:
             raise KeyError(name)
         return obj
 
     def objects(self, type_key_: str) -> list[JsonObject]:
-        return self.store.select(type_key_, namespace=NAMESPACE)
+        return self.store.select(type_key_, namespace=self.namespace)
 
     def lws_names(self) -> list[str]:
         return [obj["metadata"]["name"] for obj in self.objects(LWS_TYPE)]
@@ -144,7 +156,7 @@ class Cluster:
         return [obj["metadata"]["name"] for obj in self.objects(SERVICE_TYPE)]
 
     def scaler(self, name: str) -> JsonObject | None:
-        return self.store.get((SCALER_TYPE, NAMESPACE, name))
+        return self.store.get((SCALER_TYPE, self.namespace, name))
 
     def condition(self, condition_type: str, name: str = "llm") -> JsonObject | None:
         for condition in self.ds(name).get("status", {}).get("conditions", []):
@@ -271,7 +283,8 @@ class Cluster:
 
     def _run_metacontroller(self, tick: int) -> None:
         for record in self.metacontroller.run(tick):
-            self.passes.append(record)
+            if self.keep_passes:
+                self.passes.append(record)
             self._note_pass(record)
 
     def _run_hpa(self, tick: int) -> None:
@@ -292,7 +305,7 @@ class Cluster:
 
     def _note_pass(self, record: PassRecord) -> None:
         summary = record.summary
-        parent = record.after.get((DS_TYPE, NAMESPACE, record.parent))
+        parent = record.after.get((DS_TYPE, self.namespace, record.parent))
         roles = views.role_names(parent["spec"]) if parent else []
         if summary.get("outcome") != "synced":
             self._note(

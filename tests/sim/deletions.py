@@ -52,16 +52,14 @@ def allowed_deletions(
     set_name = parent["metadata"]["name"]
     spec_roles = [role["name"] for role in spec["roles"]]
     scaler_names = {f"{set_name}-{role['name']}" for role in spec["roles"] if is_external(role)}
-    lws = [item for item in items if item["kind"] == api.LWS_KIND]
+    by_revision: dict[tuple[int | None, str], list[Mapping[str, Any]]] = {}
+    for item in items:
+        if item["kind"] == api.LWS_KIND and labels_of(item).get(api.LABEL_ROLE, ""):
+            revision = labels_of(item).get(api.LABEL_REVISION, "")
+            by_revision.setdefault((slice_of(item), revision), []).append(item)
 
     def revision_lws(index: int, revision: str) -> list[Mapping[str, Any]]:
-        return [
-            item
-            for item in lws
-            if slice_of(item) == index
-            and labels_of(item).get(api.LABEL_REVISION, "") == revision
-            and labels_of(item).get(api.LABEL_ROLE, "")
-        ]
+        return by_revision.get((index, revision), [])
 
     def drained(index: int, revision: str) -> bool:
         group = revision_lws(index, revision)

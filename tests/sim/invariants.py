@@ -41,7 +41,6 @@ the pass:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +56,7 @@ from tests.sim.metacontroller import (
 )
 from tests.sim.store import ObjectKey
 from tests.sim.views import (
+    SliceState,
     is_external,
     labels_of,
     ready_of,
@@ -127,17 +127,20 @@ class Invariants:
     def check_ready(self, objects: Mapping[ObjectKey, JsonObject], *, tick: int) -> None:
         """The ready-capacity floor after a tick (see the module docstring)."""
         self.ticks_checked += 1
+        states: dict[tuple[str, str], dict[int, SliceState]] = {}
         for (name, index), window in sorted(self.windows.items()):
             if not (window.fixed and window.old_ready_at_start):
                 continue
             if window.last_step.startswith("stepping:force-drain"):
                 continue
-            lws = [
-                obj
-                for key, obj in objects.items()
-                if key[0] == LWS_TYPE and labels_of(obj).get(api.LABEL_NAME) == name
-            ]
-            state = slice_states(lws, target=window.revision).get(index)
+            if (name, window.revision) not in states:
+                lws = [
+                    obj
+                    for key, obj in objects.items()
+                    if key[0] == LWS_TYPE and labels_of(obj).get(api.LABEL_NAME) == name
+                ]
+                states[(name, window.revision)] = slice_states(lws, target=window.revision)
+            state = states[(name, window.revision)].get(index)
             if state is None:
                 continue
             for role, value in window.targets.items():
@@ -451,32 +454,42 @@ def owned(
     return found
 
 
+SERVER_FIELDS = ("resourceVersion", "generation", "managedFields")
+
+
 def without_mutable(lws: JsonObject) -> JsonObject:
-    """An LWS without the parts a sync may change, nor server-managed fields."""
-    copied = copy.deepcopy(lws)
-    copied.pop("status", None)
-    copied.get("spec", {}).pop("replicas", None)
-    metadata = copied["metadata"]
-    for server_field in ("resourceVersion", "generation"):
-        metadata.pop(server_field, None)
-    annotations = metadata.get("annotations") or {}
-    annotations.pop(api.ANNOTATION_INITIAL_REPLICAS, None)
-    annotations.pop(api.LAST_APPLIED_ANNOTATION, None)
+    """An LWS without the parts a sync may change, nor server-managed fields (a new object that
+    shares the rest with `lws`: compare it, never change it)."""
+    copied = {key: value for key, value in lws.items() if key != "status"}
+    if "spec" in copied:
+        copied["spec"] = {key: value for key, value in copied["spec"].items() if key != "replicas"}
+    copied["metadata"] = _without_server_fields(
+        lws["metadata"], (api.ANNOTATION_INITIAL_REPLICAS, api.LAST_APPLIED_ANNOTATION)
+    )
     return copied
 
 
 def without_history_mutable(record: JsonObject) -> JsonObject:
-    """A ControllerRevision without what a sync may change, nor server-managed fields."""
-    copied = copy.deepcopy(record)
-    copied.pop("revision", None)
-    metadata = copied["metadata"]
-    for server_field in ("resourceVersion", "generation"):
-        metadata.pop(server_field, None)
-    annotations = metadata.get("annotations") or {}
-    annotations.pop(api.CHANGE_CAUSE_ANNOTATION, None)
-    annotations.pop(api.LAST_APPLIED_ANNOTATION, None)
-    if not annotations:
+    """A ControllerRevision without what a sync may change, nor server-managed fields (shares the
+    rest with `record`, as `without_mutable` does)."""
+    copied = {key: value for key, value in record.items() if key != "revision"}
+    metadata = _without_server_fields(
+        record["metadata"], (api.CHANGE_CAUSE_ANNOTATION, api.LAST_APPLIED_ANNOTATION)
+    )
+    if not metadata.get("annotations"):
         metadata.pop("annotations", None)
+    copied["metadata"] = metadata
+    return copied
+
+
+def _without_server_fields(metadata: JsonObject, dropped: tuple[str, ...]) -> JsonObject:
+    """`metadata` without the server's fields and the `dropped` annotations (a new map)."""
+    copied = {key: value for key, value in metadata.items() if key not in SERVER_FIELDS}
+    annotations = copied.get("annotations")
+    if isinstance(annotations, dict):
+        copied["annotations"] = {
+            key: value for key, value in annotations.items() if key not in dropped
+        }
     return copied
 
 

@@ -2,10 +2,14 @@
 
 Groups (replicas) exist as soon as the spec asks for them (`status.replicas` and
 `updatedReplicas` follow `spec.replicas` at once: a rendered LWS never changes its template, so
-every group is up to date). A group becomes ready `delay` ticks after it was created; a rule with
-`delay=None` never becomes ready, and `cap` limits how many groups of a matching LWS are ready
-(partial readiness). Scaling down removes the newest groups first. Rules can be swapped during
-a run to inject or clear faults; the first matching rule wins, else the default delay applies.
+every group is up to date). The status also has what the real controller writes beside the
+counts: `hpaPodSelector` and the Available and Progressing conditions (whose lastTransitionTime
+moves only when they flip); the hooks read none of it.
+
+A group becomes ready `delay` ticks after it was created; a rule with `delay=None` never becomes
+ready, and `cap` limits how many groups of a matching LWS are ready (partial readiness). Scaling
+down removes the newest groups first. Rules can be swapped during a run to inject or clear
+faults; the first matching rule wins, else the default delay applies.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from tests.sim.store import Store
 
 JsonObject = dict[str, Any]
 LWS_TYPE = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +103,42 @@ class FakeLWSController:
                 groups.extend([tick] * (wanted - len(groups)))
             del groups[wanted:]
             ready = self._ready_count(lws, self.rule_for(lws), tick)
+            previous = lws.get("status") or {}
+            name = lws["metadata"]["name"]
             status = {
-                **(lws.get("status") or {}),
+                **previous,
                 "replicas": wanted,
                 "readyReplicas": ready,
                 "updatedReplicas": wanted,
+                "hpaPodSelector": f"{LWS_NAME_LABEL}={name},{api.LWS_WORKER_INDEX_LABEL}=0",
+                "conditions": self._conditions(previous, available=ready >= wanted),
             }
-            key = (LWS_TYPE, lws["metadata"].get("namespace", ""), lws["metadata"]["name"])
+            key = (LWS_TYPE, lws["metadata"].get("namespace", ""), name)
             self.store.write_status(key, status, actor="lws-controller")
         for uid in set(self.groups) - live:
             del self.groups[uid]
+
+    def _conditions(self, previous: JsonObject, *, available: bool) -> list[JsonObject]:
+        """Available and Progressing, as the real controller words them."""
+        before = {item.get("type"): item for item in previous.get("conditions") or []}
+        conditions = []
+        for condition_type, status, reason, message in (
+            ("Available", available, "AllGroupsReady", "All replicas are ready"),
+            ("Progressing", not available, "GroupsProgressing", "Replicas are progressing"),
+        ):
+            text = "True" if status else "False"
+            old = before.get(condition_type)
+            since = old["lastTransitionTime"] if old and old.get("status") == text else None
+            conditions.append(
+                {
+                    "type": condition_type,
+                    "status": text,
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": since or self.store.clock.iso(),
+                }
+            )
+        return conditions
 
     def _ready_count(self, lws: JsonObject, rule: Readiness, tick: int) -> int:
         if rule.delay is None:

@@ -11,8 +11,9 @@ Per sync it does what the real one does (see ../shared/reference/metacontroller-
    version v1) or `namespace/name` (v2), `related`, `finalizing: false`. The body goes through
    JSON both ways, as on the wire.
 4. Applies the answer (`tests.sim.apply`): creates missing children, updates existing ones with
-   a three-way merge, deletes every observed child the answer omits, writes the returned status
-   plus `observedGeneration`, and schedules a resync after `resyncAfterSeconds`.
+   a three-way merge (no update when the merge changes nothing), deletes every observed child the
+   answer omits, writes the returned status plus `observedGeneration`, and schedules a resync
+   after `resyncAfterSeconds`.
 
 Anything the real controller would refuse (a child of an undeclared type, a duplicate, a name
 held by an object it does not own) is reported through `SimulationError`.
@@ -20,9 +21,8 @@ held by an object it does not own) is reported through `SimulationError`.
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ from tests.sim.store import (
     ImmutableFieldError,
     ObjectKey,
     Store,
+    clone,
     object_key,
     type_key,
 )
@@ -63,14 +64,56 @@ class SimulationError(Exception):
     """Something the real Metacontroller or API server would have refused, or a hook crash."""
 
 
-def controller_object(*, name: str, version: str) -> JsonObject:
-    """The `controller` field of a request (a trimmed CompositeController)."""
+HOOKS_URL = "http://disaggregatedset-hooks.disaggregatedset-system.svc"
+
+
+def controller_object(
+    *,
+    name: str,
+    version: str,
+    parent_resource: str = api.DS_PLURAL,
+    child_types: Sequence[str] = (),
+    hooks_path: str = "",
+) -> JsonObject:
+    """The `controller` field of a request: the CompositeController as Metacontroller has it
+    cached (as metacontroller/compositecontrollers.yaml declares it, with the API server's
+    defaults; metadata shortened). The hooks read none of it."""
+    plurals = {kind: resource for resource, kind in RESOURCE_KINDS.items()}
+    spec: JsonObject = {
+        "parentResource": {"apiVersion": api.API_VERSION, "resource": parent_resource},
+        "generateSelector": True,
+        "resyncPeriodSeconds": 300,
+        "hooks": {
+            hook: {
+                "version": version,
+                "webhook": {"url": f"{HOOKS_URL}{hooks_path}/{hook}", "timeout": "10s"},
+            }
+            for hook in ("sync", "customize")
+        },
+    }
+    if child_types:
+        spec["childResources"] = [
+            {
+                "apiVersion": child_type.split(".", 1)[1],
+                "resource": plurals[child_type.split(".", 1)[0]],
+                "updateStrategy": {"method": "InPlace", "statusChecks": {}},
+            }
+            for child_type in child_types
+        ]
     return {
         "apiVersion": "metacontroller.k8s.io/v1alpha1",
         "kind": "CompositeController",
-        "metadata": {"name": name},
-        "spec": {"hooks": {"sync": {"version": version}, "customize": {"version": version}}},
+        "metadata": {"name": name, "generation": 1},
+        "spec": spec,
+        "status": {},
     }
+
+
+def ds_controller(*, version: str) -> JsonObject:
+    """The DisaggregatedSet CompositeController."""
+    return controller_object(
+        name="disaggregatedset-controller", version=version, child_types=DS_CHILD_TYPES
+    )
 
 
 def inner_key(obj: Mapping[str, Any], *, version: str) -> str:
@@ -86,7 +129,7 @@ def wire(value: Any) -> Any:
 
 
 def collect_related(store: Store, rules: list[JsonObject], *, version: str) -> JsonObject:
-    """`related` for a customize answer's relatedResources."""
+    """`related` for a customize answer's relatedResources (the stored objects: read-only)."""
     related: JsonObject = {}
     for rule in rules:
         kind = RESOURCE_KINDS.get(rule["resource"])
@@ -97,14 +140,18 @@ def collect_related(store: Store, rules: list[JsonObject], *, version: str) -> J
         selector = rule.get("labelSelector")
         labels = selector.get("matchLabels", {}) if isinstance(selector, dict) else None
         names = tuple(rule["names"]) if "names" in rule else None
-        for obj in store.select(key, namespace=rule.get("namespace"), labels=labels, names=names):
+        for obj in store.find(key, namespace=rule.get("namespace"), labels=labels, names=names):
             group[inner_key(obj, version=version)] = obj
     return related
 
 
 @dataclass(frozen=True, slots=True)
 class PassRecord:
-    """One DisaggregatedSet sync: what was sent, answered and changed."""
+    """One DisaggregatedSet sync: what was sent, answered and changed.
+
+    `request`, `before` and `after` hold the stored objects themselves (`request` as
+    `FakeMetacontroller.assemble_request` built it, the others as store snapshots): read only.
+    """
 
     tick: int
     now: str
@@ -149,17 +196,22 @@ class FakeMetacontroller:
         return records
 
     def build_request(self, parent: JsonObject) -> JsonObject:
-        """The sync request Metacontroller would send for `parent` right now."""
-        customize_body = wire(
-            {"controller": controller_object(name="ds", version=self.version), "parent": parent}
-        )
+        """The sync request Metacontroller would send for `parent` right now (its own copy of
+        every object, as decoded from the wire)."""
+        request: JsonObject = wire(self.assemble_request(parent))
+        return request
+
+    def assemble_request(self, parent: JsonObject) -> JsonObject:
+        """The request of `build_request` holding the stored objects themselves (read-only: the
+        store never changes them, so it stays as it was sent)."""
+        customize_body = wire({"controller": ds_controller(version=self.version), "parent": parent})
         customized = related.customize(envelope.parse_customize_request(customize_body))
         rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
         children: JsonObject = {key: {} for key in DS_CHILD_TYPES}
         for obj in self.claimed_children(parent).values():
             children[type_key(obj)][inner_key(obj, version=self.version)] = obj
         return {
-            "controller": controller_object(name="ds", version=self.version),
+            "controller": ds_controller(version=self.version),
             "parent": parent,
             "children": children,
             "related": collect_related(self.store, rules, version=self.version),
@@ -167,12 +219,13 @@ class FakeMetacontroller:
         }
 
     def claimed_children(self, parent: JsonObject) -> dict[ObjectKey, JsonObject]:
+        """The children Metacontroller claims for `parent` (the stored objects: read-only)."""
         metadata = parent["metadata"]
         uid = metadata["uid"]
         found = {}
         for child_type in DS_CHILD_TYPES:
             selector = {api.CONTROLLER_UID_LABEL: uid}
-            for obj in self.store.select(
+            for obj in self.store.find(
                 child_type, namespace=metadata["namespace"], labels=selector
             ):
                 owner = controller_owner(obj)
@@ -185,7 +238,8 @@ class FakeMetacontroller:
         return app.DEFAULT_HOOKS["/sync"].run(wire(request), self.clock.iso())
 
     def sync_once(self, parent: JsonObject, *, tick: int) -> PassRecord:
-        request = self.build_request(parent)
+        # call_sync sends a copy through JSON: the record keeps the request as assembled.
+        request = self.assemble_request(parent)
         try:
             result = self.call_sync(request)
         except Exception as error:
@@ -194,7 +248,7 @@ class FakeMetacontroller:
             ) from error
         response = wire(envelope.render_answer(result.answer))
         observed = self.claimed_children(parent)
-        before = {key: copy.deepcopy(obj) for key, obj in self.store.objects.items()}
+        before = self.store.snapshot()
         created, updated, deleted = self._apply_children(parent, observed, response["children"])
         status = {**response["status"], "observedGeneration": parent["metadata"]["generation"]}
         status_written = self.store.write_status(object_key(parent), status, actor="metacontroller")
@@ -210,7 +264,7 @@ class FakeMetacontroller:
             response=response,
             summary=result.summary,
             before=before,
-            after={key: copy.deepcopy(obj) for key, obj in self.store.objects.items()},
+            after=self.store.snapshot(),
             created=tuple(created),
             updated=tuple(updated),
             deleted=tuple(deleted),
@@ -240,11 +294,13 @@ class FakeMetacontroller:
                 raise SimulationError(f"sync returned {key} twice")
             wanted.add(key)
             if key in observed:
-                live = self.store.get(key)
+                live = self.store.peek(key)
                 if live is None:
                     raise SimulationError(f"observed child {key} vanished")
                 merged = apply.three_way_merge(live, apply.read_last_applied(live), full)
                 apply.annotate(merged, full)
+                if merged == live:
+                    continue  # nothing to write: Metacontroller sends no update either
                 try:
                     changed = self.store.update(merged, actor="metacontroller")
                 except ImmutableFieldError as error:
@@ -256,7 +312,7 @@ class FakeMetacontroller:
                 raise SimulationError(
                     f"sync returned {key}, whose name is held by an object the set does not own"
                 )
-            new = copy.deepcopy(full)
+            new = clone(full)
             apply.annotate(new, full)
             new["metadata"]["ownerReferences"] = [
                 apply.owner_reference(

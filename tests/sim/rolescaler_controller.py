@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hooks import api
 from hooks.core import scalers
 from hooks.edge import envelope
 from tests.sim.metacontroller import SCALER_TYPE, collect_related, controller_object, wire
@@ -25,7 +26,12 @@ class FakeRoleScalerController:
     def run(self, tick: int) -> None:
         del tick
         for scaler in self.store.select(SCALER_TYPE):
-            controller = controller_object(name="rolescaler", version=VERSION)
+            controller = controller_object(
+                name="disaggregatedsetrolescaler-controller",
+                version=VERSION,
+                parent_resource=api.SCALER_PLURAL,
+                hooks_path="/rolescaler",
+            )
             customize_body = wire({"controller": controller, "parent": scaler})
             customized = scalers.customize(envelope.parse_scaler_customize_request(customize_body))
             rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
@@ -45,4 +51,5 @@ class FakeRoleScalerController:
                     f"the RoleScaler sync returned children: {response['children']}"
                 )
             status = {**response["status"], "observedGeneration": scaler["metadata"]["generation"]}
-            self.store.write_status(object_key(scaler), status, actor="rolescaler-controller")
+            # Metacontroller runs this controller too: its name is the status's field manager.
+            self.store.write_status(object_key(scaler), status, actor="metacontroller")

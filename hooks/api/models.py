@@ -337,6 +337,21 @@ class RolloutStatus(_Model):
     """Every slice not yet steady at the revision, and where it stands."""
 
 
+class CreatingChild(_Model):
+    """A child the set asked Metacontroller to create that it has not observed yet."""
+
+    kind: str
+    """LeaderWorkerSet, Service, ControllerRevision or DisaggregatedSetRoleScaler."""
+
+    name: str
+    """The child's name."""
+
+    since: str = Field(json_schema_extra=_DATE_TIME)
+    """When the set first asked for it. A child missing for 30 s makes the set Degraded
+    (reason NameConflict): the name is held by an object the set does not control, or the API
+    server refuses the object."""
+
+
 class DisaggregatedSetStatus(_Model):
     """Observed state, written by the controller."""
 
@@ -368,6 +383,11 @@ class DisaggregatedSetStatus(_Model):
 
     rollout: RolloutStatus | None = None
     """The rollout under way (absent when every slice is steady)."""
+
+    creating: list[CreatingChild] | None = Field(
+        default=None, json_schema_extra=_list_map("kind", "name")
+    )
+    """Children the set asked for that are not observed yet (absent once they all exist)."""
 
 
 class DisaggregatedSetRoleScalerSpec(_Model):

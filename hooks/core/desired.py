@@ -70,3 +70,7 @@ class DesiredChildren:
     def deleted(self) -> int:
         """How many observed children this answer deletes."""
         return len(set(self._observed) - set(self._children))
+
+    def requested(self) -> frozenset[ChildKey]:
+        """The answer's children that are not observed: Metacontroller creates them."""
+        return frozenset(set(self._children) - set(self._observed))

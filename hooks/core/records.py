@@ -128,6 +128,12 @@ class Parent:
     conditions: tuple[ObservedCondition, ...]
     annotations: Mapping[str, str] = field(default_factory=dict)
     rollout: ObservedRollout | None = None
+    creating: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    """`status.creating`: (kind, name) -> when a pass first found that child missing."""
+    status_generation: int | None = None
+    """`status.observedGeneration`: the generation the last written status reflects."""
+    role_replicas: Mapping[str, int] = field(default_factory=dict)
+    """`status.roleStatuses`: role -> its LWS groups, as the last written status counted them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,14 @@ For the DisaggregatedSet sync (docs/rollout.md):
 - A scaler name held by an object this set does not control is never adopted or overwritten: the
   role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
 
-For the RoleScaler controller (docs/rollout.md): customize asks for the role's LWS and the owning
-set; sync reports the observed groups, the leader-only selector and a Ready condition.
+For the RoleScaler controller (docs/rollout.md): customize asks for the owning set by name; sync
+reports the role's groups, the leader-only selector and a Ready condition. The groups are the
+set's own count (`status.roleStatuses[].replicas`: the replicas of every LWS of the role the set
+controls, all slices and revisions), which its sync refreshes on every change of those LWS; so
+the scaler follows its LWS one status write later, and Metacontroller never matches LWS events
+against every scaler's label selector (docs/operations.md, "Where Metacontroller's CPU goes").
+A request that carries the role's LWS as related objects (a wiring that asks for them by the
+labels {name, role}) is counted from those LWS instead, the ones the owner controls.
 """
 
 from __future__ import annotations
@@ -98,20 +104,10 @@ def _seed(role: str, lws: Sequence[records.ObservedObject]) -> int:
 
 
 def customize(request: records.ScalerCustomizeRequest) -> records.HookResult:
-    """Related objects for a scaler: its role's LWS and the owning DisaggregatedSet."""
+    """Related objects for a scaler: the owning DisaggregatedSet, by name."""
     scaler = request.scaler
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name
-    role = scaler.labels.get(api.LABEL_ROLE)
     rules = []
-    if set_name and role:
-        rules.append(
-            records.RelatedRule(
-                api_version=api.LWS_API_VERSION,
-                resource="leaderworkersets",
-                namespace=scaler.namespace,
-                label_selector=naming.scaler_labels(set_name=set_name, role=role),
-            )
-        )
     if set_name:
         rules.append(
             records.RelatedRule(
@@ -133,14 +129,7 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
     role = scaler.labels.get(api.LABEL_ROLE, "")
     owner = _owner(scaler, request.owners)
-    if owner is None:
-        replicas = 0
-    else:
-        replicas = sum(
-            item.status.replicas
-            for item in request.lws
-            if item.is_controlled_by(owner.uid) and item.labels.get(api.LABEL_ROLE) == role
-        )
+    replicas = 0 if owner is None else _groups(owner, request.lws, role=role)
     ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
     condition = status.carry_over(
         [status.new_condition(api.ConditionType.READY, true=ready, reason=reason, message=message)],
@@ -165,6 +154,17 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
             "replicas": replicas,
             "ready_reason": reason,
         },
+    )
+
+
+def _groups(owner: records.Parent, lws: Sequence[records.ObservedObject], *, role: str) -> int:
+    """The role's groups: from its LWS when the request carries them, else the owner's count."""
+    if not lws:
+        return owner.role_replicas.get(role, 0)
+    return sum(
+        item.status.replicas
+        for item in lws
+        if item.is_controlled_by(owner.uid) and item.labels.get(api.LABEL_ROLE) == role
     )
 
 

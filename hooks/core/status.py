@@ -75,11 +75,13 @@ def compute(
     now: str,
     progressing: ConditionUpdate | None = None,
     rollout: api.RolloutStatus | None = None,
+    creating: Sequence[api.CreatingChild] = (),
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
-    past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`).
+    past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
+    `creating` the children asked for and not observed yet (`core/creations.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     lagging = [
@@ -120,6 +122,7 @@ def compute(
         role_statuses=role_statuses,
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
         rollout=rollout,
+        creating=list(creating) or None,
     )
 
 

@@ -27,6 +27,7 @@ from hooks.core import (
     canary,
     children,
     controls,
+    creations,
     desired,
     history,
     problems,
@@ -93,8 +94,14 @@ def _reconcile(
     ]
     answer = _collect(request.children, plan, results)
     ordered = answer.checked_children()
-    set_status, verdict = _status(request, plan, results, answer, now=now)
-    resync = progress.resync_after(plan.control, verdict, now=now)
+    awaited = creations.track(
+        answer.requested(),
+        parent.creating,
+        asked_before=parent.status_generation == parent.generation,
+        now=now,
+    )
+    set_status, verdict = _status(request, plan, results, answer, awaited, now=now)
+    resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
     return records.HookResult(
         answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
         summary={
@@ -112,6 +119,7 @@ def _reconcile(
             "conflicts": len(answer.conflicts)
             + len(plan.scalers.conflicts)
             + sum(len(result.foreign) for result in results),
+            "missing": len(awaited.problems),
         },
     )
 
@@ -219,16 +227,19 @@ def _status(
     plan: _SetPlan,
     results: Sequence[slices.SliceResult],
     answer: desired.DesiredChildren,
+    awaited: creations.Creations,
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
     foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
-    # A role whose new LWS cannot be created has no known target: it is never Available.
+    # A role whose new LWS cannot be created (or never appears) has no known target: it is never
+    # Available.
+    unmade = answer.conflicts | awaited.missing
     blocked = set(foreign_lws.values()) | {
         role
         for result in results
         for name, role in result.created.items()
-        if (api.LWS_KIND, name) in answer.conflicts
+        if (api.LWS_KIND, name) in unmade
     }
     known = {name: None if name in blocked else value for name, value in plan.targets.items()}
     spec = plan.context.spec
@@ -241,6 +252,7 @@ def _status(
         generation=request.parent.generation,
         problems=[
             *problems.of_children(request, foreign_lws, plan.scalers, answer.conflicts),
+            *awaited.problems,
             *plan.capped,
             *plan.history.problems,
             *plan.control.problems,
@@ -249,6 +261,7 @@ def _status(
         now=now,
         progressing=verdict.progressing,
         rollout=verdict.rollout,
+        creating=awaited.record,
     ), verdict
 
 
@@ -372,6 +385,10 @@ def _foreign_names(
         if not item.is_controlled_by(uid):
             names[item.kind].add(item.name)
     return {kind: frozenset(found) for kind, found in names.items()}
+
+
+def _earliest(*delays: int | None) -> int | None:
+    return min((delay for delay in delays if delay is not None), default=None)
 
 
 def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:

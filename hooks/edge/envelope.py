@@ -109,6 +109,9 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         conditions=_parse_conditions(status.get("conditions")),
         annotations=_string_map(metadata.get("annotations"), "parent metadata.annotations"),
         rollout=_parse_rollout(status.get("rollout")),
+        creating=_parse_creating(status.get("creating")),
+        status_generation=_int_or_none(status.get("observedGeneration")),
+        role_replicas=_parse_role_replicas(status.get("roleStatuses")),
     )
 
 
@@ -126,6 +129,33 @@ def _parse_rollout(value: object) -> records.ObservedRollout | None:
         ready_replicas=_count_or_zero(value.get("readyReplicas")),
         updated_replicas=_count_or_zero(value.get("updatedReplicas")),
     )
+
+
+def _parse_creating(value: object) -> dict[tuple[str, str], str]:
+    """`status.creating` as this hook wrote it: the entries of that shape (others are dropped,
+    and a child recorded twice keeps its first time)."""
+    found: dict[tuple[str, str], str] = {}
+    for entry in value if isinstance(value, list) else ():
+        if not isinstance(entry, dict):
+            continue
+        kind, name, since = entry.get("kind"), entry.get("name"), entry.get("since")
+        if isinstance(kind, str) and isinstance(name, str) and isinstance(since, str):
+            found.setdefault((kind, name), since)
+    return found
+
+
+def _parse_role_replicas(value: object) -> dict[str, int]:
+    """`status.roleStatuses` as this hook wrote it: role -> replicas (a count that is no
+    count is 0; a role listed twice keeps its first entry)."""
+    found: dict[str, int] = {}
+    for entry in value if isinstance(value, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            found.setdefault(entry["name"], _count_or_zero(entry.get("replicas")))
+    return found
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _count_or_zero(value: object) -> int:

@@ -117,6 +117,17 @@ def build_requests() -> dict[str, JsonObject]:
     group = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     conflict["related"].setdefault(group, {})[foreign["metadata"]["name"]] = foreign
     requests["ds-sync-name-conflict.json"] = conflict
+
+    # The shipped RoleScaler wiring relates only the owner, whose status counts the role's groups
+    # (here: its decode LWS report 2).
+    scaler = orjson.loads((REQUESTS / "rolescaler-sync.json").read_bytes())
+    related = scaler["related"]
+    del related[f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]
+    (owner,) = related[f"{api.DS_KIND}.{api.API_VERSION}"].values()
+    owner["status"]["roleStatuses"] = [
+        {"name": "decode", "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}
+    ]
+    requests["rolescaler-sync-owner-status.json"] = scaler
     return requests
 
 

@@ -15,7 +15,6 @@ from hooks import api
 from hooks.core import planner
 from tests.golden import make_fixtures
 from tests.sim import views
-from tests.sim.test_rollouts import revision_of
 
 JsonObject = dict[str, Any]
 LWS_GROUP = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
@@ -142,29 +141,13 @@ def test_rolescaler_sync_counts_the_owned_groups_of_its_role() -> None:
     assert condition(answer, "Ready")["reason"] == "Bound"
 
 
-def test_customize_asks_for_the_target_lws_names_its_history_and_the_scaler_names() -> None:
+def test_customize_asks_only_for_the_scaler_names() -> None:
     request, answer = load("ds-customize.json")
     parent = request["parent"]
     set_name = parent["metadata"]["name"]
     external = [r["name"] for r in parent["spec"]["roles"] if views.is_external(r)]
-    target = revision_of(parent["spec"])
+    assert external
     assert answer["relatedResources"] == [
-        {
-            "apiVersion": api.LWS_API_VERSION,
-            "resource": "leaderworkersets",
-            "namespace": parent["metadata"]["namespace"],
-            "names": [
-                f"{set_name}-{index}-{target}-{role['name']}"
-                for index in range(parent["spec"].get("slices", 1))
-                for role in parent["spec"]["roles"]
-            ],
-        },
-        {
-            "apiVersion": api.REVISION_API_VERSION,
-            "resource": api.REVISION_PLURAL,
-            "namespace": parent["metadata"]["namespace"],
-            "names": [f"{set_name}-{target}"],
-        },
         {
             "apiVersion": api.API_VERSION,
             "resource": api.SCALER_PLURAL,

@@ -158,16 +158,37 @@ def test_rolescaler_of_a_static_role_is_not_ready() -> None:
     assert state["conditions"][0]["reason"] == api.Reason.ROLE_NOT_EXTERNAL
 
 
-def test_rolescaler_customize_asks_for_role_lws_and_owner() -> None:
+def test_rolescaler_sync_counts_the_owners_groups_of_the_role_from_its_status() -> None:
+    """The shipped wiring asks only for the owner: its last status counted the role's LWS."""
+    owner = external_set()
+    owner["status"] = {
+        "roleStatuses": [
+            {"name": "prefill", "replicas": 4, "readyReplicas": 4, "updatedReplicas": 4},
+            {"name": "decode", "replicas": 3, "readyReplicas": 1, "updatedReplicas": 1},
+        ]
+    }
+    state = envelope.render_answer(
+        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+    )["status"]
+    assert state["replicas"] == 3
+    assert state["conditions"][0]["reason"] == api.Reason.BOUND
+
+
+def test_rolescaler_sync_reads_a_count_that_is_no_count_as_none() -> None:
+    owner = external_set()
+    owner["status"] = {"roleStatuses": [{"name": "decode", "replicas": -2}, "decode"]}
+    state = envelope.render_answer(
+        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+    )["status"]
+    assert state["replicas"] == 0
+
+
+def test_rolescaler_customize_asks_for_the_owner_only() -> None:
+    """No LWS by label selector: Metacontroller would match every LWS event in the cluster
+    against every scaler's selector."""
     request = envelope.parse_scaler_customize_request({"parent": owned_scaler("decode", 1)})
     rules = envelope.render_answer(scalers.customize(request).answer)["relatedResources"]
     assert rules == [
-        {
-            "apiVersion": api.LWS_API_VERSION,
-            "resource": "leaderworkersets",
-            "namespace": builders.NAMESPACE,
-            "labelSelector": {"matchLabels": {api.LABEL_NAME: "llm", api.LABEL_ROLE: "decode"}},
-        },
         {
             "apiVersion": api.API_VERSION,
             "resource": api.DS_PLURAL,

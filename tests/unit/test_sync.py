@@ -12,14 +12,14 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import related, sync
+from hooks.core import creations, related, sync
 from hooks.edge import envelope
-from hooks.gocompat import revision
 from tests.builders import NOW, lws_status, make_ds, make_role, observe
 from tests.sim import scenarios
 from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
 
 JsonObject = dict[str, Any]
+LATER = "2026-11-29T12:00:31Z"  # NOW and a little more than the grace of a child to appear
 
 
 def settled(*, slices: int = 1) -> JsonObject:
@@ -145,40 +145,65 @@ def customize(ds: JsonObject) -> list[JsonObject]:
     return rules
 
 
-def _target(ds: JsonObject) -> str:
-    spec = envelope.parse_parent(ds).spec
-    assert spec is not None
-    return revision.of_spec(spec)
+def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None:
+    """An LWS the first pass of a rollout asked for and that is still not observed after the
+    grace: an object the set does not see holds the name (Metacontroller's create found it
+    taken). The role waits, Degraded names the LWS, every serving child stays, and the LWS
+    stays in the answer for when the name is free."""
+    request = settled()
+    template = request["parent"]["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]
+    template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
+    request["parent"]["metadata"]["generation"] = 2
+    started = answer(request)
+    wanted = f"llm-0-{started['status']['revision']}-prefill"
+    assert "creating" not in started["status"]  # the first ask costs nothing
 
+    # The next pass: every other child appeared, this one did not.
+    for child in started["children"]:
+        name = child["metadata"]["name"]
+        group = request["children"].setdefault(f"{child['kind']}.{child['apiVersion']}", {})
+        if name != wanted and name not in group:
+            status = lws_status(0) if child["kind"] == api.LWS_KIND else None
+            group[name] = observe(child, status=status)
+    request["parent"]["status"] = {**started["status"], "observedGeneration": 2}
+    second = answer(request)
+    assert second["status"]["creating"] == [{"kind": api.LWS_KIND, "name": wanted, "since": NOW}]
+    assert second["resyncAfterSeconds"] == creations.GRACE_SECONDS
 
-def test_customize_names_each_slice_and_role_of_the_target_revision() -> None:
-    ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
-    lws_rule, history_rule = customize(ds)
-    target = _target(ds)
-    assert lws_rule["names"] == [
-        f"llm-{index}-{target}-{role}" for index in (0, 1) for role in ("prefill", "decode")
-    ]
-    assert "labelSelector" not in lws_rule
-    assert history_rule == {
-        "apiVersion": "apps/v1",
-        "resource": "controllerrevisions",
-        "namespace": ds["metadata"]["namespace"],
-        "names": [f"llm-{target}"],
+    request["parent"]["status"] = {**second["status"], "observedGeneration": 2}
+    result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
+    rendered = envelope.render_answer(result.answer)
+    degraded = next(c for c in rendered["status"]["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "NameConflict"
+    assert wanted in degraded["message"]
+    assert rendered["status"]["creating"] == second["status"]["creating"]
+    assert rendered["resyncAfterSeconds"] == creations.GRACE_SECONDS
+    assert wanted in names(rendered, api.LWS_KIND)
+    kept = {(child["kind"], child["metadata"]["name"]) for child in rendered["children"]}
+    observed = {
+        (obj["kind"], name) for group in request["children"].values() for name, obj in group.items()
     }
+    assert observed <= kept
 
 
-def test_customize_also_names_the_scalers_of_external_roles() -> None:
-    ds = make_ds(roles=[make_role("prefill"), make_role("decode", external=True)])
-    lws_rule, _, scaler_rule = customize(ds)
-    target = _target(ds)
-    assert lws_rule["names"] == [f"llm-0-{target}-prefill", f"llm-0-{target}-decode"]
-    assert scaler_rule["names"] == ["llm-decode"]
-
-
-def test_customize_asks_for_no_lws_when_the_sync_would_hold() -> None:
-    ds = make_ds(roles=[make_role("prefill")])
-    ds["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["size"] = "two"  # Go cannot decode it
+def test_customize_asks_for_nothing_without_external_roles() -> None:
+    """LWS, Services and ControllerRevisions are not related objects: a rule for them would cost
+    Metacontroller a pass over every parent per event (a missing child is found from the
+    status instead, `hooks.core.creations`)."""
+    ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
     assert customize(ds) == []
+
+
+def test_customize_names_the_scalers_of_external_roles() -> None:
+    ds = make_ds(roles=[make_role("prefill"), make_role("decode", external=True)])
+    assert customize(ds) == [
+        {
+            "apiVersion": api.API_VERSION,
+            "resource": api.SCALER_PLURAL,
+            "namespace": ds["metadata"]["namespace"],
+            "names": ["llm-decode"],
+        }
+    ]
 
 
 def test_an_external_role_grown_past_its_name_budget_runs_what_its_names_allow() -> None:

@@ -26,9 +26,12 @@ calls by hook with their mean latency (the server's own histogram), the syncs pe
 many of them answered the observed state (`disaggregatedset_sync_unchanged_total`),
 Metacontroller's API requests by method (its own metrics) with its writes per set, and the
 controller's API requests per set by verb from the audit log. After the phases: each process
-group's peak resident memory (the sum of its processes' peaks). With one set, the create and
-rollout phases are also printed event by event: each watch event of the set, its LWS and
-Services, merged with the hook server's log line of each call (with what the call made
+group's peak resident memory, two ways: the sum of its processes' peaks (VmHWM, which counts
+twice the pages a forked worker shares with gunicorn's arbiter), and the highest sum of their
+proportional set sizes sampled every half second (PSS: a shared page counted once across the
+processes that share it, close to what the pod's memory cgroup is charged). With one set, the
+create and rollout phases are also printed event by event: each watch event of the set, its LWS
+and Services, merged with the hook server's log line of each call (with what the call made
 Metacontroller write), which shows where the time of a rollout goes.
 
 With `--peer PATH` (upstream's controller, `../shared/peer/README.md`), every set count also runs
@@ -87,6 +90,7 @@ JsonObject = dict[str, Any]
 
 NAMESPACE: Final = "bench"
 SETTLE_SECONDS: Final = 2.0
+PSS_PERIOD_SECONDS: Final = 0.5
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 # The labels both controllers put on every LWS (the API's, so upstream's too).
 LABEL_NAME: Final = "disaggregatedset.x-k8s.io/name"
@@ -126,6 +130,47 @@ def _group_stats(pgid: int) -> tuple[float, int]:
         except (OSError, ValueError):
             continue  # exited meanwhile
     return cpu_ticks / CLOCK_TICKS, peak_kib
+
+
+def _group_pss_kib(pgid: int) -> int:
+    """The summed proportional set size (KiB) of a process group's processes now."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[2]) != pgid:
+                continue
+            for line in Path(f"/proc/{entry}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # exited meanwhile
+    return total
+
+
+class PssSampler:
+    """The highest summed PSS of each named process group, sampled every `PSS_PERIOD_SECONDS`."""
+
+    def __init__(self, groups: Mapping[str, int]) -> None:
+        self._groups = dict(groups)
+        self.peaks: dict[str, int] = dict.fromkeys(groups, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pss", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.peaks
+
+    def _run(self) -> None:
+        while not self._stop.wait(PSS_PERIOD_SECONDS):
+            for name, pgid in self._groups.items():
+                self.peaks[name] = max(self.peaks[name], _group_pss_kib(pgid))
 
 
 def _samples(url: str) -> list[tuple[str, dict[str, str], float]]:
@@ -540,6 +585,7 @@ class Run:
     timelines: dict[str, list[Event]]
     """With one set: the create and rollout phases' watch events and controller steps."""
     peaks: Mapping[str, int]
+    pss_peaks: Mapping[str, int]
     profiles: list[Path] = field(default_factory=list)
 
     def phase(self, name: str) -> Phase | None:
@@ -548,6 +594,10 @@ class Run:
     @property
     def controller_peak_kib(self) -> int:
         return sum(self.peaks[name] for name in self.controllers)
+
+    @property
+    def controller_pss_kib(self) -> int:
+        return sum(self.pss_peaks[name] for name in self.controllers)
 
 
 class Workload:
@@ -715,6 +765,8 @@ def _play(
         controller.start()
         _prepare(plane)
         recorder = Recorder(plane.client)
+        sampler = PssSampler({name: plane.running[name].pid for name in stack.processes})
+        sampler.start()
         try:
             workload = Workload(stack, recorder, count, timeout, external, profiler)
             if workload.create():
@@ -729,9 +781,11 @@ def _play(
                 workload.phases,
                 workload.timelines,
                 Snapshot.take(stack).peak_kib,
+                sampler.stop(),
                 profiler.files if profiler is not None else [],
             )
         finally:
+            sampler.stop()
             recorder.stop()
     finally:
         controller.stop()
@@ -795,9 +849,13 @@ def run_upstream(
 # --- output ------------------------------------------------------------------------------------
 
 
-def _print_peaks(peaks: Mapping[str, int]) -> None:
+def _print_peaks(peaks: Mapping[str, int], pss_peaks: Mapping[str, int]) -> None:
     print(
         "  peak memory: " + ", ".join(f"{name} {kib / 1024:.0f} MiB" for name, kib in peaks.items())
+    )
+    print(
+        "  peak PSS:    "
+        + ", ".join(f"{name} {kib / 1024:.0f} MiB" for name, kib in pss_peaks.items())
     )
 
 
@@ -866,7 +924,7 @@ def _print_run(count: int, result: Run) -> bool:
     """The run's phases, peaks and timelines; whether every phase completed."""
     for phase in result.phases:
         _print_phase(count, result, phase)
-    _print_peaks(result.peaks)
+    _print_peaks(result.peaks, result.pss_peaks)
     for name, timeline in result.timelines.items():
         _print_timeline(name, timeline)
     if result.profiles:
@@ -941,6 +999,9 @@ def _comparison_rows(ours: Run, upstream: Run) -> list[Row]:
         )
     rows.append(
         ("peak RSS, controller side, MiB", lambda run_, _: run_.controller_peak_kib / 1024, ".0f")
+    )
+    rows.append(
+        ("peak PSS, controller side, MiB", lambda run_, _: run_.controller_pss_kib / 1024, ".0f")
     )
     for phase in PHASES:
         rows.append((f"syncs/reconciles per set, {phase}", _syncs(phase), ".2f"))

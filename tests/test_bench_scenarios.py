@@ -73,11 +73,10 @@ def test_the_small_request_has_every_child_kind_and_the_related_groups(
     counts = {key: len(group) for key, group in children.items()}
     assert counts == {SCALER_TYPE: 1, LWS_TYPE: 2, SERVICE_TYPE: 2, REVISION_TYPE: 1}
     related = request_["related"]
-    # The customize hook's rules: the target revision's LWS and ControllerRevision by name, the
-    # scalers by label; all of them are the set's own children here.
-    assert set(related) == {LWS_TYPE, REVISION_TYPE, SCALER_TYPE}
-    for key in related:
-        assert related[key] == children[key]
+    # The customize hook's one rule: the External roles' scalers by name, which are the set's own
+    # children here.
+    assert set(related) == {SCALER_TYPE}
+    assert related[SCALER_TYPE] == children[SCALER_TYPE]
 
 
 def test_every_observed_child_is_as_metacontroller_observes_it(request_: JsonObject) -> None:

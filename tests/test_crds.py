@@ -419,6 +419,7 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
         "roleStatuses",
         "conditions",
         "rollout",
+        "creating",
     }
     assert status["observedGeneration"]["format"] == "int64"
     rollout = status["rollout"]
@@ -426,6 +427,8 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
     assert rollout["properties"]["lastProgressTime"]["format"] == "date-time"
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]
     assert status["roleStatuses"]["x-kubernetes-list-map-keys"] == ["name"]
+    assert status["creating"]["x-kubernetes-list-map-keys"] == ["kind", "name"]
+    assert status["creating"]["items"]["properties"]["since"]["format"] == "date-time"
     condition = status["conditions"]["items"]["properties"]
     assert condition["lastTransitionTime"]["format"] == "date-time"
     assert condition["status"]["enum"] == ["True", "False", "Unknown"]

@@ -14,10 +14,10 @@ from typing import Final
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 DISTRIBUTION: Final = "disaggregatedset-hooks"
 MIB: Final = 1024 * 1024
-# The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields and the
-# related LWS Metacontroller sends (the target revision's, again), is about 78 MiB; its call
-# takes about 600 MiB of the call budget (docs/operations.md's sizing table). Both limits leave
-# a quarter of headroom, and everything together fits the Deployment's memory limit.
+# The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields, is about
+# 56 MiB (78 MiB when its target LWS also came as related objects, which the sizing table of
+# docs/operations.md was measured with: about 600 MiB of the call budget). Both limits leave at
+# least a quarter of headroom, and everything together fits the Deployment's memory limit.
 DEFAULT_MAX_BODY_BYTES: Final = 100 * MIB
 DEFAULT_MAX_PARSE_BYTES: Final = 768 * MIB
 # Bodies up to this size are answered in the worker itself: their parse takes at most

@@ -1,9 +1,11 @@
 """What syncs cost on the real stack (docs/operations.md, "Performance").
 
 A settled set answers exactly its observed state: a sync it did not need (here, one caused by an
-unrelated annotation) writes nothing and asks for no resync. The customize hook asks for related
-LWS by name (the target revision's), which Metacontroller matches cheaply; an LWS the set does not
-own at such a name, whatever its labels, is seen, reported and left alone.
+unrelated annotation) writes nothing and asks for no resync. The customize hook asks for no LWS at
+all (a set with no External role asks for nothing), so an LWS event costs Metacontroller no pass
+over every set; an LWS the set does not own at a name the set wants, whatever its labels, keeps
+Metacontroller's create from succeeding, and the set finds it from its own status (the child it
+asked for has not appeared), reports it and leaves it alone.
 """
 
 from __future__ import annotations
@@ -67,15 +69,15 @@ def test_a_settled_set_syncs_without_writes_or_resyncs(
     assert client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)["status"] == status
 
 
-def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
+def test_a_foreign_lws_at_a_wanted_name_is_found_and_reported(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     client = control_plane.client
     key = f"{namespace}/llm"
     sets.apply_set(control_plane, sets.small_set(namespace))
     sets.wait_available(client, namespace, "llm")
-    # Its own LWS and ControllerRevision, at the wanted names.
-    assert _quiet(control_plane, key)[-1]["related"] == 3
+    # No External role: the customize hook asks for nothing.
+    assert _quiet(control_plane, key)[-1]["related"] == 0
 
     # An LWS that is not the set's, at the name the next revision's prefill will want; it does not
     # carry the set's labels either.
@@ -120,6 +122,9 @@ def test_a_foreign_lws_at_a_wanted_name_is_seen_by_name_and_reported(
     degraded = sets.condition(ds, "Degraded")
     assert degraded is not None
     assert name in degraded["message"]
+    assert {"kind": api.LWS_KIND, "name": name} in [
+        {"kind": entry["kind"], "name": entry["name"]} for entry in ds["status"]["creating"]
+    ]
     foreign = client.get(kube.LWS, name, namespace=namespace)
     assert "ownerReferences" not in foreign["metadata"]
     assert foreign["metadata"]["labels"] == labels

@@ -36,6 +36,7 @@ BUILT = (
     "ds-sync-mid-rollout.json",
     "ds-sync-invalid-spec.json",
     "ds-sync-name-conflict.json",
+    "rolescaler-sync-owner-status.json",
 )
 
 

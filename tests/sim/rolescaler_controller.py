@@ -1,7 +1,7 @@
 """A fake Metacontroller CompositeController for DisaggregatedSetRoleScalers (no children).
 
-Each run syncs every scaler in the store: customize (its role's LWS by labels, the owning set by
-name), collect `related` (hook version v1, as the captured controller used), sync, and write the
+Each run syncs every scaler in the store: customize (the owning set by name), collect `related`
+as the answer asks (hook version v1, as the captured controller used), sync, and write the
 returned status plus `observedGeneration` when it changed.
 """
 

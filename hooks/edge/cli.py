@@ -364,42 +364,10 @@ def _plan(args: argparse.Namespace) -> int:
     from_files = args.from_file is not None or args.to_file is not None
     if vectors == from_files:
         raise CliError("give either --old and --target, or --from and --to", exit_code=2)
-    if vectors:
-        if args.old is None or args.target is None:
-            raise CliError("--old and --target go together", exit_code=2)
-        roles = plans.roles_from_vectors(
-            old=args.old,
-            target=args.target,
-            max_surge=plans.fold_budget(args.max_surge),
-            max_unavailable=plans.fold_budget(args.max_unavailable),
-        )
-        notes: list[str] = []
-    else:
-        if args.from_file is None or args.to_file is None:
-            raise CliError("--from and --to go together", exit_code=2)
-        if args.max_surge or args.max_unavailable:
-            raise CliError(
-                "with --from/--to the budgets come from the --to manifest's "
-                "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
-                exit_code=2,
-            )
-        old_parent = _load_manifest(args.from_file)
-        new_parent = _load_manifest(args.to_file)
-        warning = plans.different_sets(old=old_parent, new=new_parent)
-        if warning is not None:
-            _report(args.report_as, "warning", warning)
-        old_revision = plans.revision_of(old_parent)
-        new_revision = plans.revision_of(new_parent)
-        if old_revision == new_revision:
-            print(
-                f"no rollout: both manifests have revision {new_revision} (only role names and "
-                "leaderWorkerTemplates decide it); replica changes are applied in place"
-            )
-            return 0
-        roles, notes = plans.roles_from_manifests(old=old_parent, new=new_parent)
-        notes.insert(0, f"revision {old_revision} -> {new_revision}")
-        if args.hold_at is None:
-            args.hold_at = controls.control_of(new_parent.annotations).hold_at_percent
+    planned = _roles_from_vectors(args) if vectors else _roles_from_files(args)
+    if planned is None:
+        return 0
+    roles, notes = planned
     max_passes = args.max_passes or plans.default_max_passes(roles)
     sequence = planner.rollout_sequence(
         initial_old=[role.initial_old for role in roles],
@@ -415,20 +383,76 @@ def _plan(args: argparse.Namespace) -> int:
             f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
         )
     print()
-    holding = args.hold_at is not None and args.hold_at < 100  # 100%: no hold, as in the API
-    hold = plans.hold_pass(roles, sequence, percent=args.hold_at) if holding else None
-    print(plans.render_table(roles, sequence, hold=hold))
-    print()
     complete, summary = plans.outcome(roles, sequence, max_passes=max_passes)
-    if hold is not None:
-        print(
-            f"held at {args.hold_at}%: stands still after pass {hold}, both revisions serving,"
-            " until the hold is raised or removed; then"
-        )
-    elif holding:
-        print(f"held at {args.hold_at}%: the old revision is gone before the share is reached")
+    _print_table(roles, sequence, hold_at=args.hold_at)
     print(summary)
     return 0 if complete else 1
+
+
+_PlannedRoles: TypeAlias = tuple[list[plans.PlanRole], list[str]]
+
+
+def _roles_from_vectors(args: argparse.Namespace) -> _PlannedRoles:
+    if args.old is None or args.target is None:
+        raise CliError("--old and --target go together", exit_code=2)
+    roles = plans.roles_from_vectors(
+        old=args.old,
+        target=args.target,
+        max_surge=plans.fold_budget(args.max_surge),
+        max_unavailable=plans.fold_budget(args.max_unavailable),
+    )
+    return roles, []
+
+
+def _roles_from_files(args: argparse.Namespace) -> _PlannedRoles | None:
+    """The roles of a rollout from --from to --to (None: the two have one revision, no rollout);
+    the --to manifest's hold annotation becomes --hold-at when that is not given."""
+    if args.from_file is None or args.to_file is None:
+        raise CliError("--from and --to go together", exit_code=2)
+    if args.max_surge or args.max_unavailable:
+        raise CliError(
+            "with --from/--to the budgets come from the --to manifest's "
+            "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
+            exit_code=2,
+        )
+    old_parent = _load_manifest(args.from_file)
+    new_parent = _load_manifest(args.to_file)
+    warning = plans.different_sets(old=old_parent, new=new_parent)
+    if warning is not None:
+        _report(args.report_as, "warning", warning)
+    old_revision = plans.revision_of(old_parent)
+    new_revision = plans.revision_of(new_parent)
+    if old_revision == new_revision:
+        print(
+            f"no rollout: both manifests have revision {new_revision} (only role names and "
+            "leaderWorkerTemplates decide it); replica changes are applied in place"
+        )
+        return None
+    roles, notes = plans.roles_from_manifests(old=old_parent, new=new_parent)
+    notes.insert(0, f"revision {old_revision} -> {new_revision}")
+    if args.hold_at is None:
+        args.hold_at = controls.control_of(new_parent.annotations).hold_at_percent
+    return roles, notes
+
+
+def _print_table(
+    roles: Sequence[plans.PlanRole], sequence: Sequence[planner.Step], *, hold_at: int | None
+) -> None:
+    """The pass table, with the pass where a hold at `hold_at`% stands still marked."""
+    if hold_at is None or hold_at >= 100:  # 100%: no hold, as in the API
+        print(plans.render_table(roles, sequence))
+        print()
+        return
+    hold = plans.hold_pass(roles, sequence, percent=hold_at)
+    print(plans.render_table(roles, sequence, hold=hold))
+    print()
+    if hold is None:
+        print(f"held at {hold_at}%: the old revision is gone before the share is reached")
+    else:
+        print(
+            f"held at {hold_at}%: stands still after pass {hold}, both revisions serving,"
+            " until the hold is raised or removed; then"
+        )
 
 
 def _load_manifest(path: Path) -> records.Parent:

@@ -36,15 +36,16 @@ ITEM_MAX_LENGTH: Final = 1000
 def summarise(items: Sequence[str]) -> str:
     """The first few items, each cut to a bounded length, then how many more there are: a text
     that fits a condition message whatever the number of items."""
-    shown = [_cut(item) for item in items[:SHOWN_ITEMS]]
+    shown = [cut(item) for item in items[:SHOWN_ITEMS]]
     rest = len(items) - len(shown)
     return "; ".join(shown) + (f"; and {rest} more" if rest else "")
 
 
-def _cut(text: str) -> str:
-    if len(text) <= ITEM_MAX_LENGTH:
+def cut(text: str, limit: int = ITEM_MAX_LENGTH) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
         return text
-    return f"{text[:ITEM_MAX_LENGTH]}... ({len(text) - ITEM_MAX_LENGTH} more characters)"
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,7 @@ def _degraded(problems: Sequence[Problem]) -> ConditionUpdate:
             message="No problems detected",
         )
     first, *others = problems
-    message = _cut(first.message)
+    message = cut(first.message)
     if others:
         message += f" (and {len(others)} more: {summarise([p.message for p in others])})"
     return new_condition(

@@ -40,6 +40,7 @@ import orjson
 from werkzeug.exceptions import HTTPException
 
 from hooks.core import desired, records, related, scalers, sync
+from hooks.core.status import cut
 from hooks.edge import bodies, envelope, isolation, observability
 from hooks.edge.settings import MIB, Limits
 
@@ -143,9 +144,7 @@ def failure_for(error: Exception) -> Failure:
 def cap_message(text: str) -> str:
     """An error message short enough to answer and log (a request can hold megabytes in a field
     that an error names)."""
-    if len(text) <= MAX_ERROR_MESSAGE:
-        return text
-    return f"{text[:MAX_ERROR_MESSAGE]}... ({len(text) - MAX_ERROR_MESSAGE} more characters)"
+    return cut(text, MAX_ERROR_MESSAGE)
 
 
 # --- the app -------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
+from hooks.api import limits
 from hooks.core import controls, progress, records
 from tests import builders
 
@@ -250,3 +251,120 @@ def test_a_paused_steady_set_still_says_paused() -> None:
     assert verdict.rollout is None
     assert verdict.progressing is not None
     assert verdict.progressing.reason == "RolloutPaused"
+
+
+# --- what the hook reads back from its own status is untrusted (issue 17, items 1 and 5) -------
+
+
+def test_a_stalled_rollout_of_hundreds_of_long_names_writes_a_message_that_fits() -> None:
+    """Regression (issue 17, item 1): the message listed every lagging LWS, so about 260 long names
+    made the condition too long for the API and every sync of the set answered 500."""
+    set_name = "s" * 40
+    stuck = tuple(
+        records_of(
+            builders.make_lws(
+                f"role-{index:03d}-" + "x" * 40,
+                revision=REV,
+                replicas=2,
+                ready=1,
+                set_name=set_name,
+                slice_index=index % 100,
+            )
+        )
+        for index in range(600)
+    )
+    verdict = judge(
+        parent(
+            rollout=recorded(ready=600, updated=1200),
+            annotations={api.ANNOTATION_PROGRESS_DEADLINE: "600"},
+        ),
+        now="2026-11-29T12:10:01Z",
+        new=stuck,
+    )
+    assert verdict.progressing is not None
+    message = verdict.progressing.message
+    assert len(message) <= limits.CONDITION_MESSAGE_MAX_LENGTH
+    assert message.endswith("; and 595 more")
+    api.Condition(
+        type="Progressing",
+        status="False",
+        reason=verdict.progressing.reason,
+        message=message,
+        lastTransitionTime=T0,
+    )  # the model the status is written with accepts it
+
+
+def records_of(lws_object: dict[str, object]) -> records.ObservedObject:
+    (item,) = builders.parse_children(lws_object)
+    return item
+
+
+def test_a_progress_time_ahead_of_now_restarts_the_clock() -> None:
+    """Regression (issue 17, item 5): a lastProgressTime in year 9999 silenced the deadline, was
+    written back unchanged and asked for a resync beyond Go's time.Duration."""
+    deadline = {api.ANNOTATION_PROGRESS_DEADLINE: "600"}
+    now = "2026-11-29T12:10:01Z"
+    verdict = judge(
+        parent(rollout=recorded("9999-12-31T23:59:59Z"), annotations=deadline),
+        now=now,
+        new=(lws("p", replicas=2, ready=1),),
+    )
+    assert verdict.rollout is not None
+    assert verdict.rollout.last_progress_time == now
+    assert progress.resync_after(controls.control_of(deadline), verdict, now=now) == 601
+
+
+@pytest.mark.parametrize(
+    "time",
+    [
+        "2026-02-31T00:00:00Z",
+        "2026-01-01T00:00:00+99:99",
+        "2026-01-01T00:00:60Z",
+        "\uff12\uff10\uff12\uff16-01-01T00:00:00Z",  # full-width digits
+        "2026-01-01T00:00:00." + "1" * 40_000 + "Z",
+        "yesterday",
+    ],
+    ids=["feb-31", "offset", "second-60", "full-width", "long-fraction", "words"],
+)
+def test_a_progress_time_that_is_no_time_restarts_the_clock(time: str) -> None:
+    """Regression (issue 17, item 5): impossible or unparsable times were carried forward
+    silently, and a 40,000-digit fraction answered 500."""
+    now = "2026-11-29T12:10:01Z"
+    verdict = judge(parent(rollout=recorded(time)), now=now, new=(lws("p", replicas=2, ready=1),))
+    assert verdict.rollout is not None
+    assert verdict.rollout.last_progress_time == now
+
+
+def test_an_impossibly_high_ready_count_is_lowered_so_later_rises_still_count() -> None:
+    """Regression (issue 17, item 5): a readyReplicas of 2^63-1 was kept, after which rising
+    readiness no longer counted as progress."""
+    huge = 2**63 - 1
+    first = judge(
+        parent(rollout=recorded(ready=huge, updated=huge)),
+        now="2026-11-29T12:05:00Z",
+        new=(lws("p", replicas=2, ready=1),),
+    )
+    assert first.rollout is not None
+    assert (first.rollout.ready_replicas, first.rollout.updated_replicas) == (2, 2)
+    kept = records.ObservedRollout(
+        revision=REV,
+        last_progress_time=first.rollout.last_progress_time,
+        ready_replicas=first.rollout.ready_replicas,
+        updated_replicas=first.rollout.updated_replicas,
+    )
+    grown = judge(
+        parent(rollout=kept),
+        now="2026-11-29T12:20:00Z",
+        new=(lws("p", replicas=4, ready=3),),
+    )
+    assert grown.rollout is not None
+    assert grown.rollout.last_progress_time == "2026-11-29T12:20:00Z"
+
+
+def test_every_resync_the_deadline_asks_for_is_bounded() -> None:
+    """Regression (issue 17, item 5): the resync is what Metacontroller converts to a Go
+    time.Duration; however long the deadline, the hook asks for at most MAX_RESYNC_SECONDS."""
+    longest = {api.ANNOTATION_PROGRESS_DEADLINE: str(30 * 86400)}
+    verdict = judge(parent(rollout=recorded(), annotations=longest), now=T0)
+    resync = progress.resync_after(controls.control_of(longest), verdict, now=T0)
+    assert resync == limits.MAX_RESYNC_SECONDS

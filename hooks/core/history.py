@@ -17,8 +17,10 @@ place in the history, as for Deployments:
 oldest go first, but never the current one and never one that still has LWS in some slice: pruning
 is a permitted deletion (docs/safety.md), and nothing else of the history ever goes. A
 ControllerRevision of the set whose labels do not match its name is kept as it is and never
-counted. A name held by an object the set does not control is reported (HistoryConflict), never
-overwritten; the rollout goes on without its record.
+counted. A name held by an object the set does not control is never overwritten, and the rollout
+goes on without its record: the customize hook asks for no ControllerRevision, so the set notices
+that the record it asked for has not appeared (`core/creations.py`, NameConflict); a request that
+carries such an object as related is reported at once (HistoryConflict).
 
 Pure: reads its arguments only, renders through `children`.
 """

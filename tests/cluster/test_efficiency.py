@@ -1,4 +1,4 @@
-"""What syncs cost on the real stack (docs/operations.md, "Performance").
+"""What syncs cost on the real stack (docs/operations.md, "Metacontroller wiring").
 
 A settled set answers exactly its observed state: a sync it did not need (here, one caused by an
 unrelated annotation) writes nothing and asks for no resync. The customize hook asks for no LWS at

@@ -341,7 +341,8 @@ class CreatingChild(_Model):
     """A child the set asked Metacontroller to create that it has not observed yet."""
 
     kind: str
-    """LeaderWorkerSet, Service, ControllerRevision or DisaggregatedSetRoleScaler."""
+    """LeaderWorkerSet, ControllerRevision or DisaggregatedSetRoleScaler (a Service is not
+    tracked: it is asked for whenever its revision turns ready)."""
 
     name: str
     """The child's name."""

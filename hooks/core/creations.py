@@ -100,10 +100,10 @@ def track(
         problems.append(
             status.Problem(
                 api.Reason.NAME_CONFLICT,
-                f"{kind} {name!r} has not appeared although this DisaggregatedSet asked for it"
-                f" more than {missing_for} s ago: an object the set does not control holds the"
-                " name (delete or rename it), or the API server refuses to create it (the set's"
-                " events say why)",
+                f"{kind} {name!r} has not appeared although this DisaggregatedSet has asked for"
+                f" it since {times.format_utc(asked.seconds)}: an object the set does not control"
+                " holds the name (delete or rename it), or the API server refuses to create it"
+                " (the set's events say why)",
             )
         )
     return Creations(

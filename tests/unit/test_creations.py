@@ -51,7 +51,10 @@ def test_a_child_missing_past_its_grace_is_a_name_conflict_naming_it() -> None:
     assert awaited.missing == {LWS}
     (problem,) = awaited.problems
     assert problem.reason is api.Reason.NAME_CONFLICT
-    assert LWS[1] in problem.message and "30 s" in problem.message
+    assert LWS[1] in problem.message and f"since {T0}" in problem.message
+    # The message stays the same on later passes, so a set that stays blocked is not rewritten.
+    again = creations.track([LWS], {LWS: T0}, asked_before=True, now=later(10 * 60))
+    assert again.problems == awaited.problems
     assert [entry.name for entry in awaited.record] == [REVISION[1], LWS[1]]  # by kind, name
     # The ControllerRevision's grace starts now; the missing LWS is looked at again as often.
     assert awaited.resync_after == creations.GRACE_SECONDS

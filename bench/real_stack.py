@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -109,45 +109,47 @@ PROFILES: Final[Mapping[str, Callable[[], tuple[str, ...]]]] = {
 # --- measuring ---------------------------------------------------------------------------------
 
 
+def _group_processes(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """Each process of a process group: its /proc directory and the fields of its stat after
+    the command name (skipping processes that exit meanwhile)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            yield Path(f"/proc/{entry}"), fields
+
+
+def _status_kib(directory: Path, file: str, field: str) -> int:
+    """A KiB figure of a /proc file of one process (0 once it has exited)."""
+    try:
+        lines = (directory / file).read_text().splitlines()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) for line in lines if line.startswith(f"{field}:"))
+
+
 def _group_stats(pgid: int) -> tuple[float, int]:
     """CPU seconds (with reaped children) and the summed peak RSS (KiB) of a process group.
 
     The sum counts pages that a forked worker shares with its parent (gunicorn) twice.
     """
     cpu_ticks, peak_kib = 0, 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) != pgid:
-                continue
-            cpu_ticks += sum(int(value) for value in fields[11:15])
-            for line in Path(f"/proc/{entry}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    peak_kib += int(line.split()[1])
-        except (OSError, ValueError):
-            continue  # exited meanwhile
+    for directory, fields in _group_processes(pgid):
+        cpu_ticks += sum(int(value) for value in fields[11:15])
+        peak_kib += _status_kib(directory, "status", "VmHWM")
     return cpu_ticks / CLOCK_TICKS, peak_kib
 
 
 def _group_pss_kib(pgid: int) -> int:
     """The summed proportional set size (KiB) of a process group's processes now."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat[stat.rindex(")") + 2 :].split()[2]) != pgid:
-                continue
-            for line in Path(f"/proc/{entry}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except (OSError, ValueError):
-            continue  # exited meanwhile
-    return total
+    return sum(
+        _status_kib(directory, "smaps_rollup", "Pss") for directory, _ in _group_processes(pgid)
+    )
 
 
 class PssSampler:

@@ -2,9 +2,9 @@
 
 Only the scalers of External roles, by name: a scaler name held by an object the set does not
 control must be known before the first pass, which would otherwise seed the role's replicas
-from a scaler that never exists (SPEC 5b). Names, not a label selector: Metacontroller matches
-every event of a related kind against every parent's rules, and a name costs it a string
-comparison where a selector is parsed anew each time.
+from a scaler that never exists (docs/rollout.md, "External roles"). Names, not a label
+selector: Metacontroller matches every event of a related kind against every parent's rules, and
+a name costs it a string comparison where a selector is parsed anew each time.
 
 LeaderWorkerSets, Services and ControllerRevisions are not asked for, though a name of theirs
 can be held too: their events are most of a rollout's, and a related rule makes each of them cost

@@ -27,7 +27,8 @@ import orjson
 
 from hooks import api
 from hooks.core import records, sync
-from hooks.edge import bodies, envelope
+from hooks.server import bodies
+from hooks.wire import envelope
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import PassRecord
 from tests.sim.store import FakeClock

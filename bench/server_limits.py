@@ -52,8 +52,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
 from bench.sync_latency import Server, Stats, running_server  # noqa: E402
-from hooks.edge import settings  # noqa: E402
 from hooks.gocompat import quantity  # noqa: E402
+from hooks.server import settings  # noqa: E402
 
 SLOW_CLIENTS: Final = 50
 IDLE_CLIENTS: Final = 20

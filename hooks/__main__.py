@@ -1,7 +1,7 @@
-"""`python -m hooks`: the command line, `hooks.edge.cli`."""
+"""`python -m hooks`: the command line, `hooks.cli.main`."""
 
 import sys
 
-from hooks.edge import cli
+from hooks.cli import main
 
-sys.exit(cli.main())
+sys.exit(main.main())

@@ -284,6 +284,6 @@ def make_lws(
 
 def parse_children(*objects: JsonObject) -> list[Any]:
     """Observed objects parsed by the real envelope (`records.ObservedObject`)."""
-    from hooks.edge import envelope
+    from hooks.wire import envelope
 
     return list(envelope.parse_sync_request(make_request(make_ds(), children=objects)).children)

@@ -29,7 +29,7 @@ from celpy import celtypes
 
 from hooks import api
 from hooks.api import rules
-from hooks.edge import crdgen, manifests
+from hooks.cli import crdgen, manifests
 
 JsonObject = dict[str, Any]
 

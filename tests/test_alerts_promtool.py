@@ -24,8 +24,8 @@ from typing import Final
 import pytest
 import yaml
 
-from hooks.edge import app as hook_app
-from hooks.edge import settings
+from hooks.server import app as hook_app
+from hooks.server import settings
 from tests import alerting
 
 Labels = Mapping[str, str]

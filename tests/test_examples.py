@@ -11,8 +11,9 @@ import yaml
 
 from hooks import api
 from hooks.api import naming
+from hooks.cli import manifests
 from hooks.core import validation
-from hooks.edge import envelope, manifests
+from hooks.wire import envelope
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 PATHS: Final = sorted(EXAMPLES.glob("*.yaml"))

@@ -22,8 +22,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from hooks import api
-from hooks.edge import app as hook_app
-from hooks.edge import settings
+from hooks.server import app as hook_app
+from hooks.server import settings
 from tests import alerting, kustomize
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

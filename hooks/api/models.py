@@ -1,6 +1,6 @@
 """The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
 
-The models are the single source of truth for the API's shape. `hooks.edge.crdgen` turns them
+The models are the single source of truth for the API's shape. `hooks.cli.crdgen` turns them
 (field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
 owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
 

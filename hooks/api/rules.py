@@ -1,6 +1,6 @@
 """Validation rules of the DisaggregatedSet API, one definition each (the README lists them).
 
-The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.edge.crdgen` attaches
+The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
 it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
 message, for clusters that run an older or hand-edited CRD. The numbers in the CEL come from
 `hooks.api.limits` and `hooks.api.naming`, which the Python check reads too. Nothing here

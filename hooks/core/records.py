@@ -3,12 +3,12 @@
 This module owns their shapes: `ChildKind` (the `<Kind>.<apiVersion>` keys of `children` and
 `related`), the observed parent, scaler, children and conditions, one request record per hook, and
 the typed answers (`SyncAnswer`, `CustomizeAnswer`, inside a `HookResult`). Request records are
-built only by `hooks.edge.envelope`, from a request body, and answers become JSON only there
+built only by `hooks.wire.envelope`, from a request body, and answers become JSON only there
 (`render_answer`). This module reads and writes no JSON, decides nothing and holds only data
 (pure: no I/O, clock, logging or state).
 
 An observed child's `applied` is the object as this hook last returned it
-(`hooks.edge.envelope` says how it is recovered). Never mutate it: copy the parts you change.
+(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ class CustomizeAnswer:
 
 @dataclass(frozen=True, slots=True)
 class HookResult:
-    """What a hook answers (typed; `hooks.edge.envelope` writes it as JSON) and a summary of its
+    """What a hook answers (typed; `hooks.wire.envelope` writes it as JSON) and a summary of its
     decisions for the log line."""
 
     answer: SyncAnswer | CustomizeAnswer

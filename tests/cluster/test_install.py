@@ -12,7 +12,7 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.edge import crdgen
+from hooks.cli import crdgen
 from tests.cluster import assets, controlplane, kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.shared import REPO_ROOT

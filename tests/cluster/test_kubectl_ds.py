@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.edge import kubectl_rollout
+from hooks.kubectl import rollout
 from tests.cluster import kube, sets
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.lws import FakeLwsController
@@ -153,7 +153,7 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
     sets.apply_set(control_plane, old)
     old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
     sets.apply_set(control_plane, new)
-    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    new_revision = rollout.spec_revision(get_set(client, namespace))
     wait_rolled_out(client, namespace, revision=new_revision, lws=2)
     history = ReplicaHistory(client, namespace)
     try:
@@ -165,7 +165,7 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
         out.splitlines()[0] == f"llm rolled back to revision 1 ({old_revision}) from {new_revision}"
     )
     restored = get_set(client, namespace)
-    assert kubectl_rollout.spec_revision(restored) == old_revision
+    assert rollout.spec_revision(restored) == old_revision
     assert [role["spec"] for role in restored["spec"]["roles"]] == [
         role["spec"] for role in old["spec"]["roles"]
     ]
@@ -188,7 +188,7 @@ def test_undo_mid_rollout_reverts_to_the_lws_that_still_run(
     old_names = set(sets.lws_by_name(client, namespace))
     with lws_controller.held(namespace):  # the new revision's groups never become ready
         sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
-        new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+        new_revision = rollout.spec_revision(get_set(client, namespace))
         new_prefill = f"llm-0-{new_revision}-prefill"
         kube.wait_for(
             lambda: sets.replicas_by_name(client, namespace),
@@ -259,7 +259,7 @@ def test_a_hold_at_half_is_reported_as_held_and_release_completes(
     sets.apply_set(
         control_plane, sets.small_set(namespace, prefill=4, decode=2, image=sets.IMAGE_V2)
     )
-    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    new_revision = rollout.spec_revision(get_set(client, namespace))
     out = succeeds(
         control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
     )
@@ -299,7 +299,7 @@ def test_a_partition_is_reported_as_partitioned_and_clearing_it_completes(
     )
     assert annotations(client, namespace)[api.ANNOTATION_ROLLOUT_PARTITION] == "1"
     sets.apply_set(control_plane, sets.small_set(namespace, slices=2, image=sets.IMAGE_V2))
-    new_revision = kubectl_rollout.spec_revision(get_set(client, namespace))
+    new_revision = rollout.spec_revision(get_set(client, namespace))
     out = succeeds(
         control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
     )

@@ -16,7 +16,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from hooks.edge import cli, manifests
+from hooks.cli import main as cli
+from hooks.cli import manifests
 from tests.cluster import kube
 from tests.shared import REPO_ROOT
 

@@ -279,7 +279,7 @@ def test_memory_limit_covers_the_worst_accepted_request(rendered: list[Manifest]
     held complete or arriving, a small body's parse in the worker, the child's answer while the
     worker sends it, and the processes (arbiter, worker, the worker's pages the child copies:
     measured under 256 MiB together)."""
-    from hooks.edge import settings
+    from hooks.server import settings
 
     container = _container(kustomize.one(rendered, "Deployment", HOOK_NAME))
     limit = container["resources"]["limits"]["memory"]

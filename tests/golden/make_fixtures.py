@@ -21,7 +21,7 @@ import orjson
 
 from hooks import api
 from hooks.core import records, related, scalers, sync
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 from tests.sim.cluster import Cluster
 

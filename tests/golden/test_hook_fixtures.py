@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from hooks import api
-from hooks.edge import app, envelope
+from hooks.server import app
+from hooks.wire import envelope
 from tests.golden import make_fixtures
 
 NAMES = sorted(path.name for path in make_fixtures.REQUESTS.glob("*.json"))

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hooks.edge import bodies, isolation
-from hooks.edge.settings import DEFAULT_ISOLATE_ABOVE_BYTES, INLINE_PEAK_PER_BYTE, MIB
+from hooks.server import bodies, isolation
+from hooks.server.settings import DEFAULT_ISOLATE_ABOVE_BYTES, INLINE_PEAK_PER_BYTE, MIB
 from tests.shared import REPO_ROOT
 
 BUDGET = 48 * MIB

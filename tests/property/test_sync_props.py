@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from hooks import api
 from hooks.core import sync, validation
-from hooks.edge import envelope
 from hooks.gocompat import gotext, revision
+from hooks.wire import envelope
 from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import apply, views
 from tests.sim.deletions import allowed_deletions, child_id

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests.builders import NAMESPACE
 from tests.sim import views
 from tests.sim.hpa import FakeHPA

@@ -32,7 +32,8 @@ import orjson
 
 from hooks import api
 from hooks.core import records, related
-from hooks.edge import app, envelope
+from hooks.server import app
+from hooks.wire import envelope
 from tests.sim import apply
 from tests.sim.store import (
     FakeClock,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.core import scalers
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests.sim.metacontroller import SCALER_TYPE, collect_related, controller_object, wire
 from tests.sim.store import FakeClock, Store, object_key
 

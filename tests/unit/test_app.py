@@ -1,4 +1,4 @@
-"""The HTTP edge (`hooks.edge.app`): routes, the exception→HTTP map, the log line and the metrics.
+"""The HTTP edge (`hooks.server.app`): routes, the exception→HTTP map, the log line and the metrics.
 
 Most cases inject fake hooks, so they pin the transport without depending on what the hooks
 decide; the last group replays the captured Metacontroller requests through the real hooks.
@@ -21,9 +21,10 @@ from gunicorn.http import errors as http_errors
 
 from hooks import api
 from hooks.core import desired, records
-from hooks.edge import app as hook_app
-from hooks.edge import bodies, envelope, isolation, observability, settings
-from hooks.edge.settings import MIB, Limits
+from hooks.server import app as hook_app
+from hooks.server import bodies, isolation, observability, settings
+from hooks.server.settings import MIB, Limits
+from hooks.wire import envelope
 from tests import shared
 from tests.golden import make_fixtures
 

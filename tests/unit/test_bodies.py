@@ -1,4 +1,4 @@
-"""Request bodies within limits (`hooks.edge.bodies`): reading, the bytes held, the call bounded.
+"""Request bodies within limits (`hooks.server.bodies`): reading, the bytes held, the call bounded.
 
 The streams here stand in for werkzeug's wrapper of gunicorn's body reader: they return pieces,
 raise what the transport raises, or wait (on gevent's loop, as a socket of the worker does).
@@ -18,8 +18,8 @@ import pytest
 from gunicorn.http import errors as http_errors
 from werkzeug.exceptions import ClientDisconnected
 
-from hooks.edge import bodies, isolation
-from hooks.edge.settings import MIB, Limits
+from hooks.server import bodies, isolation
+from hooks.server.settings import MIB, Limits
 
 PIECE = bodies.READ_PIECE
 DEFAULT_LIMITS = Limits()

@@ -12,7 +12,7 @@ import pytest
 
 from hooks import api
 from hooks.core import canary, controls, planner, records, rollout
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 from tests.shared import golden_params
 

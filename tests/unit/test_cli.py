@@ -14,8 +14,8 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.edge import cli as cli
-from hooks.edge import crdgen
+from hooks.cli import crdgen
+from hooks.cli import main as cli
 
 State = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -753,7 +753,7 @@ def test_render_prints_children_and_status_of_every_example(
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hooks.edge import manifests
+    from hooks.cli import manifests
     from hooks.gocompat import revision
 
     path = EXAMPLES / "slices-placement.yaml"

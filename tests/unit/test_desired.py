@@ -6,7 +6,7 @@ import pytest
 
 from hooks import api
 from hooks.core import children, desired, sync
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from hooks import api
 from hooks.core import records
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 from tests.golden import make_fixtures
 

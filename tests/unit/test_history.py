@@ -6,7 +6,7 @@ from typing import Any
 
 from hooks import api
 from hooks.core import children, history, records
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 
 JsonObject = dict[str, Any]

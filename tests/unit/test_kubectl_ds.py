@@ -1,4 +1,4 @@
-"""`kubectl ds` (hooks.edge.kubectl_ds) against a fake `kubectl` on PATH.
+"""`kubectl ds` (hooks.kubectl.plugin) against a fake `kubectl` on PATH.
 
 The fake is a small script that records its arguments (and standard input) and answers from
 JSON files, one answer per call and the last one repeated; `rollout status` waits on a fake
@@ -19,8 +19,8 @@ import yaml
 
 from hooks import api
 from hooks.core import children
-from hooks.edge import kubectl_ds
 from hooks.gocompat import revision
+from hooks.kubectl import plugin
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -129,7 +129,7 @@ class FakeClock:
 def run(
     capsys: pytest.CaptureFixture[str], *argv: str, clock: FakeClock | None = None
 ) -> tuple[int, str, str]:
-    code = kubectl_ds.main(list(argv), clock=clock or FakeClock())
+    code = plugin.main(list(argv), clock=clock or FakeClock())
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -312,7 +312,7 @@ def test_without_kubectl_on_path_it_says_so(
 
 def test_the_console_script_is_kubectl_ds() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    assert project["scripts"]["kubectl-ds"] == "hooks.edge.kubectl_ds:main"
+    assert project["scripts"]["kubectl-ds"] == "hooks.kubectl.plugin:main"
 
 
 # --- plan and render -----------------------------------------------------------------------------
@@ -875,9 +875,9 @@ def test_status_times_out_with_exit_3(
 
 
 def test_status_durations_are_kubectls() -> None:
-    assert kubectl_ds._duration("1h30m") == (5400.0, "1h30m")
-    assert kubectl_ds._duration("90s") == (90.0, "90s")
-    assert kubectl_ds._duration("0") == (0.0, "0")
+    assert plugin._duration("1h30m") == (5400.0, "1h30m")
+    assert plugin._duration("90s") == (90.0, "90s")
+    assert plugin._duration("0") == (0.0, "0")
 
 
 # --- the annotations -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hooks.api import naming, rules
-from hooks.edge import crdgen, manifests
+from hooks.cli import crdgen, manifests
 
 JsonObject = dict[str, Any]
 

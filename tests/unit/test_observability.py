@@ -1,4 +1,4 @@
-"""What the hook server tells its operators (`hooks.edge.observability`): the build, the memory of
+"""What the hook server tells its operators (`hooks.server.observability`): the build, the memory of
 its processes, the line at start. The per-call log line and the call metrics are pinned through
 the app in `test_app.py`.
 """
@@ -16,7 +16,8 @@ import time
 import prometheus_client
 import pytest
 
-from hooks.edge import observability, settings
+from hooks.server import observability, settings
+from hooks.wire import version
 
 RESIDENT = "disaggregatedset_process_resident_memory_bytes"
 PEAK = "disaggregatedset_process_peak_resident_memory_bytes"
@@ -46,8 +47,8 @@ def test_the_build_info_names_the_package_and_python_versions() -> None:
         for sample in family.samples
     }
 
-    assert found == {(settings.package_version(), platform.python_version()): 1.0}
-    assert settings.package_version() == "0.1.0"
+    assert found == {(version.package_version(), platform.python_version()): 1.0}
+    assert version.package_version() == "0.1.0"
 
 
 def test_server_memory_reports_the_server_its_workers_and_their_children() -> None:

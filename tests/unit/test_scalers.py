@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hooks import api
 from hooks.core import children, records, scalers
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 
 NEW = "cccccccc"

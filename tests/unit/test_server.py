@@ -1,4 +1,4 @@
-"""The server's own rules (`hooks.edge.server`) that need no running server: addresses, which
+"""The server's own rules (`hooks.server.serving`) that need no running server: addresses, which
 connections are shed first, when a body counts as unread. `tests/test_server.py` runs the real
 thing.
 """
@@ -11,21 +11,21 @@ import pytest
 from gunicorn.http.body import Body, ChunkedReader, LengthReader
 from gunicorn.http.unreader import IterUnreader
 
-from hooks.edge import server
+from hooks.server import serving
 
 
 @pytest.mark.parametrize(
     ("text", "address"),
     [
-        ("127.0.0.1:8080", server.Address("127.0.0.1", 8080)),
-        ("0.0.0.0:1", server.Address("0.0.0.0", 1)),
-        ("[::1]:65535", server.Address("[::1]", 65535)),
-        ("hooks.example:9090", server.Address("hooks.example", 9090)),
+        ("127.0.0.1:8080", serving.Address("127.0.0.1", 8080)),
+        ("0.0.0.0:1", serving.Address("0.0.0.0", 1)),
+        ("[::1]:65535", serving.Address("[::1]", 65535)),
+        ("hooks.example:9090", serving.Address("hooks.example", 9090)),
     ],
     ids=["ipv4", "lowest-port", "ipv6", "name"],
 )
-def test_an_address_is_host_and_port(text: str, address: server.Address) -> None:
-    assert server.parse_address(text) == address
+def test_an_address_is_host_and_port(text: str, address: serving.Address) -> None:
+    assert serving.parse_address(text) == address
     assert str(address) == text
 
 
@@ -33,8 +33,8 @@ def test_an_address_is_host_and_port(text: str, address: server.Address) -> None
     "text", ["127.0.0.1:99999", "127.0.0.1:0", "nohost", ":8080", "host:", "host:8o80", "host:-1"]
 )
 def test_an_address_without_a_usable_port_is_refused(text: str) -> None:
-    with pytest.raises(server.AddressError, match="HOST:PORT"):
-        server.parse_address(text)
+    with pytest.raises(serving.AddressError, match="HOST:PORT"):
+        serving.parse_address(text)
 
 
 class Request:
@@ -57,31 +57,31 @@ def test_a_body_counts_as_unread_until_its_end_or_when_it_failed() -> None:
     failed = read_body()
     failed.failed = True
 
-    assert server._body_left(pending_body())
-    assert not server._body_left(read_body())
-    assert server._body_left(chunked)
+    assert serving._body_left(pending_body())
+    assert not serving._body_left(read_body())
+    assert serving._body_left(chunked)
     chunked.read(io.DEFAULT_BUFFER_SIZE)
-    assert not server._body_left(chunked)
-    assert server._body_left(failed)
-    assert not server._body_left(None)
+    assert not serving._body_left(chunked)
+    assert serving._body_left(failed)
+    assert not serving._body_left(None)
 
 
 def test_connections_are_shed_kept_alive_first_then_slow_uploads_then_silent_ones() -> None:
     now = 100.0
     connections = {
-        "answering": server._Connection(None, since=1.0, served=1, request=Request(read_body())),
-        "uploading-old": server._Connection(
+        "answering": serving._Connection(None, since=1.0, served=1, request=Request(read_body())),
+        "uploading-old": serving._Connection(
             None, since=2.0, served=1, request=Request(pending_body())
         ),
-        "uploading-new": server._Connection(
+        "uploading-new": serving._Connection(
             None, since=50.0, served=1, request=Request(pending_body())
         ),
-        "kept-alive": server._Connection(None, since=90.0, served=3),
-        "silent": server._Connection(None, since=now - server.FRESH_SECONDS, served=0),
-        "just-accepted": server._Connection(None, since=now - 0.1, served=0),
-        "already-shed": server._Connection(None, since=0.0, served=1, dropped=True),
+        "kept-alive": serving._Connection(None, since=90.0, served=3),
+        "silent": serving._Connection(None, since=now - serving.FRESH_SECONDS, served=0),
+        "just-accepted": serving._Connection(None, since=now - 0.1, served=0),
+        "already-shed": serving._Connection(None, since=0.0, served=1, dropped=True),
     }
 
-    order = server._shed_candidates(connections, now=now)
+    order = serving._shed_candidates(connections, now=now)
 
     assert order == ["kept-alive", "uploading-old", "uploading-new", "silent"]

@@ -6,7 +6,7 @@ import pytest
 
 from hooks import api
 from hooks.core import records, status
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests import builders
 
 NEW = "cccccccc"

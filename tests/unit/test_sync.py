@@ -13,7 +13,7 @@ import orjson
 
 from hooks import api
 from hooks.core import creations, related, sync
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests.builders import NOW, lws_status, make_ds, make_role, observe
 from tests.sim import scenarios
 from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE

@@ -16,7 +16,7 @@ import pytest
 
 from hooks import api
 from hooks.core import sync
-from hooks.edge import envelope
+from hooks.wire import envelope
 from tests.builders import NOW, make_ds, make_role
 from tests.sim import scenarios
 from tests.sim.deletions import ChildId, child_id

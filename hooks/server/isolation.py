@@ -16,7 +16,7 @@ cannot get its turn in time is `bodies.Busy`, a child still running after
 is `CallFailed`. The child sends its value back pickled over a pipe; the kernel reports its peak
 memory.
 
-Its exceptions are mapped to HTTP answers in `hooks.edge.app`. It knows nothing of hooks, Flask
+Its exceptions are mapped to HTTP answers in `hooks.server.app`. It knows nothing of hooks, Flask
 routes, logging or metrics.
 """
 
@@ -39,8 +39,8 @@ import gevent  # type: ignore[import-untyped]
 import gevent.lock  # type: ignore[import-untyped]
 import gevent.os  # type: ignore[import-untyped]
 
-from hooks.edge import bodies
-from hooks.edge.settings import MIB, Limits
+from hooks.server import bodies
+from hooks.server.settings import MIB, Limits
 
 # orjson parses into one buffer of 12 bytes per byte of the body (plus a page), allocated whole;
 # what it writes there is a copy of the body and 16 bytes per JSON value (keys included). The

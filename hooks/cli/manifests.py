@@ -27,8 +27,9 @@ import yaml
 
 from hooks import api
 from hooks.api import naming, rules
+from hooks.cli import crdgen
 from hooks.core import records, validation
-from hooks.edge import crdgen, envelope
+from hooks.wire import envelope
 
 if TYPE_CHECKING:
     import jsonschema

@@ -1,18 +1,14 @@
-"""Settings of the hook server shared by the app, the server and the command line, written once:
-what one process accepts (body size, time and memory, connections, headers), the environment
-variable of Prometheus's multiprocess directory, and the package's version. Plain data, apart
-from `package_version`, which reads the installed package's metadata when called; no imports
-from `hooks`.
+"""Settings of the hook server shared by the app, the server and `serve`'s options, written once:
+what one process accepts (body size, time and memory, connections, headers) and the environment
+variable of Prometheus's multiprocess directory. Plain data; no imports from `hooks`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Final
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
-DISTRIBUTION: Final = "disaggregatedset-hooks"
 MIB: Final = 1024 * 1024
 # The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields, is about
 # 56 MiB (78 MiB when its target LWS also came as related objects, which the sizing table of
@@ -42,7 +38,7 @@ MAX_HEADER_BYTES: Final = 32 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one process accepts (see the module docstring and `hooks.edge.bodies`)."""
+    """What one process accepts (see the module docstring and `hooks.server.bodies`)."""
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
@@ -56,11 +52,3 @@ class Limits:
         of the largest, with their buffers (a growing buffer's spare eighth, and what the
         transport holds while a body is read)."""
         return 2 * (self.max_body_bytes + self.max_body_bytes // 8 + BODY_READ_OVERHEAD_BYTES)
-
-
-def package_version() -> str:
-    """The installed package's version (pyproject.toml's), from its metadata."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"

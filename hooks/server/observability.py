@@ -39,7 +39,8 @@ from prometheus_client import multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from hooks.edge import settings
+from hooks.server import settings
+from hooks.wire import version
 
 LOGGER_NAME: Final = "hooks"
 CONTENT_TYPE: Final = prometheus_client.CONTENT_TYPE_LATEST
@@ -117,7 +118,7 @@ def configure_logging(level: str | int = "INFO") -> None:
 def log_start(fields: Mapping[str, object]) -> None:
     """The server's one line at start: its version, addresses and limits."""
     _server_log.info(
-        "serving", extra={"hook_fields": {"version": settings.package_version(), **fields}}
+        "serving", extra={"hook_fields": {"version": version.package_version(), **fields}}
     )
 
 
@@ -250,7 +251,7 @@ class BuildInfo(Collector):
             "The hook server's version (the package's) and Python version; always 1.",
             labels=["version", "python"],
         )
-        info.add_metric([settings.package_version(), platform.python_version()], 1)
+        info.add_metric([version.package_version(), platform.python_version()], 1)
         yield info
 
 

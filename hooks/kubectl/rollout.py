@@ -1,4 +1,4 @@
-"""What `kubectl ds rollout` decides, from the objects kubectl returns (hooks.edge.kubectl_ds).
+"""What `kubectl ds rollout` decides, from the objects kubectl returns (hooks.kubectl.plugin).
 
 Pure: every function reads the JSON of a DisaggregatedSet, its LeaderWorkerSets or its
 ControllerRevisions and returns a value; none runs kubectl, reads the clock or prints.

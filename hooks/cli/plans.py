@@ -1,4 +1,4 @@
-"""Rollout plans for the `plan` command: per-role vectors and the pass-by-pass table.
+"""The `plan` command: per-role vectors, the pass-by-pass table, and the command's run.
 
 The roles come from replica vectors or from two DisaggregatedSet manifests; the sequence itself is
 `planner.rollout_sequence` with instant readiness, which is what one slice goes through when every
@@ -8,12 +8,15 @@ given, then removed roles (target 0) by name.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeAlias
 
 from hooks import api
-from hooks.core import planner, records, rollout, validation
-from hooks.edge import manifests
+from hooks.cli import console, manifests
+from hooks.core import controls, planner, records, rollout, validation
 from hooks.gocompat import gotext, revision
 
 
@@ -251,3 +254,116 @@ def fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None)
             else:
                 per_role[name] = value
     return Budget(default, per_role)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _plan(args)
+    except PlanError as error:
+        raise console.CliError(*error.lines, exit_code=2 if error.usage else 1) from None
+
+
+def _plan(args: argparse.Namespace) -> int:
+    vectors = args.old is not None or args.target is not None
+    from_files = args.from_file is not None or args.to_file is not None
+    if vectors == from_files:
+        raise console.CliError("give either --old and --target, or --from and --to", exit_code=2)
+    planned = _roles_from_vectors(args) if vectors else _roles_from_files(args)
+    if planned is None:
+        return 0
+    roles, notes = planned
+    max_passes = args.max_passes or default_max_passes(roles)
+    sequence = planner.rollout_sequence(
+        initial_old=[role.initial_old for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config for role in roles],
+        max_passes=max_passes,
+    )
+    for line in notes:
+        print(line)
+    for role in roles:
+        print(
+            f"role {role.name}: old {role.initial_old} -> target {role.target} "
+            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
+        )
+    print()
+    complete, summary = outcome(roles, sequence, max_passes=max_passes)
+    _print_table(roles, sequence, hold_at=args.hold_at)
+    print(summary)
+    return 0 if complete else 1
+
+
+_PlannedRoles: TypeAlias = tuple[list[PlanRole], list[str]]
+
+
+def _roles_from_vectors(args: argparse.Namespace) -> _PlannedRoles:
+    if args.old is None or args.target is None:
+        raise console.CliError("--old and --target go together", exit_code=2)
+    roles = roles_from_vectors(
+        old=args.old,
+        target=args.target,
+        max_surge=fold_budget(args.max_surge),
+        max_unavailable=fold_budget(args.max_unavailable),
+    )
+    return roles, []
+
+
+def _roles_from_files(args: argparse.Namespace) -> _PlannedRoles | None:
+    """The roles of a rollout from --from to --to (None: the two have one revision, no rollout);
+    the --to manifest's hold annotation becomes --hold-at when that is not given."""
+    if args.from_file is None or args.to_file is None:
+        raise console.CliError("--from and --to go together", exit_code=2)
+    if args.max_surge or args.max_unavailable:
+        raise console.CliError(
+            "with --from/--to the budgets come from the --to manifest's "
+            "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
+            exit_code=2,
+        )
+    old_parent = _load_manifest(args.from_file)
+    new_parent = _load_manifest(args.to_file)
+    warning = different_sets(old=old_parent, new=new_parent)
+    if warning is not None:
+        console.report(args.report_as, "warning", warning)
+    old_revision = revision_of(old_parent)
+    new_revision = revision_of(new_parent)
+    if old_revision == new_revision:
+        print(
+            f"no rollout: both manifests have revision {new_revision} (only role names and "
+            "leaderWorkerTemplates decide it); replica changes are applied in place"
+        )
+        return None
+    roles, notes = roles_from_manifests(old=old_parent, new=new_parent)
+    notes.insert(0, f"revision {old_revision} -> {new_revision}")
+    if args.hold_at is None:
+        args.hold_at = controls.control_of(new_parent.annotations).hold_at_percent
+    return roles, notes
+
+
+def _print_table(
+    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, hold_at: int | None
+) -> None:
+    """The pass table, with the pass where a hold at `hold_at`% stands still marked."""
+    if hold_at is None or hold_at >= 100:  # 100%: no hold, as in the API
+        print(render_table(roles, sequence))
+        print()
+        return
+    hold = hold_pass(roles, sequence, percent=hold_at)
+    print(render_table(roles, sequence, hold=hold))
+    print()
+    if hold is None:
+        print(f"held at {hold_at}%: the old revision is gone before the share is reached")
+    else:
+        print(
+            f"held at {hold_at}%: stands still after pass {hold}, both revisions serving,"
+            " until the hold is raised or removed; then"
+        )
+
+
+def _load_manifest(path: Path) -> records.Parent:
+    try:
+        return manifests.load_set(path)
+    except manifests.ManifestError as error:
+        raise console.CliError(*error.lines) from None

@@ -1,11 +1,11 @@
 """The HTTP edge: Flask factory, routes and the one exception→HTTP map.
 
 A view only translates HTTP to a pure hook function and back. For each call it reads the body
-within limits (`hooks.edge.bodies`), reads the clock once, and has `bodies` decode it once with
+within limits (`hooks.server.bodies`), reads the clock once, and has `bodies` decode it once with
 orjson (whatever the Content-Type says: Metacontroller always sends JSON, curl users often
 forget the header) and run the hook (`envelope.parse_*`, then the hook function) and serialise
 its answer, in this process or, for a large body, in a memory-limited child process; it returns
-200 application/json, and once the answer is sent `hooks.edge.observability` logs the call and
+200 application/json, and once the answer is sent `hooks.server.observability` logs the call and
 counts it. Nothing here decides anything about DisaggregatedSets.
 
 Failures never produce a partial 200. The map (`failure_for`) is the only place that turns an
@@ -41,8 +41,9 @@ from werkzeug.exceptions import HTTPException
 
 from hooks.core import desired, records, related, scalers, sync
 from hooks.core.status import cut
-from hooks.edge import bodies, envelope, isolation, observability
-from hooks.edge.settings import MIB, Limits
+from hooks.server import bodies, isolation, observability
+from hooks.server.settings import MIB, Limits
+from hooks.wire import envelope
 
 MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()

@@ -4,13 +4,13 @@ kubectl runs a `kubectl-NAME` program on PATH as `kubectl NAME`, so `pip install
 `kubectl ds`. It reaches the cluster only through the `kubectl` binary on PATH, passing on the
 user's `-n/--namespace`, `--context` and `--kubeconfig` (and the environment): no credentials
 and no client library of its own. It parses arguments, runs kubectl and prints; what it decides
-is `hooks.edge.kubectl_rollout`'s. Each command's `--help` says what it does: `rollout status`
+is `hooks.kubectl.rollout`'s. Each command's `--help` says what it does: `rollout status`
 (a paused rollout keeps it waiting, as for a Deployment; a held or partitioned one with every
 new group ready is where a canary pipeline's gate continues, exit 0), `rollout history`,
 `rollout undo` (`kubectl replace` with the resourceVersion read: a set changed meanwhile is
 refused, never overwritten), `rollout pause|resume|hold|release|partition` (a merge patch of
 one annotation, its value checked as `hooks.core.controls` reads it), and `plan` and `render`,
-which are `python -m hooks plan|render` (hooks.edge.cli).
+which are `python -m hooks plan|render` (hooks.cli.commands).
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
 annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, kubectl
@@ -35,9 +35,10 @@ from typing import Any, Final, Protocol, TypeAlias
 import yaml
 
 from hooks import api
+from hooks.cli import commands, console
 from hooks.core import controls
-from hooks.edge import cli, settings
-from hooks.edge import kubectl_rollout as rollout
+from hooks.kubectl import rollout
+from hooks.wire import version
 
 PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0
@@ -69,7 +70,7 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 
 class Kubectl:
-    """The kubectl binary with the user's connection flags; a failure is a `cli.CliError` in
+    """The kubectl binary with the user's connection flags; a failure is a `console.CliError` in
     kubectl's own words, on one line."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -89,15 +90,17 @@ class Kubectl:
                 check=False,
             )
         except FileNotFoundError:
-            raise cli.CliError("kubectl is not on PATH, and kubectl ds works through it") from None
+            raise console.CliError(
+                "kubectl is not on PATH, and kubectl ds works through it"
+            ) from None
         except subprocess.TimeoutExpired:
-            raise cli.CliError(
+            raise console.CliError(
                 f"kubectl {arguments[0]} did not finish within {KUBECTL_TIMEOUT_SECONDS} s"
             ) from None
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             text = "; ".join(lines) or f"kubectl {arguments[0]} exited with {done.returncode}"
-            raise cli.CliError(text.removeprefix("error: "))
+            raise console.CliError(text.removeprefix("error: "))
         return done.stdout
 
     def get(self, *arguments: str) -> JsonObject:
@@ -105,9 +108,9 @@ class Kubectl:
         try:
             value = json.loads(self.run("get", *arguments, "--output=json"))
         except ValueError as error:
-            raise cli.CliError(f"kubectl get printed no JSON: {error}") from None
+            raise console.CliError(f"kubectl get printed no JSON: {error}") from None
         if not isinstance(value, dict):
-            raise cli.CliError("kubectl get printed no JSON object")
+            raise console.CliError("kubectl get printed no JSON object")
         return value
 
     def get_set(self, name: str) -> JsonObject:
@@ -167,7 +170,7 @@ def _run_status(args: argparse.Namespace) -> int:
                 print(line, flush=True)
                 shown[key] = line
         if verdict.outcome in rollout.FAILED:
-            raise cli.CliError(verdict.message)
+            raise console.CliError(verdict.message)
         if verdict.outcome in rollout.FINAL:
             print(verdict.message)
             if verdict.outcome is not rollout.Outcome.AVAILABLE:
@@ -178,7 +181,7 @@ def _run_status(args: argparse.Namespace) -> int:
                 )
             return 0
         if deadline is not None and clock.monotonic() >= deadline:
-            raise cli.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
+            raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
         left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
         clock.sleep(max(0.0, min(POLL_SECONDS, left)))
 
@@ -223,7 +226,7 @@ def _run_history(args: argparse.Namespace) -> int:
         try:
             record = rollout.find(records, args.revision)
         except rollout.RolloutError as error:
-            raise cli.CliError(str(error)) from None
+            raise console.CliError(str(error)) from None
         detail = rollout.record_detail(record, current=current)
         print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
         return 0
@@ -267,14 +270,14 @@ def _run_undo(args: argparse.Namespace) -> int:
         record = rollout.undo_target(records, current=current, number=args.to_revision)
         restored = rollout.restore(parent, record)
     except rollout.RolloutError as error:
-        raise cli.CliError(str(error)) from None
+        raise console.CliError(str(error)) from None
     written, annotation_changes = rollout.undone(parent, record, restored)
     lws = kubectl.children(LWS, parent)
     try:
         kubectl.run("replace", "--filename=-", "--output=name", stdin=json.dumps(written))
-    except cli.CliError as error:
+    except console.CliError as error:
         if "Conflict" in str(error) or "has been modified" in str(error):
-            raise cli.CliError(
+            raise console.CliError(
                 f"{args.set} changed while undo ran, so nothing was written: run undo again"
             ) from None
         raise
@@ -399,12 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="DisaggregatedSet rollouts (disaggregatedset.x-k8s.io/v1), through kubectl.",
         epilog="exit status: 0 done; 1 failed; 2 usage error; 3 rollout status timed out",
     )
-    version = f"{PROG} {settings.package_version()}"
-    parser.add_argument("--version", action="version", version=version)
-    commands = parser.add_subparsers(
+    shown = f"{PROG} {version.package_version()}"
+    parser.add_argument("--version", action="version", version=shown)
+    subcommands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, title="commands"
     )
-    group = commands.add_parser(
+    group = subcommands.add_parser(
         "rollout",
         parents=[_connection(default=argparse.SUPPRESS)],
         help="watch, list, undo, pause, hold or partition a set's rollouts",
@@ -413,9 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     actions = group.add_subparsers(dest="action", metavar="ACTION", required=True, title="actions")
     for add in (_add_status, _add_history, _add_undo, _add_annotations):
         add(actions)
-    cli.add_manifest_commands(commands)
+    commands.add_manifest_commands(subcommands)
     for name in ("plan", "render"):
-        commands.choices[name].set_defaults(parser=commands.choices[name])
+        subcommands.choices[name].set_defaults(parser=subcommands.choices[name])
     return parser
 
 
@@ -428,6 +431,6 @@ def main(argv: Sequence[str] | None = None, *, clock: Clock = time) -> int:
         leaf.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.clock = clock
     try:
-        return cli.run(args)
+        return console.run(args)
     except KeyboardInterrupt:
         return 130

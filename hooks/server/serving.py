@@ -1,4 +1,4 @@
-"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.edge.app`.
+"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.server.app`.
 
 Worker model: gevent (an event loop per worker process). A connection that is idle, or sends its
 request slowly, holds only a cheap greenlet, so slow or hostile clients cannot take the workers
@@ -9,7 +9,7 @@ away from Metacontroller and the probes:
   most `MAX_HEADER_FIELD_BYTES` each, and `MAX_HEADER_BYTES` together (else 431);
 - while a request is handled, every read from and write to its socket must complete within
   `settings.READ_TIMEOUT_SECONDS`, and the app reads the whole body within its deadline
-  (`hooks.edge.bodies`); a connection whose body was not read to its end is closed after the
+  (`hooks.server.bodies`); a connection whose body was not read to its end is closed after the
   answer (where its next request would start is unknown);
 - one worker holds at most `WORKER_CONNECTIONS` connections. When a new one leaves fewer than
   `SPARE_CONNECTIONS` free, that many are shed (`_shed_candidates`): kept-alive connections
@@ -20,7 +20,7 @@ away from Metacontroller and the probes:
   not yet counted by the app (`bodies.BufferedBodies`) stay below that per connection.
 
 Hook calls on small bodies are CPU work that never yields, so one worker runs one at a time;
-large bodies are answered in child processes (`hooks.edge.bodies`) while the worker keeps
+large bodies are answered in child processes (`hooks.server.bodies`) while the worker keeps
 serving. Run more workers (or pod replicas) for CPU parallelism. Keep-alive stays on
 (Metacontroller's Go client reuses connections). A worker busy longer than `timeout` (default
 9 s, below Metacontroller's 10 s webhook timeout, after which the answer is useless) is
@@ -35,8 +35,8 @@ exits. Nothing is written anywhere else, so the server runs as a non-root user o
 filesystem where only /tmp is writable.
 
 prometheus_client chooses between in-process and multiprocess metric storage when it is first
-imported, so `serve` sets PROMETHEUS_MULTIPROC_DIR before it imports `hooks.edge.app` (and with it
-`hooks.edge.observability`, the only module that imports prometheus_client). gevent patches the
+imported, so `serve` sets PROMETHEUS_MULTIPROC_DIR before it imports `hooks.server.app` (and with it
+`hooks.server.observability`, the only module that imports prometheus_client). gevent patches the
 standard library before that import too.
 """
 
@@ -61,8 +61,8 @@ import gunicorn.http.body  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
 
-from hooks.edge import settings
-from hooks.edge.settings import Limits
+from hooks.server import settings
+from hooks.server.settings import Limits
 
 KEEPALIVE_SECONDS: Final = 75  # longer than Go's default idle timeout would waste nothing
 FIRST_REQUEST_SECONDS: Final = settings.READ_TIMEOUT_SECONDS
@@ -160,7 +160,7 @@ def error_status(error: BaseException) -> tuple[int, str]:
 
 def error_response(status: int, reason: str, message: str) -> bytes:
     """A complete HTTP/1.1 error response with the app's JSON error body."""
-    from hooks.edge import app  # imported late: see the module docstring
+    from hooks.server import app  # imported late: see the module docstring
 
     body = orjson.dumps({"error": app.cap_message(message)})
     head = (
@@ -389,7 +389,7 @@ def serve(
     atexit.register(remove_metrics_dir)
     # prometheus_client chooses between in-process and multiprocess metric storage when it is
     # first imported, so the app (its only importer) may be imported only after the line above.
-    from hooks.edge import app, observability
+    from hooks.server import app, observability
 
     def child_exit(server: object, worker: Any) -> None:
         observability.mark_process_dead(worker.pid)

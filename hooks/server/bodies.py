@@ -14,9 +14,9 @@ What one process accepts (`settings.Limits`), whatever a client sends:
   `BodyUnreadable`, the client's error;
 - a body that is not JSON: `InvalidJson`.
 
-The call on a body, within a memory bound, is `hooks.edge.isolation`'s.
+The call on a body, within a memory bound, is `hooks.server.isolation`'s.
 
-The exceptions are mapped to HTTP answers in `hooks.edge.app`, the one place that does that. This
+The exceptions are mapped to HTTP answers in `hooks.server.app`, the one place that does that. This
 module knows the transport's exceptions (gunicorn's, werkzeug's) and turns them into its own; it
 knows nothing of hooks, Flask routes, logging or metrics.
 """
@@ -38,8 +38,8 @@ import orjson
 from gunicorn.http import errors as http_errors  # type: ignore[import-untyped]
 from werkzeug.exceptions import ClientDisconnected
 
-from hooks.edge import settings
-from hooks.edge.settings import MIB, Limits
+from hooks.server import settings
+from hooks.server.settings import MIB, Limits
 
 READ_PIECE: Final = settings.BODY_READ_PIECE_BYTES
 READ_OVERHEAD: Final = settings.BODY_READ_OVERHEAD_BYTES

@@ -1,0 +1,1 @@
+"""The command line, `python -m hooks`: serve, render, plan, crds."""

@@ -1,0 +1,197 @@
+"""The commands that need neither a cluster nor the hook server, `render` and `plan`, which both
+`python -m hooks` (`hooks.cli.main`) and `kubectl ds` (`hooks.kubectl.plugin`) offer: their
+arguments here, their work in `hooks.cli.render` and `hooks.cli.plans`.
+
+Registering them costs only argparse: a command's work (manifests, the reconcile, the planner)
+is imported when the command runs, so that `kubectl ds --help` and the plugin's other commands
+start without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Final, TypeAlias
+
+from hooks.api import keys, limits, times
+from hooks.cli import console
+from hooks.core import controls
+
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+_ROLE_NAME: Final = re.compile(limits.ROLE_NAME_PATTERN)
+_BUDGET_VALUE: Final = re.compile(r"[0-9]+%?")
+RENDER_NOW: Final = "2026-01-01T00:00:00Z"
+
+
+def add_manifest_commands(commands: _Subcommands) -> None:
+    """Register `render` and `plan` on a command line's subcommands."""
+    _add_render(commands)
+    _add_plan(commands)
+
+
+# --- render --------------------------------------------------------------------------------------
+
+
+def _add_render(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "render",
+        help="print the children and status manifests get on an empty cluster",
+        description="Apply the CRD defaults to each DisaggregatedSet in the files, check it as the "
+        "API server and the hook would (schema, types, every validation rule) and print, as YAML, "
+        "the children and status the sync hook returns on its first sync. Documents of other "
+        "kinds are skipped with a note. A manifest that would be refused is reported on stderr "
+        "(one line per problem, with its field path) instead of rendered; one that renders "
+        "with a Degraded status (such as a malformed "
+        f"{keys.ANNOTATION_PROGRESS_DEADLINE} annotation) is rendered and reported. Either "
+        "makes the exit status 1.",
+    )
+    parser.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help='YAML files ("-" reads standard input), e.g. examples/*.yaml',
+    )
+    parser.add_argument(
+        "--now",
+        default=RENDER_NOW,
+        type=_rfc3339,
+        metavar="TIME",
+        help="RFC 3339 time stamped on new conditions (default: a fixed time, for stable output)",
+    )
+    parser.set_defaults(run=_run_render, report_as=parser.prog)
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    from hooks.cli import render  # the command's work, loaded when it runs (see the module)
+
+    return render.run(args)
+
+
+def _rfc3339(text: str) -> str:
+    if times.parse(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time")
+    return text
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+def _add_plan(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="print the pass-by-pass table of a coordinated rolling update",
+        description="Print every pass of a coordinated rolling update of one slice, assuming\n"
+        "each pass becomes ready before the next. Give the replicas either as vectors\n"
+        "(--old and --target) or as two DisaggregatedSet manifests (--from and --to).",
+        epilog="examples:\n"
+        "  %(prog)s --old prefill=5,decode=2 --target prefill=5,decode=2 "
+        "--max-surge 2 --max-unavailable 1\n"
+        "  %(prog)s --old prefill=4,decode=4 --target prefill=4,decode=4 "
+        "--max-surge 1 --max-surge decode=50%%\n"
+        "  %(prog)s --from old.yaml --to new.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    vectors = parser.add_argument_group("replica vectors")
+    vectors.add_argument(
+        "--old",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="replicas of the old revision per role, in role order",
+    )
+    vectors.add_argument(
+        "--target",
+        type=_replica_vector,
+        metavar="ROLE=N,...",
+        help="target replicas per role; a role only in --old is removed (target 0)",
+    )
+    vectors.add_argument(
+        "--max-surge",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="an integer or a percentage of the role's target (rounded up); repeat or "
+        "comma-separate ROLE=VALUE for per-role values",
+    )
+    vectors.add_argument(
+        "--max-unavailable",
+        action="append",
+        type=_budget_items,
+        metavar="VALUE|ROLE=VALUE,...",
+        help="like --max-surge (percentages rounded down); a role given only one of the two "
+        "has 0 for the other, one with neither gets maxSurge 1, maxUnavailable 0; values the "
+        "API refuses (over 100%%, both 0) are refused",
+    )
+    files = parser.add_argument_group("manifests")
+    files.add_argument(
+        "--from",
+        dest="from_file",
+        type=Path,
+        metavar="OLD.yaml",
+        help="the DisaggregatedSet before the change (its replicas are the old replicas)",
+    )
+    files.add_argument(
+        "--to",
+        dest="to_file",
+        type=Path,
+        metavar="NEW.yaml",
+        help="the DisaggregatedSet after the change (targets and rollingUpdateConfiguration)",
+    )
+    parser.add_argument(
+        "--max-passes",
+        type=console.positive_int,
+        metavar="N",
+        help="stop after N passes (default: the sum of all old and target replicas + 1, "
+        "a bound every rollout meets)",
+    )
+    parser.add_argument(
+        "--hold-at",
+        type=_hold_share,
+        metavar="P%",
+        help=f"mark the pass where a rollout held at P%% stands still (as annotation "
+        f"{keys.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
+        "annotation when this is not given)",
+    )
+    parser.set_defaults(run=_run_plan, report_as=parser.prog)
+
+
+def _hold_share(text: str) -> int:
+    share = controls.percent(text)
+    if share is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0% to 100%")
+    return share
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from hooks.cli import plans  # the command's work, loaded when it runs (see the module)
+
+    return plans.run(args)
+
+
+def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
+    pairs = []
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or not _ROLE_NAME.fullmatch(name) or not value.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not ROLE=N (a role name and a non-negative integer)"
+            )
+        pairs.append((name, int(value)))
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a role appears twice in {text!r}")
+    return tuple(pairs)
+
+
+def _budget_items(text: str) -> tuple[tuple[str | None, int | str], ...]:
+    items: list[tuple[str | None, int | str]] = []
+    for item in text.split(","):
+        name, sep, value = item.strip().rpartition("=")
+        if sep and not _ROLE_NAME.fullmatch(name):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a role name")
+        if not _BUDGET_VALUE.fullmatch(value):
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a non-negative integer or a percentage such as 25%"
+            )
+        items.append((name if sep else None, value if value.endswith("%") else int(value)))
+    return tuple(items)

@@ -1,0 +1,55 @@
+"""What both command lines (`python -m hooks` and `kubectl ds`) share: how a command fails, how a
+line reaches stderr, and how a parsed command runs.
+
+Every message on stderr is one line, `PROG COMMAND: severity: text` (severity `error`, `warning`
+or `note`), as argparse writes usage errors; `report_as` on the parsed arguments is the
+subcommand's prog. A command that cannot do what was asked raises `CliError`, never prints a
+traceback. Standard library only, so that a command line starts without loading what it does not
+run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+
+class CliError(Exception):
+    """A command cannot do what was asked; `run` prints each of `lines` as an error line and
+    exits with `exit_code`."""
+
+    def __init__(self, *lines: str, exit_code: int = 1) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+        self.exit_code = exit_code
+
+
+def report(command: str, severity: str, text: str) -> None:
+    """One line on stderr: `COMMAND: SEVERITY: TEXT` (`command`: the subcommand's prog)."""
+    print(f"{command}: {severity}: {text}", file=sys.stderr)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed command (`args.run`); a `CliError` is reported as `args.report_as: error:
+    ...` and gives its exit code."""
+    command: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return command(args)
+    except CliError as error:
+        for line in error.lines:
+            report(args.report_as, "error", line)
+        return error.exit_code
+    except BrokenPipeError:
+        # The reader went away (`plan ... | head`): what it read is all it wanted. Point stdout
+        # at nothing so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -1,0 +1,251 @@
+"""The command line: `python -m hooks serve | render | plan | crds`.
+
+It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
+subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
+`_run_<name>(args) -> exit code` function.
+
+- `serve` runs the hook server (`hooks.server.serving`: the Flask app of `hooks.server.app`
+  under gunicorn with gevent workers).
+- `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
+- `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
+
+Exit codes: 0 success (also when the reader of the output goes away, as in `plan ... | head`),
+1 failure (stale CRDs, a plan that does not complete, a manifest that would be refused, unreadable
+input), 2 usage error. Never a traceback: every message on stderr is one line
+(`hooks.cli.console`); a problem in a file starts with where it is (`FILE:LINE:COLUMN:` for YAML,
+`FILE: Kind name: field:` for a manifest).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, TypeAlias
+
+from hooks.cli import commands, console, crdgen
+from hooks.server import serving, settings
+from hooks.wire import version
+
+PROG: Final = "python -m hooks"
+DEFAULT_BIND: Final = "127.0.0.1:8080"
+DEFAULT_WORKERS: Final = 1
+DEFAULT_TIMEOUT_SECONDS: Final = 9
+DEFAULT_CRDS_DIR: Final = Path("crds")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+
+_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+# --- serve ---------------------------------------------------------------------------------------
+
+
+def _add_serve(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the hook server under gunicorn",
+        description="Serve the Metacontroller hooks (POST /sync, /customize, /rolescaler/sync, "
+        "/rolescaler/customize; GET /healthz, /metrics) with gunicorn.",
+        epilog=_SERVE_LIMITS,
+    )
+    parser.add_argument(
+        "--bind", default=DEFAULT_BIND, metavar="HOST:PORT", help=f"default {DEFAULT_BIND}"
+    )
+    parser.add_argument(
+        "--metrics-bind",
+        metavar="HOST:PORT",
+        help="also listen here, serving only /metrics and /healthz (for a network policy that "
+        "admits Prometheus to metrics but not to the hooks); default: metrics on --bind only",
+    )
+    parser.add_argument(
+        "--workers",
+        type=console.positive_int,
+        default=DEFAULT_WORKERS,
+        metavar="N",
+        help="gunicorn worker processes, each serving many connections (default "
+        f"{DEFAULT_WORKERS})",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=console.positive_int,
+        default=settings.DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help="larger hook requests are answered 413; the bodies held at once by a worker, "
+        "complete or still arriving, may take twice this and an eighth (plus 256 KiB each "
+        "while read), more are answered 503 (default "
+        f"{_mib(settings.DEFAULT_MAX_BODY_BYTES)})",
+    )
+    parser.add_argument(
+        "--max-parse-bytes",
+        type=console.positive_int,
+        default=settings.DEFAULT_MAX_PARSE_BYTES,
+        metavar="N",
+        help="memory a call on a request over "
+        f"{_mib(settings.DEFAULT_ISOLATE_ABOVE_BYTES)} may take (parse, hook and answer, in a "
+        "child process limited to it); one that needs more is answered 413 (default "
+        f"{_mib(settings.DEFAULT_MAX_PARSE_BYTES)})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=console.positive_int,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="S",
+        help="seconds a worker may be busy before it is restarted, and a call on a large "
+        "request may run before it is answered 503 (default "
+        f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    parser.set_defaults(run=_run_serve, report_as=parser.prog)
+
+
+_SERVE_LIMITS: Final = (
+    "Fixed limits: request headers within "
+    f"{serving.FIRST_REQUEST_SECONDS:.0f} s on a new connection and {serving.KEEPALIVE_SECONDS} s "
+    f"on a kept-alive one, at most {settings.MAX_HEADER_FIELDS} fields of "
+    f"{settings.MAX_HEADER_FIELD_BYTES} bytes and {settings.MAX_HEADER_BYTES // 1024} KiB in "
+    "all (431); while a request is handled, every socket read and write within "
+    f"{settings.READ_TIMEOUT_SECONDS:.0f} s, and the whole body within "
+    f"{settings.DEFAULT_BODY_DEADLINE_SECONDS:.0f} s (408, connection closed); at most "
+    f"{serving.WORKER_CONNECTIONS} connections per worker, the oldest idle or slow ones closed "
+    "for new ones."
+)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    bind = _address("--bind", args.bind)
+    metrics_bind = (
+        None if args.metrics_bind is None else _address("--metrics-bind", args.metrics_bind)
+    )
+    try:
+        serving.serve(
+            bind=bind,
+            workers=args.workers,
+            timeout=args.timeout,
+            log_level=args.log_level,
+            limits=settings.Limits(
+                max_body_bytes=args.max_body_bytes,
+                max_parse_bytes=args.max_parse_bytes,
+                call_deadline_seconds=float(args.timeout),
+            ),
+            metrics_bind=metrics_bind,
+        )
+    except serving.ServerError as error:
+        raise console.CliError(str(error)) from None
+    return 0
+
+
+def _mib(size: int) -> str:
+    return f"{size // settings.MIB} MiB"
+
+
+def _address(flag: str, text: str) -> serving.Address:
+    try:
+        return serving.parse_address(text)
+    except serving.AddressError as error:
+        raise console.CliError(f"{flag}: {error}", exit_code=2) from None
+
+
+# --- crds ----------------------------------------------------------------------------------------
+
+
+def _add_crds(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "crds",
+        help="regenerate the CRDs, or --check the committed ones",
+        description="Write the CustomResourceDefinitions generated from the API models, or "
+        "check that the committed files match them.",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 when a file differs from what would be generated",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        metavar="DIR",
+        help="directory of the CRD files (default: crds/ in the current directory, which must "
+        "exist; a missing --dir is created, except with --check)",
+    )
+    parser.add_argument(
+        "--import-lws",
+        type=Path,
+        metavar="LWS_CRD",
+        help="first refresh the embedded role spec schema (hooks/lws_spec_schema.json) from a "
+        "LeaderWorkerSet CRD file, descriptions dropped",
+    )
+    parser.set_defaults(run=_run_crds, report_as=parser.prog)
+
+
+def _run_crds(args: argparse.Namespace) -> int:
+    directory: Path = args.dir or DEFAULT_CRDS_DIR
+    # Only an explicit --dir is created: a default crds/ missing here means the wrong directory.
+    if not directory.is_dir() and (args.check or args.dir is None):
+        advice = "" if args.dir else ": run from the repository root, or pass --dir"
+        raise console.CliError(f"{directory} is not a directory{advice}")
+    if args.import_lws is not None:
+        try:
+            print(f"wrote {crdgen.import_lws(args.import_lws)}")
+        except (OSError, crdgen.CrdGenError) as error:
+            raise console.CliError(f"cannot import {args.import_lws}: {error}") from None
+    if args.check:
+        stale = crdgen.check_crds(directory)
+        if stale:
+            for name in stale:
+                path = directory / name
+                state = "out of date" if path.is_file() else "missing"
+                console.report(args.report_as, "error", f"{path} is {state}")
+            command = f"{PROG} crds"
+            if directory != DEFAULT_CRDS_DIR:
+                command += f" --dir {directory}"
+            console.report(
+                args.report_as,
+                "note",
+                f"regenerate the CRDs with `{command}` and commit the result",
+            )
+            return 1
+        print(f"CRDs in {directory} are up to date")
+        return 0
+    for name in crdgen.write_crds(directory):
+        print(f"wrote {directory / name}")
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand, in `--help` order."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {version.package_version()}"
+    )
+    subcommands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, title="commands"
+    )
+    _add_serve(subcommands)
+    commands.add_manifest_commands(subcommands)
+    _add_crds(subcommands)
+    return parser
+
+
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand of `build_parser()`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[command]
+            return found
+    raise LookupError(f"no subcommand {command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would report these as the top-level parser's (`python -m hooks: error:`).
+        _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return console.run(args)

@@ -1,0 +1,71 @@
+"""`render`: the children and status each DisaggregatedSet of some files gets on an empty cluster.
+
+Each manifest is checked and defaulted as the API server would store it (`hooks.cli.manifests`),
+and its first sync is answered by the hook itself (`hooks.core.sync`); a manifest the API server
+or the hook would refuse is reported instead, one line per problem with its field path.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import yaml
+
+from hooks import api
+from hooks.cli import console, manifests
+from hooks.core import sync
+from hooks.wire import envelope
+
+
+def run(args: argparse.Namespace) -> int:
+    invalid = False
+    found = False
+    outputs = []
+    for source in args.files:
+        try:
+            documents = manifests.read_documents(source)
+        except manifests.ManifestError as error:
+            for line in error.lines:
+                console.report(args.report_as, "error", line)
+            invalid = True
+            continue
+        for document in documents:
+            if not manifests.is_set(document):
+                console.report(
+                    args.report_as, "note", f"{source}: skipping {manifests.describe(document)}"
+                )
+                continue
+            found = True
+            problems, output = _render_one(document, now=args.now)
+            for problem in problems:
+                console.report(
+                    args.report_as, "error", manifests.located(source, document, problem)
+                )
+            invalid = invalid or bool(problems)
+            if output is not None:
+                outputs.append(output)
+    if outputs:
+        print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
+    if not found and not invalid:
+        console.report(args.report_as, "error", f"no {api.DS_KIND} in {', '.join(args.files)}")
+        invalid = True
+    return 1 if invalid else 0
+
+
+def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.JsonObject | None]:
+    """What is wrong with one manifest (refused, or Degraded on its first sync) and, unless it is
+    refused, its first sync's children and status."""
+    checked = manifests.check(document)
+    if checked.problems:
+        return list(checked.problems), None
+    request = envelope.parse_sync_request(manifests.empty_cluster_request(checked.stored))
+    result = sync.sync(request, now=now)
+    response = envelope.render_answer(result.answer)
+    degraded = [
+        f"{c['reason']}: {c['message']}"
+        for c in response["status"]["conditions"]
+        if c["type"] == api.ConditionType.DEGRADED and c["status"] == api.ConditionStatus.TRUE
+    ]
+    if result.summary.get("outcome") == "held":  # refused by the hook: nothing to render
+        return degraded, None
+    return degraded, {"children": response["children"], "status": response["status"]}

@@ -1,1 +1,0 @@
-"""The edges: HTTP app and server, command line, wire format, manifests, CRD generation."""

@@ -15,6 +15,9 @@ a reader finds each definition in one of the modules above. No behaviour, no I/O
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from hooks.api.conditions import ConditionStatus, ConditionType, Reason
 from hooks.api.keys import (
     ANNOTATION_HISTORY_LIMIT,
@@ -68,30 +71,32 @@ from hooks.api.limits import (
     ROLE_NAME_MAX_LENGTH,
     ROLE_NAME_PATTERN,
 )
-from hooks.api.models import (
-    EMBED_KEY,
-    EMBED_LWS_SPEC,
-    REQUIRED_KEY,
-    Condition,
-    CreatingChild,
-    DisaggregatedSetRoleScalerSpec,
-    DisaggregatedSetRoleScalerStatus,
-    DisaggregatedSetSpec,
-    DisaggregatedSetStatus,
-    JsonDict,
-    JsonObject,
-    PlacementPolicy,
-    PlacementType,
-    Role,
-    RoleMetadata,
-    RoleScaling,
-    RoleStatus,
-    RolloutSlice,
-    RolloutStatus,
-    ScalingMode,
-    Violation,
-    recorded_roles,
-)
+
+if TYPE_CHECKING:
+    from hooks.api.models import (
+        EMBED_KEY,
+        EMBED_LWS_SPEC,
+        REQUIRED_KEY,
+        Condition,
+        CreatingChild,
+        DisaggregatedSetRoleScalerSpec,
+        DisaggregatedSetRoleScalerStatus,
+        DisaggregatedSetSpec,
+        DisaggregatedSetStatus,
+        JsonDict,
+        JsonObject,
+        PlacementPolicy,
+        PlacementType,
+        Role,
+        RoleMetadata,
+        RoleScaling,
+        RoleStatus,
+        RolloutSlice,
+        RolloutStatus,
+        ScalingMode,
+        Violation,
+        recorded_roles,
+    )
 
 __all__ = [
     "ANNOTATION_HISTORY_LIMIT",
@@ -168,3 +173,40 @@ __all__ = [
     "Violation",
     "recorded_roles",
 ]
+
+
+# The models are the one heavy part of the API (pydantic builds their validators when they are
+# imported): they load when a name of theirs is first used, so a command that needs only keys
+# and names (`kubectl ds --help`, `kubectl ds rollout pause`) starts without them.
+_MODEL_NAMES = frozenset(
+    (
+        "EMBED_KEY",
+        "EMBED_LWS_SPEC",
+        "REQUIRED_KEY",
+        "Condition",
+        "CreatingChild",
+        "DisaggregatedSetRoleScalerSpec",
+        "DisaggregatedSetRoleScalerStatus",
+        "DisaggregatedSetSpec",
+        "DisaggregatedSetStatus",
+        "JsonDict",
+        "JsonObject",
+        "PlacementPolicy",
+        "PlacementType",
+        "Role",
+        "RoleMetadata",
+        "RoleScaling",
+        "RoleStatus",
+        "RolloutSlice",
+        "RolloutStatus",
+        "ScalingMode",
+        "Violation",
+        "recorded_roles",
+    )
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _MODEL_NAMES:
+        return getattr(importlib.import_module("hooks.api.models"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

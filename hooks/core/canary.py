@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import times
-from hooks.core import controls, records, rollout, status
+from hooks.core import controls, problems, records, rollout, status
 
 
 def slice_control(control: controls.Control, index: int, *, rollback: bool) -> rollout.SliceControl:
@@ -159,4 +159,4 @@ def _indexes(indexes: Sequence[int]) -> str:
         ranges.append(str(start) if start == previous else f"{start}-{previous}")
         if index is not None:
             start = previous = index
-    return status.summarise(ranges)
+    return problems.summarise(ranges)

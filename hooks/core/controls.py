@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from hooks import api
-from hooks.core import status
+from hooks.core import problems
 
 _WHOLE: Final = re.compile(r"[0-9]{1,9}")
 _PERCENT: Final = re.compile(r"([0-9]{1,3})%")
@@ -46,7 +46,7 @@ class Control:
     hold_at_percent: int | None = None
     """Rolling slices hold once every role of the new revision reaches this share of its
     target; None: no hold."""
-    problems: tuple[status.Problem, ...] = ()
+    problems: tuple[problems.Problem, ...] = ()
 
     @property
     def is_canary(self) -> bool:
@@ -112,7 +112,7 @@ def _annotations() -> tuple[_Annotation, ...]:
 def control_of(annotations: Mapping[str, str]) -> Control:
     """The rollout and history controls of a set from its annotations."""
     values: dict[str, int] = {}
-    problems = []
+    found: list[problems.Problem] = []
     for annotation in _annotations():
         text = annotations.get(annotation.key)
         if text is None:
@@ -120,14 +120,14 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         value = annotation.parse(text)
         if value is None:
             message = f"annotation {annotation.key} is {text[:64]!r}: {annotation.advice}"
-            problems.append(status.Problem(api.Reason.INVALID_ANNOTATION, message))
+            found.append(problems.Problem(api.Reason.INVALID_ANNOTATION, message))
             value = annotation.fallback
         values[annotation.field] = value
     hold = values.pop("hold_at_percent", None)
     return Control(
         paused=bool(values.pop("paused", 0)),
         hold_at_percent=None if hold == 100 else hold,
-        problems=tuple(problems),
+        problems=tuple(found),
         **values,
     )
 

@@ -36,7 +36,7 @@ from typing import Final
 
 from hooks import api
 from hooks.api import times
-from hooks.core import status
+from hooks.core import problems
 
 GRACE_SECONDS: Final = 30
 """How long a recorded child may take to appear: far more than a watch event takes to arrive on
@@ -58,7 +58,7 @@ class Creations:
     first found them missing."""
     missing: frozenset[ChildKey]
     """The children missing for `GRACE_SECONDS` or more."""
-    problems: tuple[status.Problem, ...]
+    problems: tuple[problems.Problem, ...]
     """One per missing child."""
     resync_after: int | None
     """Seconds until the next recorded child's grace ends, or until the next look at a
@@ -77,7 +77,7 @@ def track(
     status); `asked_before`: the status reflects the parent's generation already."""
     record = []
     missing = set()
-    problems = []
+    found: list[problems.Problem] = []
     waits = []
     current = times.parse(now)
     for kind, name in sorted(key for key in requested if key[0] in TRACKED_KINDS):
@@ -97,8 +97,8 @@ def track(
             continue
         waits.append(GRACE_SECONDS)
         missing.add((kind, name))
-        problems.append(
-            status.Problem(
+        found.append(
+            problems.Problem(
                 api.Reason.NAME_CONFLICT,
                 f"{kind} {name!r} has not appeared although this DisaggregatedSet has asked for"
                 f" it since {times.format_utc(asked.seconds)}: an object the set does not control"
@@ -109,6 +109,6 @@ def track(
     return Creations(
         record=tuple(record),
         missing=frozenset(missing),
-        problems=tuple(problems),
+        problems=tuple(found),
         resync_after=min(waits, default=None),
     )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, records, status
+from hooks.core import children, problems, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class HistoryPlan:
     children: tuple[api.JsonObject, ...]
     pruned: tuple[str, ...]
     """Names of ControllerRevisions past the history limit, deleted."""
-    problems: tuple[status.Problem, ...] = ()
+    problems: tuple[problems.Problem, ...] = ()
 
 
 def plan(
@@ -70,9 +70,9 @@ def plan(
     top = max((item.history_number or 0 for item in recorded.values()), default=0)
     change_cause = annotations.get(api.CHANGE_CAUSE_ANNOTATION)
     name = naming.history_name(set_name=set_name, revision=target)
-    problems: list[status.Problem] = []
+    found: list[problems.Problem] = []
     if current is None and name in foreign_names:
-        problems.append(_conflict(name))
+        found.append(_conflict(name))
     elif current is None:
         kept.append(
             children.render_history(
@@ -89,7 +89,7 @@ def plan(
         kept.append(children.renumber_history(current, number=top + 1, change_cause=change_cause))
     pruned = _past_the_limit(others, in_use=_revisions_with_lws(lws), limit=limit)
     kept.extend(children.reemit(item) for item in others if item.name not in pruned)
-    return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(problems))
+    return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found))
 
 
 def _is_record_of(item: records.ObservedObject, *, set_name: str) -> bool:
@@ -119,8 +119,8 @@ def _past_the_limit(
     return tuple(sorted(prunable[:excess]))
 
 
-def _conflict(name: str) -> status.Problem:
-    return status.Problem(
+def _conflict(name: str) -> problems.Problem:
+    return problems.Problem(
         api.Reason.HISTORY_CONFLICT,
         f"ControllerRevision {name!r} exists and is not controlled by this DisaggregatedSet;"
         " delete it so the set can record this revision in its history",

@@ -1,27 +1,60 @@
-"""Why a set is Degraded: the problems a pass finds in its children and spec, in words a person
-can act on (`status` turns the first into the Degraded condition, and counts the rest).
+"""Why a set is Degraded, in words a person can act on: the `Problem` every module of the pass
+reports (`status` turns the first into the Degraded condition, and counts the rest), the problems
+found in its children and spec, and the one rule for bounding a text (`cut`, `summarise`), which
+every message and the server's error answers follow.
 
 Pure: builds messages from records; decides nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
-from hooks.core import desired, records, scalers, status
+from hooks.core import records
+
+SHOWN_ITEMS: Final = 5
+"""Items a message lists before it counts the rest."""
+ITEM_MAX_LENGTH: Final = 1000
+"""Characters of one listed item (an object name, a problem) before it is cut."""
+
+
+def summarise(items: Sequence[str]) -> str:
+    """The first few items, each cut to a bounded length, then how many more there are: a text
+    that fits a condition message whatever the number of items."""
+    shown = [cut(item) for item in items[:SHOWN_ITEMS]]
+    rest = len(items) - len(shown)
+    return "; ".join(shown) + (f"; and {rest} more" if rest else "")
+
+
+def cut(text: str, limit: int = ITEM_MAX_LENGTH) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why the set is Degraded: a condition reason and a message a person can act on."""
+
+    reason: api.Reason
+    message: str
 
 
 def of_children(
-    request: records.SyncRequest,
+    children: Iterable[records.ObservedObject],
+    *,
     foreign_lws: Mapping[str, str],
-    scaler_plan: scalers.ScalerPlan,
-    conflicts: Iterable[desired.ChildKey],
-) -> list[status.Problem]:
+    scaler_conflicts: Mapping[str, str],
+    conflicts: Iterable[tuple[str, str]],
+) -> list[Problem]:
     """What is wrong with the set's children, most actionable first: LWS and scaler names held
     by foreign objects, names its own children claim twice, impossible status counts."""
     problems = [
-        status.Problem(
+        Problem(
             api.Reason.NAME_CONFLICT,
             f"LeaderWorkerSet {name!r} exists and is not controlled by this DisaggregatedSet; "
             "delete or rename it so the set can create its own",
@@ -29,15 +62,15 @@ def of_children(
         for name in sorted(foreign_lws)
     ]
     problems.extend(
-        status.Problem(
+        Problem(
             api.Reason.SCALER_CONFLICT,
             f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is not "
             "controlled by this DisaggregatedSet; delete it so the set can create its own",
         )
-        for role, name in sorted(scaler_plan.conflicts.items())
+        for role, name in sorted(scaler_conflicts.items())
     )
     problems.extend(
-        status.Problem(
+        Problem(
             api.Reason.CHILD_CONFLICT,
             f"{kind} {name!r} is claimed twice by this DisaggregatedSet's slices or revisions (a"
             f" {api.GROUP} label of a child was removed or edited): it is kept exactly as it"
@@ -46,23 +79,23 @@ def of_children(
         for kind, name in sorted(conflicts)
     )
     problems.extend(
-        status.Problem(
+        Problem(
             api.Reason.INVALID_CHILD_STATUS,
             f"{item.kind.kind} {item.name!r}: {item.status_error}, more than any"
             f" {api.LWS_KIND} can have; its status is ignored (counted as not ready) until it is"
             " sane again",
         )
-        for item in request.children
+        for item in children
         if item.status_error is not None
     )
     return problems
 
 
-def of_violation(violation: api.Violation) -> status.Problem:
+def of_violation(violation: api.Violation) -> Problem:
     """A broken rule of the spec (or of the metadata) as a problem."""
     reason = (
         api.Reason.INVALID_METADATA
         if violation.field.startswith("metadata.")
         else api.Reason.INVALID_SPEC
     )
-    return status.Problem(reason, f"{violation.field}: {violation.message}")
+    return Problem(reason, f"{violation.field}: {violation.message}")

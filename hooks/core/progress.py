@@ -28,7 +28,7 @@ from typing import Final
 
 from hooks import api
 from hooks.api import limits, times
-from hooks.core import controls, records, status
+from hooks.core import controls, problems, records, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,4 +196,4 @@ def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
     ]
     if not lagging:
         return "every new LWS is ready, but no step can be taken"
-    return status.summarise(lagging)
+    return problems.summarise(lagging)

@@ -22,38 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from hooks import api
-from hooks.core import records
-
-SHOWN_ITEMS: Final = 5
-"""Items a message lists before it counts the rest."""
-ITEM_MAX_LENGTH: Final = 1000
-"""Characters of one listed item (an object name, a problem) before it is cut."""
-
-
-def summarise(items: Sequence[str]) -> str:
-    """The first few items, each cut to a bounded length, then how many more there are: a text
-    that fits a condition message whatever the number of items."""
-    shown = [cut(item) for item in items[:SHOWN_ITEMS]]
-    rest = len(items) - len(shown)
-    return "; ".join(shown) + (f"; and {rest} more" if rest else "")
-
-
-def cut(text: str, limit: int = ITEM_MAX_LENGTH) -> str:
-    """`text`, or its first `limit` characters and how many more there were."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text) - limit} more characters)"
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """Why the set is Degraded: a condition reason and a message a person can act on."""
-
-    reason: api.Reason
-    message: str
+from hooks.core import problems, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +42,7 @@ def compute(
     lws: Iterable[records.ObservedObject],
     revision: str,
     generation: int,
-    problems: Sequence[Problem],
+    problems: Sequence[problems.Problem],
     observed: Sequence[records.ObservedCondition],
     now: str,
     progressing: ConditionUpdate | None = None,
@@ -163,7 +134,7 @@ def role_statuses_of(
 def compute_held(
     *,
     status: api.JsonObject,
-    problems: Sequence[Problem],
+    problems: Sequence[problems.Problem],
     observed: Sequence[records.ObservedCondition],
     generation: int,
     now: str,
@@ -223,18 +194,18 @@ def new_condition(
     return ConditionUpdate(type=condition_type, status=status, reason=reason, message=message)
 
 
-def _degraded(problems: Sequence[Problem]) -> ConditionUpdate:
-    if not problems:
+def _degraded(found: Sequence[problems.Problem]) -> ConditionUpdate:
+    if not found:
         return new_condition(
             api.ConditionType.DEGRADED,
             true=False,
             reason=api.Reason.AS_EXPECTED,
             message="No problems detected",
         )
-    first, *others = problems
-    message = cut(first.message)
+    first, *others = found
+    message = problems.cut(first.message)
     if others:
-        message += f" (and {len(others)} more: {summarise([p.message for p in others])})"
+        message += f" (and {len(others)} more: {problems.summarise([p.message for p in others])})"
     return new_condition(
         api.ConditionType.DEGRADED, true=True, reason=first.reason, message=message
     )

@@ -55,7 +55,7 @@ def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
     try:
         target = revision.of_spec(spec)
     except gotext.EncodingError as error:
-        problem = status.Problem(api.Reason.INVALID_SPEC, f"spec.roles: {error}")
+        problem = problems.Problem(api.Reason.INVALID_SPEC, f"spec.roles: {error}")
         return _hold(request, [problem], now=now)
     return _reconcile(request, spec, target, now=now)
 
@@ -71,7 +71,7 @@ class _SetPlan:
     control: controls.Control
     scalers: scalers.ScalerPlan
     targets: Mapping[str, int | None]
-    capped: tuple[status.Problem, ...]
+    capped: tuple[problems.Problem, ...]
     """External roles asking for more groups than their names allow."""
     history: history.HistoryPlan
     lws: slices.BySlice
@@ -251,7 +251,12 @@ def _status(
         revision=plan.context.revision,
         generation=request.parent.generation,
         problems=[
-            *problems.of_children(request, foreign_lws, plan.scalers, answer.conflicts),
+            *problems.of_children(
+                request.children,
+                foreign_lws=foreign_lws,
+                scaler_conflicts=plan.scalers.conflicts,
+                conflicts=answer.conflicts,
+            ),
             *awaited.problems,
             *plan.capped,
             *plan.history.problems,
@@ -301,16 +306,16 @@ def _verdict(
 
 
 def _hold(
-    request: records.SyncRequest, problems: Sequence[status.Problem], *, now: str
+    request: records.SyncRequest, found: Sequence[problems.Problem], *, now: str
 ) -> records.HookResult:
-    """Every observed child unchanged, the status kept, Degraded set from `problems`."""
+    """Every observed child unchanged, the status kept, Degraded set from `found`."""
     parent = request.parent
     answer = desired.DesiredChildren(request.children)
     for child in request.children:
         answer.add(children.unchanged(child))
     held = status.compute_held(
         status=parent.status,
-        problems=problems,
+        problems=found,
         observed=parent.conditions,
         generation=parent.generation,
         now=now,
@@ -323,7 +328,7 @@ def _hold(
             "object": _key(parent),
             "generation": parent.generation,
             "outcome": "held",
-            "reason": problems[0].reason if problems else api.Reason.INVALID_SPEC,
+            "reason": found[0].reason if found else api.Reason.INVALID_SPEC,
             "children": _count_kinds(kept),
             "deleted": 0,
         },
@@ -332,7 +337,7 @@ def _hold(
 
 def _per_slice_targets(
     set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
-) -> tuple[dict[str, int | None], tuple[status.Problem, ...]]:
+) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
     """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
     for External ones the scaler's (None when unknown), capped at the most groups whose pods'
     names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
@@ -353,7 +358,7 @@ def _per_slice_targets(
         most = naming.max_fitting_replicas(lws=longest)
         if wanted is not None and wanted > most:
             capped.append(
-                status.Problem(
+                problems.Problem(
                     api.Reason.NAME_BUDGET_EXCEEDED,
                     f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
                     f" group {most} and beyond would carry a controller-revision-hash label"

@@ -39,8 +39,7 @@ import flask
 import orjson
 from werkzeug.exceptions import HTTPException
 
-from hooks.core import desired, records, related, scalers, sync
-from hooks.core.status import cut
+from hooks.core import desired, problems, records, related, scalers, sync
 from hooks.server import bodies, isolation, observability
 from hooks.server.settings import MIB, Limits
 from hooks.wire import envelope
@@ -145,7 +144,7 @@ def failure_for(error: Exception) -> Failure:
 def cap_message(text: str) -> str:
     """An error message short enough to answer and log (a request can hold megabytes in a field
     that an error names)."""
-    return cut(text, MAX_ERROR_MESSAGE)
+    return problems.cut(text, MAX_ERROR_MESSAGE)
 
 
 # --- the app -------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
-from hooks.core import records, status
+from hooks.core import problems, records, status
 from hooks.wire import envelope
 from tests import builders
 
@@ -18,7 +18,7 @@ def compute(
     lws: list[records.ObservedObject],
     *,
     desired: dict[str, int | None] | None = None,
-    problems: tuple[status.Problem, ...] = (),
+    problems: tuple[problems.Problem, ...] = (),
     observed: tuple[records.ObservedCondition, ...] = (),
 ) -> api.DisaggregatedSetStatus:
     targets = desired if desired is not None else {"prefill": 2, "decode": 1}
@@ -87,11 +87,11 @@ def test_unknown_target_is_never_available_even_at_zero() -> None:
 
 
 def test_degraded_lists_problems() -> None:
-    problems = (
-        status.Problem(api.Reason.NAME_CONFLICT, "first"),
-        status.Problem(api.Reason.SCALER_CONFLICT, "second"),
+    found = (
+        problems.Problem(api.Reason.NAME_CONFLICT, "first"),
+        problems.Problem(api.Reason.SCALER_CONFLICT, "second"),
     )
-    degraded = conditions(compute(ready_set(), problems=problems))["Degraded"]
+    degraded = conditions(compute(ready_set(), problems=found))["Degraded"]
     assert degraded.status == "True"
     assert degraded.reason == api.Reason.NAME_CONFLICT
     assert degraded.message == "first (and 1 more: second)"
@@ -138,7 +138,7 @@ def test_held_status_keeps_everything_but_degraded() -> None:
     }
     held = status.compute_held(
         status=kept,
-        problems=[status.Problem(api.Reason.INVALID_SPEC, "spec.slices: too many")],
+        problems=[problems.Problem(api.Reason.INVALID_SPEC, "spec.slices: too many")],
         observed=(),
         generation=2,
         now=builders.NOW,

@@ -1,6 +1,7 @@
 """The disaggregatedset.x-k8s.io/v1 API: the contract, each part written once.
 
 - `keys`: group, kinds, resources, label and annotation keys;
+- `documents`: `JsonObject`, a Kubernetes object as JSON decodes it;
 - `limits`: sizes, ranges and defaults;
 - `conditions`: condition types, statuses and every reason the hooks write;
 - `naming`: child names, labels and selectors, and the name budget they must fit;
@@ -19,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from hooks.api.conditions import ConditionStatus, ConditionType, Reason
+from hooks.api.documents import JsonObject
 from hooks.api.keys import (
     ANNOTATION_HISTORY_LIMIT,
     ANNOTATION_INITIAL_REPLICAS,
@@ -84,7 +86,6 @@ if TYPE_CHECKING:
         DisaggregatedSetSpec,
         DisaggregatedSetStatus,
         JsonDict,
-        JsonObject,
         PlacementPolicy,
         PlacementType,
         Role,
@@ -190,7 +191,6 @@ _MODEL_NAMES = frozenset(
         "DisaggregatedSetSpec",
         "DisaggregatedSetStatus",
         "JsonDict",
-        "JsonObject",
         "PlacementPolicy",
         "PlacementType",
         "Role",

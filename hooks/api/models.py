@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Final, Required
+from typing import Annotated, Final, Required
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
@@ -28,8 +28,8 @@ from typing_extensions import TypedDict  # pydantic needs it for TypedDicts befo
 
 from hooks.api import limits
 from hooks.api.conditions import ConditionStatus
+from hooks.api.documents import JsonObject
 
-JsonObject = dict[str, Any]
 JsonDict = dict[str, JsonValue]
 
 # json_schema_extra fragments (see the module docstring).

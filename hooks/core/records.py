@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Final
+from typing import Final, TypeAlias
 
 from hooks import api
 
@@ -134,6 +134,15 @@ class Parent:
     """`status.observedGeneration`: the generation the last written status reflects."""
     role_replicas: Mapping[str, int] = field(default_factory=dict)
     """`status.roleStatuses`: role -> its LWS groups, as the last written status counted them."""
+    revision: str | None = None
+    """`status.revision`: the spec's revision when the status was last written."""
+    slice_phases: Mapping[int, str] = field(default_factory=dict)
+    """`status.rollout.slices`: the phase of each slice that is not steady, by index."""
+    ready: str | None = None
+    """`status.ready`: ready groups over those asked for, as `kubectl get` shows them."""
+    resource_version: str = ""
+    """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
+    (`kubectl ds rollout undo`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +211,8 @@ class HeldStatus:
     degraded: api.Condition
 
 
-Status = api.DisaggregatedSetStatus | api.DisaggregatedSetRoleScalerStatus | HeldStatus
+# A string, so that reading a request's records never loads the API's models (`hooks.api`).
+Status: TypeAlias = "api.DisaggregatedSetStatus | api.DisaggregatedSetRoleScalerStatus | HeldStatus"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,15 @@ kubectl runs a `kubectl-NAME` program on PATH as `kubectl NAME`, so `pip install
 `kubectl ds`. It reaches the cluster only through the `kubectl` binary on PATH, passing on the
 user's `-n/--namespace`, `--context` and `--kubeconfig` (and the environment): no credentials
 and no client library of its own. It parses arguments, runs kubectl and prints; what it decides
-is `hooks.kubectl.rollout`'s. Each command's `--help` says what it does: `rollout status`
-(a paused rollout keeps it waiting, as for a Deployment; a held or partitioned one with every
-new group ready is where a canary pipeline's gate continues, exit 0), `rollout history`,
-`rollout undo` (`kubectl replace` with the resourceVersion read: a set changed meanwhile is
+is `hooks.kubectl.rollout`'s, and how an undo writes is `hooks.kubectl.writes`'s. Each
+command's `--help` says what it does: `rollout status` (a paused rollout keeps it waiting, as
+for a Deployment; a held or partitioned one with every new group ready is where a canary
+pipeline's gate continues, exit 0), `rollout history`, `rollout undo` (only the templates and
+the change-cause change, guarded by the resourceVersion read: a set changed meanwhile is
 refused, never overwritten), `rollout pause|resume|hold|release|partition` (a merge patch of
 one annotation, its value checked as `hooks.core.controls` reads it), and `plan` and `render`,
-which are `python -m hooks plan|render` (hooks.cli.commands).
+which are `python -m hooks plan|render` (hooks.cli.commands). A command imports only what it
+runs: `--help` and usage errors need neither the API's models nor YAML.
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
 annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, kubectl
@@ -29,15 +31,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, Final, Protocol, TypeAlias
-
-import yaml
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from hooks import api
 from hooks.cli import commands, console
-from hooks.core import controls
-from hooks.kubectl import rollout
+from hooks.core import controls, records
+from hooks.kubectl import rollout, writes
 from hooks.wire import version
 
 PROG: Final = "kubectl ds"
@@ -49,6 +49,7 @@ REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.REVISION_API_VERSION.split('/')[
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
+_Read = TypeVar("_Read")
 _Parser: TypeAlias = argparse.ArgumentParser
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 JsonObject = dict[str, Any]
@@ -113,18 +114,38 @@ class Kubectl:
             raise console.CliError("kubectl get printed no JSON object")
         return value
 
-    def get_set(self, name: str) -> JsonObject:
-        return self.get(SETS, name)
+    def get_set(self, name: str, *, managed_fields: bool = False) -> JsonObject:
+        """The set as kubectl prints it (with `managedFields` when asked)."""
+        shown = ["--show-managed-fields"] if managed_fields else []
+        return self.get(SETS, name, *shown)
 
-    def children(self, resource: str, parent: JsonObject) -> list[JsonObject]:
-        """The objects of `resource` with the set's name label that the set controls."""
-        items = self.get(resource, f"--selector={api.LABEL_NAME}={rollout.name_of(parent)}")
-        found = items.get("items")
+    def read_set(self, name: str) -> records.Parent:
+        """The set as the hooks read it."""
+        return _read(rollout.read_set, self.get_set(name))
+
+    def lws_of(self, parent: records.Parent) -> list[records.ObservedObject]:
+        """The LeaderWorkerSets the set controls."""
+        listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
+        return _read(lambda value: rollout.read_children(_LWS, value, parent=parent), listing)
+
+    def revisions_of(self, parent: records.Parent) -> list[JsonObject]:
+        """The history records carrying the set's name label (`rollout.records_of` keeps the
+        set's own)."""
+        items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         return [
-            item
-            for item in (found if isinstance(found, list) else [])
-            if isinstance(item, dict) and rollout.is_controlled_by(item, parent=parent)
+            item for item in (items if isinstance(items, list) else []) if isinstance(item, dict)
         ]
+
+
+_LWS: Final = records.ChildKind.LWS
+
+
+def _read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
+    """`reader(value)`, its RolloutError a CliError."""
+    try:
+        return reader(value)
+    except rollout.RolloutError as error:
+        raise console.CliError(str(error)) from None
 
 
 # --- rollout status ------------------------------------------------------------------------------
@@ -159,8 +180,8 @@ def _run_status(args: argparse.Namespace) -> int:
     deadline = clock.monotonic() + seconds if seconds else None
     shown: dict[str, str] = {}
     while True:
-        parent = kubectl.get_set(args.set)
-        lws = kubectl.children(LWS, parent)
+        parent = kubectl.read_set(args.set)
+        lws = kubectl.lws_of(parent)
         verdict = rollout.judge(parent, lws)
         lines = rollout.progress(parent, lws)
         if verdict.outcome not in rollout.FINAL:
@@ -215,8 +236,8 @@ def _add_history(actions: _Subcommands) -> None:
 
 def _run_history(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
-    parent = kubectl.get_set(args.set)
-    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    parent = kubectl.read_set(args.set)
+    history = rollout.records_of(parent, kubectl.revisions_of(parent))
     try:
         current: str | None = rollout.spec_revision(parent)
     except rollout.RolloutError as error:
@@ -224,17 +245,19 @@ def _run_history(args: argparse.Namespace) -> int:
         current = None
     if args.revision is not None:
         try:
-            record = rollout.find(records, args.revision)
+            record = rollout.find(history, args.revision)
         except rollout.RolloutError as error:
             raise console.CliError(str(error)) from None
         detail = rollout.record_detail(record, current=current)
+        import yaml  # only this command prints YAML: the others start without it
+
         print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
         return 0
-    if not records:
+    if not history:
         print(f"No rollout history found for {args.set}.")
         return 0
-    print(rollout.history_table(records, current=current))
-    if current is not None and all(record.revision != current for record in records):
+    print(rollout.history_table(history, current=current))
+    if current is not None and all(record.revision != current for record in history):
         _note(args, f"the spec's revision {current} is not recorded yet (its rollout starts)")
     return 0
 
@@ -249,8 +272,10 @@ def _add_undo(actions: _Subcommands) -> None:
         "and other settings; a recorded role the spec no longer has comes back as recorded; a "
         "role the revision does not have goes; the order is the revision's. The set then rolls "
         "back with its coordinated rollout (at once while that revision's LWS still exist). The "
-        "restored spec must hash to the recorded revision, and is written with the "
-        "resourceVersion read: a set changed meanwhile is refused.",
+        "restored spec must hash to the recorded revision. Only the templates (and the "
+        "change-cause annotation) are written, guarded by the resourceVersion read, so a set "
+        "changed meanwhile is refused and `kubectl apply`, client- or server-side, keeps "
+        "working: a server-side applier that owns the templates re-applies its own fields.",
     )
     parser.add_argument(
         "--to-revision",
@@ -263,35 +288,51 @@ def _add_undo(actions: _Subcommands) -> None:
 
 def _run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
-    parent = kubectl.get_set(args.set)
-    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    live = kubectl.get_set(args.set, managed_fields=True)
+    parent = _read(rollout.read_set, live)
+    history = rollout.records_of(parent, kubectl.revisions_of(parent))
     try:
         current = rollout.spec_revision(parent)
-        record = rollout.undo_target(records, current=current, number=args.to_revision)
-        restored = rollout.restore(parent, record)
+        record = rollout.undo_target(history, current=current, number=args.to_revision)
+        restored = rollout.restore(rollout.spec_roles(live), record)
     except rollout.RolloutError as error:
         raise console.CliError(str(error)) from None
-    written, annotation_changes = rollout.undone(parent, record, restored)
-    lws = kubectl.children(LWS, parent)
-    try:
-        kubectl.run("replace", "--filename=-", "--output=name", stdin=json.dumps(written))
-    except console.CliError as error:
-        if "Conflict" in str(error) or "has been modified" in str(error):
-            raise console.CliError(
-                f"{args.set} changed while undo ran, so nothing was written: run undo again"
-            ) from None
-        raise
+    lws = kubectl.lws_of(parent)
+    planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
+    for index, write in enumerate(planned):
+        try:
+            _write(kubectl, args.set, write)
+        except console.CliError:
+            if (
+                index == 0
+                and kubectl.read_set(args.set).resource_version != parent.resource_version
+            ):
+                raise console.CliError(
+                    f"{args.set} changed while undo ran, so nothing was written: run undo again"
+                ) from None
+            raise
     print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
-    for change in [*restored.changes, *annotation_changes]:
+    for change in [*restored.changes, *rollout.change_cause_change(parent, record)]:
         print(f"  {change}")
-    if any(rollout.labels_of(item).get(api.LABEL_REVISION) == record.revision for item in lws):
-        print(f"  revision {record.revision}'s LWS still run: the set goes back to them at once")
-    control = controls.control_of(rollout.annotations_of(parent))
+    control = controls.control_of(parent.annotations)
     if control.paused:
-        _note(args, f"{args.set} is paused: the rollback starts on `{PROG} rollout resume`")
+        print(f"  {args.set} is paused: the rollback starts on `{PROG} rollout resume {args.set}`")
+    elif any(item.labels.get(api.LABEL_REVISION) == record.revision for item in lws):
+        print(f"  revision {record.revision}'s LWS still run: the set goes back to them at once")
     if control.partition is not None:
         _note(args, f"only slices below the partition ({control.partition}) roll back")
     return 0
+
+
+def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
+    """Make one of an undo's writes."""
+    manager = f"--field-manager={write.manager}"
+    if write.method is writes.Method.APPLY:
+        kubectl.run(
+            "apply", "--server-side", manager, "--filename=-", "--output=name", stdin=write.text
+        )
+        return
+    kubectl.run("patch", SETS, name, f"--type={write.method}", manager, f"--patch={write.text}")
 
 
 def _whole(text: str) -> int:
@@ -346,12 +387,18 @@ def _run_annotate(args: argparse.Namespace) -> int:
     key, value, done = _change(args)
     kubectl = Kubectl(args)
     shown = f"{key}={value}" if value is not None else f"{key} removed"
-    if rollout.annotations_of(kubectl.get_set(args.set)).get(key) == value:
+    parent = kubectl.read_set(args.set)
+    hint = (
+        rollout.partition_hint(parent, value) if key == api.ANNOTATION_ROLLOUT_PARTITION else None
+    )
+    if parent.annotations.get(key) == value:
         print(f"{args.set} already {done} ({shown}): nothing to change")
-        return 0
-    patch = json.dumps(rollout.annotation_patch({key: value}))
-    kubectl.run("patch", SETS, args.set, "--type=merge", f"--patch={patch}")
-    print(f"{args.set} {done} ({shown})")
+    else:
+        patch = json.dumps(rollout.annotation_patch({key: value}))
+        kubectl.run("patch", SETS, args.set, "--type=merge", f"--patch={patch}")
+        print(f"{args.set} {done} ({shown})")
+    if hint is not None:
+        _note(args, hint)
     return 0
 
 
@@ -363,7 +410,10 @@ def _checked(text: str, *, key: str, wanted: str) -> str:
 
 
 def _hold_at(text: str) -> str:
-    return _checked(text, key=api.ANNOTATION_ROLLOUT_HOLD_AT, wanted="a percentage from 0% to 100%")
+    wanted = "a percentage from 0% to 100%"
+    if text.isdigit():
+        wanted += f" (did you mean {text}%?)"
+    return _checked(text, key=api.ANNOTATION_ROLLOUT_HOLD_AT, wanted=wanted)
 
 
 def _partition(text: str) -> str:

@@ -1,16 +1,17 @@
-"""What `kubectl ds rollout` decides, from the objects kubectl returns (hooks.kubectl.plugin).
+"""What `kubectl ds rollout` decides, from the objects kubectl prints (hooks.kubectl.plugin).
 
-Pure: every function reads the JSON of a DisaggregatedSet, its LeaderWorkerSets or its
-ControllerRevisions and returns a value; none runs kubectl, reads the clock or prints.
+Pure: every function takes the set and its LeaderWorkerSets as the hooks read them (`read_set`
+and `read_children` parse kubectl's JSON with `hooks.wire.envelope`, the one reader of
+Kubernetes objects) and returns a value; none runs kubectl, reads the clock or prints.
 
 - **History.** A set's records are the ControllerRevisions it controls that are named
   `<set>-<revision>` after their revision label, as `hooks.core.history` writes them. The current
   revision is the one the spec hashes to (`hooks.gocompat.revision`), recorded or not yet.
-- **Undo** (`undo_target`, `restore`, `undone`), as `kubectl ds rollout undo --help` describes
-  it. The previous revision is the highest number below the current's (the highest of all while
-  the current one is not recorded). The restored spec must hash to the recorded revision. The
-  set's `kubernetes.io/change-cause` becomes the revision's (or goes when it has none), so the
-  record renumbered by the rollback keeps its own cause.
+- **Undo** (`undo_target`, `restore`), as `kubectl ds rollout undo --help` describes it. The
+  previous revision is the highest number below the current's (the highest of all while the
+  current one is not recorded). The restored spec must hash to the recorded revision. The set's
+  `kubernetes.io/change-cause` becomes the revision's (or goes when it has none), so the record
+  renumbered by the rollback keeps its own cause. How it is written: `hooks.kubectl.writes`.
 - **Status** (`judge`). Only a status of the current generation counts. Degraded=True and
   Progressing=False with ProgressDeadlineExceeded fail; Available=True is done; Progressing
   Unknown with RolloutHeld or RolloutPartitioned, every LWS of the new revision ready, stands on
@@ -31,8 +32,10 @@ from typing import Any, Final
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import controls, rollout
+from hooks.core import controls, records
+from hooks.core import rollout as slice_rollout
 from hooks.gocompat import gotext, revision
+from hooks.wire import envelope
 
 JsonObject = dict[str, Any]
 TEMPLATE: Final = "leaderWorkerTemplate"
@@ -46,6 +49,38 @@ class RolloutError(Exception):
 # --- reading objects -----------------------------------------------------------------------------
 
 
+def read_set(obj: object) -> records.Parent:
+    """The set kubectl printed, as the hooks read it; RolloutError when it is not one."""
+    try:
+        return envelope.parse_parent(envelope_object(obj, "the set"))
+    except envelope.RequestError as error:
+        raise RolloutError(f"kubectl printed no usable {api.DS_KIND}: {error}") from None
+
+
+def read_children(
+    kind: records.ChildKind, listing: object, *, parent: records.Parent
+) -> list[records.ObservedObject]:
+    """The objects of a `kubectl get -o json` list that `parent` controls, as the hooks read
+    them; RolloutError when one is not of that kind's shape."""
+    items = envelope_object(listing, "the list").get("items")
+    found = []
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        try:
+            child = envelope.parse_object(kind, item, where=f"items[{index}]")
+        except envelope.RequestError as error:
+            raise RolloutError(f"kubectl printed an unusable {kind.kind}: {error}") from None
+        if child.is_controlled_by(parent.uid):
+            found.append(child)
+    return found
+
+
+def envelope_object(value: object, what: str) -> JsonObject:
+    """`value` when it is a JSON object; RolloutError naming `what` otherwise."""
+    if not isinstance(value, dict):
+        raise RolloutError(f"kubectl printed no JSON object for {what}")
+    return value
+
+
 def _object(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
@@ -54,42 +89,23 @@ def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _int(value: object, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def spec_roles(obj: JsonObject) -> list[JsonObject]:
+    """The set's roles exactly as kubectl printed them: an undo writes back all but their
+    templates unchanged."""
+    return [_object(role) for role in _list(_object(obj.get("spec")).get("roles"))]
 
 
-def metadata_of(obj: JsonObject) -> JsonObject:
-    return _object(obj.get("metadata"))
-
-
-def annotations_of(obj: JsonObject) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _object(metadata_of(obj).get("annotations")).items()}
-
-
-def labels_of(obj: JsonObject) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _object(metadata_of(obj).get("labels")).items()}
-
-
-def name_of(obj: JsonObject) -> str:
-    return str(metadata_of(obj).get("name", ""))
-
-
-def roles_of(parent: JsonObject) -> list[JsonObject]:
-    return [_object(role) for role in _list(_object(parent.get("spec")).get("roles"))]
-
-
-def is_controlled_by(child: JsonObject, *, parent: JsonObject) -> bool:
-    """Whether `parent` (by uid) is the controller of `child`."""
-    uid = metadata_of(parent).get("uid")
-    return any(
-        _object(ref).get("controller") is True and _object(ref).get("uid") == uid
-        for ref in _list(metadata_of(child).get("ownerReferences"))
-    )
-
-
-def spec_revision(parent: JsonObject) -> str:
-    """The revision the set's spec hashes to; RolloutError when a template cannot be hashed."""
-    return _revision_of(roles_of(parent), what=f"the spec of {name_of(parent)}")
+def spec_revision(parent: records.Parent) -> str:
+    """The revision the set's spec hashes to; RolloutError when the spec is not valid or a
+    template cannot be hashed."""
+    if parent.spec is None:
+        reasons = "; ".join(f"{v.field}: {v.message}" for v in parent.spec_violations)
+        raise RolloutError(f"the spec of {parent.name} is not valid ({reasons})")
+    try:
+        return revision.of_spec(parent.spec)
+    except gotext.EncodingError as error:
+        message = f"cannot compute the revision of the spec of {parent.name}: {error}"
+        raise RolloutError(message) from None
 
 
 def _revision_of(roles: Sequence[JsonObject], *, what: str) -> str:
@@ -114,25 +130,28 @@ class Record:
     roles: tuple[JsonObject, ...]
 
 
-def records_of(parent: JsonObject, revisions: Sequence[JsonObject]) -> tuple[Record, ...]:
+def records_of(parent: records.Parent, revisions: Sequence[JsonObject]) -> tuple[Record, ...]:
     """The set's history, by number (see the module)."""
-    set_name = name_of(parent)
     found = []
-    for item in revisions:
-        label = labels_of(item).get(api.LABEL_REVISION, "")
+    for index, item in enumerate(revisions):
+        try:
+            observed = envelope.parse_object(records.ChildKind.REVISION, item, where=f"[{index}]")
+        except envelope.RequestError:
+            continue
+        label = observed.labels.get(api.LABEL_REVISION, "")
         if (
             not label
-            or labels_of(item).get(api.LABEL_NAME) != set_name
-            or name_of(item) != naming.history_name(set_name=set_name, revision=label)
-            or not is_controlled_by(item, parent=parent)
+            or observed.labels.get(api.LABEL_NAME) != parent.name
+            or observed.name != naming.history_name(set_name=parent.name, revision=label)
+            or not observed.is_controlled_by(parent.uid)
         ):
             continue
         found.append(
             Record(
-                number=_int(item.get("revision")),
+                number=observed.history_number or 0,
                 revision=label,
-                change_cause=annotations_of(item).get(api.CHANGE_CAUSE_ANNOTATION),
-                created=str(metadata_of(item).get("creationTimestamp", "")),
+                change_cause=observed.annotations.get(api.CHANGE_CAUSE_ANNOTATION),
+                created=observed.creation_timestamp,
                 roles=tuple(
                     _object(role) for role in _list(_object(item.get("data")).get("roles"))
                 ),
@@ -206,10 +225,11 @@ class Restored:
     changes: list[str]
 
 
-def restore(parent: JsonObject, record: Record) -> Restored:
-    """The spec roles that give back `record`'s revision (see the module); RolloutError when the
+def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
+    """The spec roles (`spec_roles`: as kubectl printed them, written back as they are but for
+    their templates) that give back `record`'s revision (see the module); RolloutError when the
     record cannot be restored or the result would hash to another revision."""
-    current = {str(role.get("name")): role for role in roles_of(parent)}
+    current = {str(role.get("name")): role for role in spec_roles}
     if api.recorded_roles({"roles": list(record.roles)}) is None:
         raise RolloutError(f"revision {record.number} ({record.revision}) records no valid roles")
     roles: list[JsonObject] = []
@@ -248,28 +268,14 @@ def restore(parent: JsonObject, record: Record) -> Restored:
     return Restored(roles=roles, changes=changes)
 
 
-def undone(parent: JsonObject, record: Record, restored: Restored) -> tuple[JsonObject, list[str]]:
-    """The set to write back (resourceVersion as read, status left out) and its annotation
-    changes: the revision's change-cause, or none when it has none."""
-    result = {key: copy.deepcopy(value) for key, value in parent.items() if key != "status"}
-    result["spec"] = {**_object(result.get("spec")), "roles": restored.roles}
-    metadata = result["metadata"] = _object(result.get("metadata"))
-    annotations = dict(_object(metadata.get("annotations")))
-    changes, cause = [], record.change_cause
-    if annotations.get(api.CHANGE_CAUSE_ANNOTATION) != cause:
-        if cause is None:
-            del annotations[api.CHANGE_CAUSE_ANNOTATION]
-        else:
-            annotations[api.CHANGE_CAUSE_ANNOTATION] = cause
-        said = (
-            f"removed (revision {record.number} has none)" if cause is None else json.dumps(cause)
-        )
-        changes.append(f"annotation {api.CHANGE_CAUSE_ANNOTATION}: {said}")
-    if annotations:
-        metadata["annotations"] = annotations
-    else:
-        metadata.pop("annotations", None)
-    return result, changes
+def change_cause_change(parent: records.Parent, record: Record) -> list[str]:
+    """The line saying how the set's change-cause annotation follows the restored revision
+    (none when it already has the revision's)."""
+    cause = record.change_cause
+    if parent.annotations.get(api.CHANGE_CAUSE_ANNOTATION) == cause:
+        return []
+    said = f"removed (revision {record.number} has none)" if cause is None else json.dumps(cause)
+    return [f"annotation {api.CHANGE_CAUSE_ANNOTATION}: {said}"]
 
 
 # --- status --------------------------------------------------------------------------------------
@@ -297,29 +303,33 @@ class Verdict:
     message: str
 
 
-def judge(parent: JsonObject, lws: Sequence[JsonObject]) -> Verdict:
+def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verdict:
     """Where the rollout of the set's current generation stands (see the module)."""
-    name, status = name_of(parent), _object(parent.get("status"))
-    generation, target = _int(metadata_of(parent).get("generation")), status.get("revision")
-    if _int(status.get("observedGeneration"), -1) != generation:
+    name, generation, target = parent.name, parent.generation, parent.revision
+    if parent.status_generation != generation:
         return Verdict(
             Outcome.WAITING, f"waiting for the controller to see generation {generation}"
         )
-    conditions = {str(c.get("type")): c for c in map(_object, _list(status.get("conditions")))}
-    degraded = conditions.get(api.ConditionType.DEGRADED, {})
-    progressing = conditions.get(api.ConditionType.PROGRESSING, {})
-    state, reason, message = (progressing.get(key) for key in ("status", "reason", "message"))
-    new = [item for item in lws if labels_of(item).get(api.LABEL_REVISION) == target]
-    if degraded.get("status") == api.ConditionStatus.TRUE:
-        text = f"{name} is Degraded ({degraded.get('reason')}): {degraded.get('message')}"
+    conditions = {condition.type: condition for condition in parent.conditions}
+    degraded = conditions.get(api.ConditionType.DEGRADED)
+    available = conditions.get(api.ConditionType.AVAILABLE)
+    progressing = conditions.get(api.ConditionType.PROGRESSING)
+    state, reason, message = (
+        (progressing.status, progressing.reason, progressing.message)
+        if progressing
+        else ("", "", "")
+    )
+    new = [item for item in lws if item.labels.get(api.LABEL_REVISION) == target]
+    if degraded is not None and degraded.status == api.ConditionStatus.TRUE:
+        text = f"{name} is Degraded ({degraded.reason}): {degraded.message}"
         return Verdict(Outcome.DEGRADED, text)
-    if conditions.get(api.ConditionType.AVAILABLE, {}).get("status") == api.ConditionStatus.TRUE:
+    if available is not None and available.status == api.ConditionStatus.TRUE:
         return Verdict(Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}")
     if (state, reason) == (api.ConditionStatus.FALSE, api.Reason.PROGRESS_DEADLINE_EXCEEDED):
         return Verdict(
             Outcome.DEADLINE_EXCEEDED, f"{name} exceeded its progress deadline: {message}"
         )
-    outcome = _STANDING.get(str(reason)) if state == api.ConditionStatus.UNKNOWN else None
+    outcome = _STANDING.get(reason) if state == api.ConditionStatus.UNKNOWN else None
     if outcome is not None and _stands(parent, new, outcome):
         return Verdict(outcome, f"{name} rollout to revision {target} is {outcome}: {message}")
     if reason == api.Reason.ROLLOUT_PAUSED:
@@ -329,40 +339,38 @@ def judge(parent: JsonObject, lws: Sequence[JsonObject]) -> Verdict:
     )
 
 
-def _stands(parent: JsonObject, new: Sequence[JsonObject], outcome: Outcome) -> bool:
+def _stands(
+    parent: records.Parent, new: Sequence[records.ObservedObject], outcome: Outcome
+) -> bool:
     """Whether the set stands where its annotations ask now, not where the status may still say:
     every slice the status calls held has each Static spec role of the new revision at the hold's
     share of its target (an External role's target is its scaler's, not read here), every slice
     it calls partitioned is past the partition, and every LWS of the new revision is ready."""
-    control = controls.control_of(annotations_of(parent))
-    slices = _list(_object(_object(parent.get("status")).get("rollout")).get("slices"))
+    if parent.spec is None:
+        return False
+    control = controls.control_of(parent.annotations)
     phase = {"Held": Outcome.HELD, "Partitioned": Outcome.PARTITIONED}
-    standing = [
-        _int(i.get("index"))
-        for i in map(_object, slices)
-        if phase.get(str(i.get("phase"))) is outcome
-    ]
-    static = [r for r in roles_of(parent) if _object(r.get("scaling")).get("mode") != "External"]
-    wanted = [_int(_object(role.get("spec")).get("replicas"), 1) for role in static]
+    standing = [i for i, name in parent.slice_phases.items() if phase.get(name) is outcome]
+    static = [role for role in parent.spec.roles if not role.is_external]
+    wanted = [role.replicas_or_default for role in static]
     for index in standing:
         if outcome is Outcome.PARTITIONED:
             if control.partition is None or index < control.partition:
                 return False
             continue
-        have = [_sum(new, index, str(role.get("name"))) for role in static]
+        have = [_sum(new, index, role.name) for role in static]
         hold = control.hold_at_percent
-        if hold is None or not rollout.has_reached(have, wanted, percent=hold):
+        if hold is None or not slice_rollout.has_reached(have, wanted, percent=hold):
             return False
-    return bool(standing) and all(_ready(item) == _replicas(item) for item in new)
+    return bool(standing) and all(item.status.ready_replicas == item.replicas for item in new)
 
 
-def _sum(lws: Sequence[JsonObject], index: int, role: str) -> int:
-    """Replicas of `role` in slice `index` (an LWS without a slice label is slice 0)."""
+def _sum(lws: Sequence[records.ObservedObject], index: int, role: str) -> int:
+    """Replicas of `role` in slice `index`."""
     return sum(
-        _replicas(item)
+        item.replicas
         for item in lws
-        if labels_of(item).get(api.LABEL_SLICE, "0") == str(index)
-        and labels_of(item).get(api.LABEL_ROLE) == role
+        if item.slice_index == index and item.labels.get(api.LABEL_ROLE) == role
     )
 
 
@@ -372,31 +380,20 @@ _STANDING: Final = {
 }
 
 
-def _replicas(lws: JsonObject) -> int:
-    return _int(_object(lws.get("spec")).get("replicas"), 1)
-
-
-def _ready(lws: JsonObject) -> int:
-    return _int(_object(lws.get("status")).get("readyReplicas"))
-
-
-def progress(parent: JsonObject, lws: Sequence[JsonObject]) -> dict[str, str]:
+def progress(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> dict[str, str]:
     """One line per slice: its phase, then per role the old and new revision's ready/replicas
     (spec roles in order, then removed ones by name). LWS without a decimal slice label are
     left out, as the hooks leave them out of planning."""
-    status = _object(parent.get("status"))
-    target = status.get("revision")
-    slices = _list(_object(status.get("rollout")).get("slices"))
-    phases = {_int(item.get("index")): str(item.get("phase")) for item in map(_object, slices)}
-    groups: dict[tuple[int, str, bool], list[JsonObject]] = {}
+    phases = parent.slice_phases
+    groups: dict[tuple[int, str, bool], list[records.ObservedObject]] = {}
     for item in lws:
-        labels = labels_of(item)
-        if labels.get(api.LABEL_SLICE, "0").isdigit():
-            is_new = labels.get(api.LABEL_REVISION) == target
-            key = (int(labels.get(api.LABEL_SLICE, "0")), labels.get(api.LABEL_ROLE, "?"), is_new)
+        if item.slice_index is not None:
+            is_new = item.labels.get(api.LABEL_REVISION) == parent.revision
+            key = (item.slice_index, item.labels.get(api.LABEL_ROLE, "?"), is_new)
             groups.setdefault(key, []).append(item)
-    spec_roles = [str(role.get("name")) for role in roles_of(parent)]
-    count = _int(_object(parent.get("spec")).get("slices"), 1)
+    spec = parent.spec
+    spec_roles = [role.name for role in spec.roles] if spec is not None else []
+    count = spec.slices if spec is not None else 1
     lines = {}
     for index in sorted(set(range(count)) | {key[0] for key in groups}):
         removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
@@ -406,11 +403,40 @@ def progress(parent: JsonObject, lws: Sequence[JsonObject]) -> dict[str, str]:
             for role in [*spec_roles, *removed]
         ]
         lines[f"slice {index}"] = f"slice {index} {phases.get(index, 'Steady')}: {', '.join(cells)}"
+    surge = surge_line(parent)
+    if surge is not None:
+        lines["ready"] = surge
     return lines
 
 
-def _counts(items: Sequence[JsonObject]) -> str:
-    return f"{sum(map(_ready, items))}/{sum(map(_replicas, items))}"
+def _counts(items: Sequence[records.ObservedObject]) -> str:
+    ready = sum(item.status.ready_replicas for item in items)
+    return f"{ready}/{sum(item.replicas for item in items)}"
+
+
+def partition_hint(parent: records.Parent, value: str | None) -> str | None:
+    """What a partition at `value` does to a set with fewer slices, in one line (None when it
+    keeps some slice back, or is removed)."""
+    if value is None or parent.spec is None or int(value) < parent.spec.slices:
+        return None
+    count = parent.spec.slices
+    return (
+        f"{parent.name} has {count} slice{'s' if count != 1 else ''} (0 to {count - 1}): a"
+        f" partition at {value} keeps none of them back, so every slice rolls to a new revision"
+    )
+
+
+def surge_line(parent: records.Parent) -> str | None:
+    """Why READY counts more ready groups than the set asks for, in one line (None when it
+    does not)."""
+    ready, _, wanted = (parent.ready or "").partition("/")
+    if not (ready.isdigit() and wanted.isdigit()) or int(ready) <= int(wanted):
+        return None
+    extra = int(ready) - int(wanted)
+    return (
+        f"ready {parent.ready}: {extra} group{'s' if extra != 1 else ''} above the target while"
+        " the old and the new revision both serve (maxSurge); READY counts both"
+    )
 
 
 # --- annotations ---------------------------------------------------------------------------------

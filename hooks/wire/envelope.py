@@ -97,7 +97,7 @@ def parse_parent(obj: JsonObject) -> records.Parent:
     status = status if isinstance(status, dict) else {}
     generation = _generation(metadata)
     if generation < 0:
-        violations = (*violations, _NEGATIVE_GENERATION)
+        violations = (*violations, _negative_generation())
     return records.Parent(
         name=_require_str(metadata.get("name"), "parent metadata.name"),
         namespace=_optional_str(metadata.get("namespace")),
@@ -112,6 +112,10 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         creating=_parse_creating(status.get("creating")),
         status_generation=_int_or_none(status.get("observedGeneration")),
         role_replicas=_parse_role_replicas(status.get("roleStatuses")),
+        revision=_str_or_none(status.get("revision")),
+        ready=_str_or_none(status.get("ready")),
+        slice_phases=_parse_slice_phases(_object_or_empty(status.get("rollout")).get("slices")),
+        resource_version=_optional_str(metadata.get("resourceVersion")),
     )
 
 
@@ -129,6 +133,18 @@ def _parse_rollout(value: object) -> records.ObservedRollout | None:
         ready_replicas=_count_or_zero(value.get("readyReplicas")),
         updated_replicas=_count_or_zero(value.get("updatedReplicas")),
     )
+
+
+def _parse_slice_phases(value: object) -> dict[int, str]:
+    """`status.rollout.slices` as this hook wrote it: index -> phase (entries of another shape
+    are dropped; an index listed twice keeps its first phase)."""
+    found: dict[int, str] = {}
+    for entry in value if isinstance(value, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("phase"), str):
+            index = _int_or_none(entry.get("index"))
+            if index is not None:
+                found.setdefault(index, entry["phase"])
+    return found
 
 
 def _parse_creating(value: object) -> dict[tuple[str, str], str]:
@@ -154,6 +170,14 @@ def _parse_role_replicas(value: object) -> dict[str, int]:
     return found
 
 
+def _object_or_empty(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -164,11 +188,12 @@ def _count_or_zero(value: object) -> int:
     return 0
 
 
-_NEGATIVE_GENERATION = api.Violation(
-    rule="metadata",
-    field="metadata.generation",
-    message="is negative, which no API server writes: the set is held until it is repaired",
-)
+def _negative_generation() -> api.Violation:
+    return api.Violation(
+        rule="metadata",
+        field="metadata.generation",
+        message="is negative, which no API server writes: the set is held until it is repaired",
+    )
 
 
 def _generation(metadata: JsonObject) -> int:
@@ -195,6 +220,13 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
         spec_replicas=_optional_int(spec.get("replicas"), "parent spec.replicas") or 0,
         conditions=_parse_conditions(status.get("conditions")),
     )
+
+
+def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
+    """One object of `kind` as it is stored (kubectl's output, a related object): what the hooks
+    read of it, without Metacontroller's last-applied copy (`applied` is empty). RequestError
+    when it is not an object of that shape."""
+    return _parse_observed(kind, _require_object(obj, where), where, related=True)
 
 
 def _parse_object_groups(

@@ -9,6 +9,7 @@ deadline, a hold, a partition) the way it says it does.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sysconfig
@@ -65,6 +66,11 @@ def annotated(manifest: JsonObject, cause: str) -> JsonObject:
 
 def get_set(client: kube.Client, namespace: str) -> JsonObject:
     return client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
+
+
+def spec_revision(client: kube.Client, namespace: str) -> str:
+    """The revision the stored set's spec hashes to."""
+    return rollout.spec_revision(rollout.read_set(get_set(client, namespace)))
 
 
 def annotations(client: kube.Client, namespace: str) -> dict[str, str]:
@@ -153,7 +159,7 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
     sets.apply_set(control_plane, old)
     old_revision = sets.wait_available(client, namespace, "llm")["status"]["revision"]
     sets.apply_set(control_plane, new)
-    new_revision = rollout.spec_revision(get_set(client, namespace))
+    new_revision = spec_revision(client, namespace)
     wait_rolled_out(client, namespace, revision=new_revision, lws=2)
     history = ReplicaHistory(client, namespace)
     try:
@@ -165,7 +171,7 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
         out.splitlines()[0] == f"llm rolled back to revision 1 ({old_revision}) from {new_revision}"
     )
     restored = get_set(client, namespace)
-    assert rollout.spec_revision(restored) == old_revision
+    assert rollout.spec_revision(rollout.read_set(restored)) == old_revision
     assert [role["spec"] for role in restored["spec"]["roles"]] == [
         role["spec"] for role in old["spec"]["roles"]
     ]
@@ -179,6 +185,48 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
     assert [line.split()[:2] for line in table[1:]] == [["2", new_revision], ["3", old_revision]]
 
 
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_kubectl_apply_works_after_an_undo_client_and_server_side(
+    control_plane: ControlPlane, namespace: str, side: str
+) -> None:
+    """Regression: an undo wrote the whole set back with `kubectl replace`, so every later
+    client-side apply failed (`metadata.resourceVersion: Invalid value: 0`) and every
+    server-side apply conflicted with `kubectl-replace`. Apply v1, apply v2, undo, apply v2
+    again: each apply works and the set rolls each time; a server-side applier still owns
+    exactly the fields it applied."""
+    client = control_plane.client
+    server_side = ["--server-side"] if side == "server" else []
+
+    def apply(image: str, cause: str) -> str:
+        manifest = annotated(sets.small_set(namespace, image=image), cause)
+        control_plane.kubectl("apply", *server_side, "-f", "-", stdin=json.dumps(manifest))
+        revision = spec_revision(client, namespace)
+        wait_rolled_out(client, namespace, revision=revision, lws=2)
+        return revision
+
+    first = apply(sets.IMAGE_V1, "v1")
+    second = apply(sets.IMAGE_V2, "v2")
+    applied_fields = _fields_of(get_set(client, namespace), "kubectl")
+    out = succeeds(control_plane, namespace, "rollout", "undo", "llm")
+    assert out.splitlines()[0] == f"llm rolled back to revision 1 ({first}) from {second}"
+    wait_rolled_out(client, namespace, revision=first, lws=2)
+    assert annotations(client, namespace)[api.CHANGE_CAUSE_ANNOTATION] == "v1"
+    if side == "server":
+        assert _fields_of(get_set(client, namespace), "kubectl") == applied_fields
+    assert apply(sets.IMAGE_V2, "v2") == second
+    assert annotations(client, namespace)[api.CHANGE_CAUSE_ANNOTATION] == "v2"
+
+
+def _fields_of(obj: JsonObject, manager: str) -> JsonObject | None:
+    """The fields Apply manager `manager` owns in `obj`."""
+    entries = [
+        entry["fieldsV1"]
+        for entry in obj["metadata"].get("managedFields", [])
+        if entry["manager"] == manager and entry["operation"] == "Apply"
+    ]
+    return entries[0] if entries else None
+
+
 def test_undo_mid_rollout_reverts_to_the_lws_that_still_run(
     control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
 ) -> None:
@@ -188,7 +236,7 @@ def test_undo_mid_rollout_reverts_to_the_lws_that_still_run(
     old_names = set(sets.lws_by_name(client, namespace))
     with lws_controller.held(namespace):  # the new revision's groups never become ready
         sets.apply_set(control_plane, sets.small_set(namespace, image=sets.IMAGE_V2))
-        new_revision = rollout.spec_revision(get_set(client, namespace))
+        new_revision = spec_revision(client, namespace)
         new_prefill = f"llm-0-{new_revision}-prefill"
         kube.wait_for(
             lambda: sets.replicas_by_name(client, namespace),
@@ -259,7 +307,7 @@ def test_a_hold_at_half_is_reported_as_held_and_release_completes(
     sets.apply_set(
         control_plane, sets.small_set(namespace, prefill=4, decode=2, image=sets.IMAGE_V2)
     )
-    new_revision = rollout.spec_revision(get_set(client, namespace))
+    new_revision = spec_revision(client, namespace)
     out = succeeds(
         control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
     )
@@ -299,7 +347,7 @@ def test_a_partition_is_reported_as_partitioned_and_clearing_it_completes(
     )
     assert annotations(client, namespace)[api.ANNOTATION_ROLLOUT_PARTITION] == "1"
     sets.apply_set(control_plane, sets.small_set(namespace, slices=2, image=sets.IMAGE_V2))
-    new_revision = rollout.spec_revision(get_set(client, namespace))
+    new_revision = spec_revision(client, namespace)
     out = succeeds(
         control_plane, namespace, "rollout", "status", "llm", "--timeout", STATUS_TIMEOUT
     )

@@ -7,6 +7,7 @@ clock, so no test sleeps.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import tomllib
@@ -77,11 +78,22 @@ class FakeKubectl:
     def verbs(self) -> list[str]:
         return [next(a for a in call["argv"] if not a.startswith("-")) for call in self.calls()]
 
-    def written(self) -> JsonObject:
-        """The object the one `kubectl replace` wrote."""
-        (call,) = [call for call in self.calls() if "replace" in call["argv"]]
-        written: JsonObject = json.loads(call["stdin"])
-        return written
+    def written(self, live: JsonObject) -> JsonObject:
+        """`live` after the one JSON patch written (`kubectl patch --type=json`), which must
+        first test the resourceVersion read."""
+        (operations,) = [
+            json.loads(arg.removeprefix("--patch="))
+            for call in self.calls()
+            if "--type=json" in call["argv"]
+            for arg in call["argv"]
+            if arg.startswith("--patch=")
+        ]
+        assert operations[0] == {
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": live["metadata"]["resourceVersion"],
+        }
+        return json_patched(live, operations[1:])
 
     def patches(self) -> list[JsonObject]:
         return [
@@ -90,6 +102,26 @@ class FakeKubectl:
             for arg in call["argv"]
             if arg.startswith("--patch=")
         ]
+
+
+def json_patched(document: JsonObject, operations: Sequence[JsonObject]) -> JsonObject:
+    """`document` after the add, replace and remove operations of a JSON patch (RFC 6902)."""
+    result = copy.deepcopy(document)
+    for operation in operations:
+        *parents, last = [
+            part.replace("~1", "/").replace("~0", "~") for part in operation["path"].split("/")[1:]
+        ]
+        target: Any = result
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        key: Any = int(last) if isinstance(target, list) else last
+        if operation["op"] == "remove":
+            del target[key]
+        elif operation["op"] in ("add", "replace"):
+            target[key] = operation["value"]
+        else:
+            raise AssertionError(f"unexpected operation {operation}")
+    return result
 
 
 @pytest.fixture
@@ -253,7 +285,7 @@ def test_without_connection_flags_kubectl_gets_none(
     [
         (["rollout", "status", "llm", "--timeout", "5"], "argument --timeout: '5' is not a"),
         (["rollout", "hold", "llm", "--at", "150%"], "'150%' is not a percentage from 0% to"),
-        (["rollout", "hold", "llm", "--at", "50"], "'50' is not a percentage"),
+        (["rollout", "hold", "llm", "--at", "50"], "from 0% to 100% (did you mean 50%?)"),
         (["rollout", "partition", "llm", "x"], "argument K: 'x' is not a whole number"),
         (["rollout", "partition", "llm", "1", "--clear"], "give either K or --clear"),
         (["rollout", "partition", "llm"], "give either K or --clear"),
@@ -436,14 +468,15 @@ def test_undo_restores_the_previous_templates_and_keeps_replicas_and_scaling(
         "rollingUpdateConfiguration": {"maxSurge": 2, "maxUnavailable": 0},
     }
     now[0]["metadata"] = {"labels": {"team": "serving"}}
-    kubectl.answer("get disaggregatedsets", a_set(now))
+    live = a_set(now)
+    kubectl.answer("get disaggregatedsets", live)
     kubectl.answer("get controllerrevisions", listing(record(old, 1), record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, err) == (0, "")
-    written = kubectl.written()
-    assert written["metadata"]["resourceVersion"] == RESOURCE_VERSION
-    assert "status" not in written
+    assert "--show-managed-fields" in kubectl.calls()[0]["argv"]
+    written = kubectl.written(live)
+    assert written["status"] == live["status"]
     restored = written["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode"]
     for role, before, after in zip(restored, now, old, strict=True):
@@ -470,13 +503,14 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     old = [*roles(V1), encode]
     router = builders.make_role("router", replicas=1, image=V2)
     now = [roles(V2, decode=6)[1], roles(V2, prefill=7)[0], router]  # decode, prefill, router
-    kubectl.answer("get disaggregatedsets", a_set(now))
+    live = a_set(now)
+    kubectl.answer("get disaggregatedsets", live)
     recorded = record(old, 1)
     kubectl.answer("get controllerrevisions", listing(recorded, record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, _ = run(capsys, "rollout", "undo", "llm")
     assert code == 0
-    restored = kubectl.written()["spec"]["roles"]
+    restored = kubectl.written(live)["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
     assert restored[2] == recorded["data"]["roles"][2]  # name, metadata, scaling, spec
@@ -491,9 +525,8 @@ def test_undo_to_a_given_revision_and_the_change_cause_follows_it(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     now = roles(V3)
-    kubectl.answer(
-        "get disaggregatedsets", a_set(now, annotations={api.CHANGE_CAUSE_ANNOTATION: "v3"})
-    )
+    live = a_set(now, annotations={api.CHANGE_CAUSE_ANNOTATION: "v3"})
+    kubectl.answer("get disaggregatedsets", live)
     kubectl.answer(
         "get controllerrevisions",
         listing(record(roles(V1), 1, cause="v1"), record(roles(V2), 2), record(now, 3, cause="v3")),
@@ -504,25 +537,26 @@ def test_undo_to_a_given_revision_and_the_change_cause_follows_it(
     )
     code, out, _ = run(capsys, "rollout", "undo", "llm", "--to-revision", "1")
     assert code == 0
-    written = kubectl.written()
+    written = kubectl.written(live)
     assert revision_of(written["spec"]["roles"]) == revision_of(roles(V1))
     assert written["metadata"]["annotations"][api.CHANGE_CAUSE_ANNOTATION] == "v1"
     assert "the set goes back to them at once" in out
     # Back to revision 2, which has no cause: the set's goes, so the record keeps its own.
-    kubectl.answer("replace", {"stdout": ""})
     (kubectl.state / "calls.jsonl").unlink()
     assert run(capsys, "rollout", "undo", "llm", "--to-revision", "2")[0] == 0
-    assert "annotations" not in kubectl.written()["metadata"]
+    assert written["metadata"]["annotations"] == {api.CHANGE_CAUSE_ANNOTATION: "v1"}
+    assert kubectl.written(live)["metadata"]["annotations"] == {}
 
 
 def test_undo_with_the_current_revision_unrecorded_goes_to_the_latest_record(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kubectl.answer("get disaggregatedsets", a_set(roles(V3)))
+    live = a_set(roles(V3))
+    kubectl.answer("get disaggregatedsets", live)
     kubectl.answer("get controllerrevisions", listing(record(roles(V2), 1), record(roles(V1), 2)))
     kubectl.answer("get leaderworkersets", listing())
     assert run(capsys, "rollout", "undo", "llm")[0] == 0
-    assert revision_of(kubectl.written()["spec"]["roles"]) == revision_of(roles(V1))
+    assert revision_of(kubectl.written(live)["spec"]["roles"]) == revision_of(roles(V1))
 
 
 @pytest.mark.parametrize(
@@ -542,7 +576,7 @@ def test_undo_refuses_an_unknown_or_current_revision_and_writes_nothing(
     code, out, err = run(capsys, "rollout", "undo", "llm", *argv)
     assert (code, out) == (1, "")
     assert err == f"kubectl ds rollout undo: error: {message.format(now=revision_of(now))}\n"
-    assert "replace" not in kubectl.verbs()
+    assert "patch" not in kubectl.verbs()
 
 
 def test_undo_refuses_without_an_earlier_revision(
@@ -571,20 +605,20 @@ def test_undo_refuses_a_record_whose_roles_do_not_hash_to_its_revision(
         "kubectl ds rollout undo: error: the restored spec hashes to revision "
         f"{revision_of(roles(V1))}, not to the recorded 0badc0de; nothing was changed\n"
     )
-    assert "replace" not in kubectl.verbs()
+    assert "patch" not in kubectl.verbs()
 
 
 def test_undo_reports_a_set_changed_meanwhile(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    changed = a_set(roles(V2))
+    changed["metadata"]["resourceVersion"] = "4712"
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
     kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
     kubectl.answer("get leaderworkersets", listing())
     kubectl.fail(
-        "replace",
-        'Error from server (Conflict): error when replacing "STDIN": Operation cannot be '
-        'fulfilled on disaggregatedsets.disaggregatedset.x-k8s.io "llm": the object has been '
-        "modified; please apply your changes to the latest version and try again\n",
+        "patch disaggregatedsets",
+        "The request is invalid: the server rejected our request due to an error in our request\n",
     )
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, out) == (1, "")
@@ -594,16 +628,22 @@ def test_undo_reports_a_set_changed_meanwhile(
     )
 
 
-def test_undo_of_a_paused_set_says_when_it_starts(
+def test_undo_while_paused_says_once_that_the_rollback_starts_on_resume(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Regression: a paused set whose old LWS still ran was told both that it goes back to them
+    at once and that the rollback starts on resume."""
     paused = {api.ANNOTATION_PAUSED: "true"}
     kubectl.answer("get disaggregatedsets", a_set(roles(V2), annotations=paused))
     kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
-    kubectl.answer("get leaderworkersets", listing())
-    code, _, err = run(capsys, "rollout", "undo", "llm")
-    assert code == 0
-    assert "llm is paused: the rollback starts on `kubectl ds rollout resume`" in err
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(builders.make_lws("prefill", revision=revision_of(roles(V1)))),
+    )
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, err) == (0, "")
+    assert "  llm is paused: the rollback starts on `kubectl ds rollout resume llm`" in out
+    assert "at once" not in out
 
 
 # --- status --------------------------------------------------------------------------------------
@@ -914,7 +954,7 @@ def test_rollout_controls_merge_patch_one_annotation(
         api.ANNOTATION_ROLLOUT_PARTITION: "2",
     }
     before = {k: v for k, v in others.items() if value is None or k != key}
-    kubectl.answer("get disaggregatedsets", a_set(roles(V1), annotations=before))
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1), annotations=before, slices=3))
     code, out, err = run(capsys, "rollout", *argv, "-n", "ml")
     assert (code, err) == (0, "")
     assert kubectl.patches() == [{"metadata": {"annotations": {key: value}}}]
@@ -936,3 +976,37 @@ def test_a_control_already_as_asked_changes_nothing(
     code, out, _ = run(capsys, "rollout", "resume", "llm")
     assert (code, kubectl.patches()) == (0, [])
     assert out == f"llm already resumed ({api.ANNOTATION_PAUSED} removed): nothing to change\n"
+
+
+def test_a_partition_at_or_past_the_slice_count_says_that_every_slice_rolls(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: `partition 5` on a 3-slice set was taken without a word."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1), slices=3))
+    code, out, err = run(capsys, "rollout", "partition", "llm", "5")
+    assert (code, out) == (0, f"llm partitioned at 5 ({api.ANNOTATION_ROLLOUT_PARTITION}=5)\n")
+    assert err == (
+        "kubectl ds rollout partition: note: llm has 3 slices (0 to 2): a partition at 5 keeps"
+        " none of them back, so every slice rolls to a new revision\n"
+    )
+    assert run(capsys, "rollout", "partition", "llm", "2")[2] == ""
+
+
+def test_status_explains_ready_above_the_target_during_a_surge(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: READY read 8/6 during a surge with nothing to say why."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    rolling = a_set(roles(V2), conditions=ROLLING)
+    rolling["status"]["ready"] = "4/3"
+    kubectl.answer("get disaggregatedsets", rolling, a_set(roles(V2), conditions=AVAILABLE))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", old, 2, 2), lws("decode", old, 1, 1), lws("prefill", new, 1, 1)),
+    )
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    assert (
+        "ready 4/3: 1 group above the target while the old and the new revision both serve"
+        " (maxSurge); READY counts both"
+    ) in out.splitlines()

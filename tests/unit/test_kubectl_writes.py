@@ -1,0 +1,176 @@
+"""How `kubectl ds rollout undo` writes a set back (hooks.kubectl.writes): a server-side applier's
+own configuration re-applied as it, or a JSON patch guarded by the resourceVersion read.
+tests/cluster/test_kubectl_ds.py applies, undoes and applies again on the real API server."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from hooks import api
+from hooks.kubectl import writes
+from tests import builders
+
+JsonObject = dict[str, Any]
+CAUSE = api.CHANGE_CAUSE_ANNOTATION
+
+
+def template(image: str) -> JsonObject:
+    return {"size": 1, "workerTemplate": {"spec": {"containers": [{"name": "c", "image": image}]}}}
+
+
+def role_fields(*, template_owned: bool = True) -> JsonObject:
+    spec: JsonObject = {"f:replicas": {}}
+    if template_owned:
+        spec["f:leaderWorkerTemplate"] = {"f:workerTemplate": {"f:spec": {"f:containers": {}}}}
+    return {".": {}, "f:name": {}, "f:spec": spec}
+
+
+def entry(
+    manager: str, operation: str, roles: tuple[str, ...], **metadata: JsonObject
+) -> JsonObject:
+    fields: JsonObject = {
+        "f:spec": {"f:roles": {f'k:{{"name":"{name}"}}': role_fields() for name in roles}}
+    }
+    if metadata:
+        fields["f:metadata"] = metadata
+    return {"manager": manager, "operation": operation, "fieldsV1": fields}
+
+
+def live(*entries: JsonObject, cause: str | None = None, image: str = "v2") -> JsonObject:
+    obj = builders.make_ds(
+        roles=[
+            {"name": name, "spec": {"replicas": 2, "leaderWorkerTemplate": template(image)}}
+            for name in ("prefill", "decode")
+        ]
+    )
+    obj["metadata"].update(resourceVersion="42", managedFields=list(entries))
+    obj["status"] = {"revision": "abcdef12"}
+    if cause is not None:
+        obj["metadata"]["annotations"] = {CAUSE: cause}
+    return obj
+
+
+def restored(obj: JsonObject, image: str = "v1") -> list[JsonObject]:
+    roles = copy.deepcopy(obj["spec"]["roles"])
+    for role in roles:
+        role["spec"]["leaderWorkerTemplate"] = template(image)
+    return roles
+
+
+# --- who owns the templates --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entries", "owner"),
+    [
+        ([], None),
+        ([entry("kubectl", "Apply", ("prefill", "decode"))], "kubectl"),
+        ([entry("argocd", "Apply", ("prefill", "decode"))], "argocd"),
+        ([entry("kubectl-client-side-apply", "Update", ("prefill", "decode"))], None),
+        ([entry("kubectl", "Apply", ("prefill",))], None),
+        (
+            [
+                entry("kubectl", "Apply", ("prefill", "decode")),
+                entry("kubectl-edit", "Update", ("decode",)),
+            ],
+            None,
+        ),
+    ],
+    ids=["nobody", "kubectl", "another-applier", "client-side", "one-role", "shared"],
+)
+def test_the_template_owner_is_the_one_applier_of_every_template(
+    entries: list[JsonObject], owner: str | None
+) -> None:
+    assert writes.template_owner(live(*entries)) == owner
+
+
+def test_a_managed_fields_key_that_is_not_json_matches_no_role() -> None:
+    broken = entry("kubectl", "Apply", ("prefill", "decode"))
+    roles = broken["fieldsV1"]["f:spec"]["f:roles"]
+    roles["k:{not json"] = roles.pop('k:{"name":"decode"}')
+    assert writes.template_owner(live(broken)) is None
+
+
+def test_the_owned_configuration_is_the_live_values_of_the_owned_fields_in_live_order() -> None:
+    owner = entry("kubectl", "Apply", ("decode", "prefill"), **{"f:labels": {"f:team": {}}})
+    obj = live(owner)
+    obj["metadata"]["labels"] = {"team": "serving", "other": "x"}
+    obj["spec"]["slices"] = 1
+    configuration = writes.owned_configuration(obj, manager="kubectl")
+    owned_template = {"workerTemplate": template("v2")["workerTemplate"]}  # `size` is not owned
+    assert configuration == {
+        "apiVersion": api.API_VERSION,
+        "kind": api.DS_KIND,
+        "metadata": {
+            "labels": {"team": "serving"},
+            "name": obj["metadata"]["name"],
+            "namespace": obj["metadata"]["namespace"],
+            "resourceVersion": "42",
+        },
+        "spec": {
+            "roles": [
+                {"name": name, "spec": {"replicas": 2, "leaderWorkerTemplate": owned_template}}
+                for name in ("prefill", "decode")
+            ]
+        },
+    }
+
+
+# --- the writes --------------------------------------------------------------------------------
+
+
+def test_a_server_side_applier_gets_its_configuration_back_with_the_restored_templates() -> None:
+    owner = entry(
+        "kubectl", "Apply", ("prefill", "decode"), **{"f:annotations": {f"f:{CAUSE}": {}}}
+    )
+    obj = live(owner, cause="v2")
+    (write,) = writes.undo_writes(obj, roles=restored(obj), change_cause="v1")
+    assert (write.method, write.manager) == (writes.Method.APPLY, "kubectl")
+    assert isinstance(write.body, dict)
+    assert write.body["metadata"]["resourceVersion"] == "42"
+    assert write.body["metadata"]["annotations"] == {CAUSE: "v1"}
+    assert [r["spec"]["leaderWorkerTemplate"] for r in write.body["spec"]["roles"]] == [
+        template("v1"),
+        template("v1"),
+    ]
+    assert "status" not in write.body
+
+
+def test_a_change_cause_the_applier_does_not_own_follows_in_a_merge_patch() -> None:
+    obj = live(entry("kubectl", "Apply", ("prefill", "decode")), cause="v2")
+    apply, annotation = writes.undo_writes(obj, roles=restored(obj), change_cause=None)
+    assert apply.method is writes.Method.APPLY
+    assert isinstance(apply.body, dict) and "annotations" not in apply.body["metadata"]
+    assert (annotation.method, annotation.manager) == (writes.Method.MERGE_PATCH, "kubectl-ds")
+    assert annotation.body == {"metadata": {"annotations": {CAUSE: None}}}
+
+
+def test_without_an_applier_only_the_changed_templates_are_patched_after_a_version_test() -> None:
+    obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")))
+    roles = copy.deepcopy(obj["spec"]["roles"])
+    roles[1]["spec"]["leaderWorkerTemplate"] = template("v1")
+    (write,) = writes.undo_writes(obj, roles=roles, change_cause="v1")
+    assert write.method is writes.Method.JSON_PATCH
+    assert write.body == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+        {
+            "op": "replace",
+            "path": "/spec/roles/1/spec/leaderWorkerTemplate",
+            "value": template("v1"),
+        },
+        {"op": "add", "path": "/metadata/annotations", "value": {CAUSE: "v1"}},
+    ]
+
+
+def test_roles_that_come_back_go_or_move_replace_the_role_list() -> None:
+    obj = live(cause="v2")
+    roles = list(reversed(restored(obj)))
+    (write,) = writes.undo_writes(obj, roles=roles, change_cause=None)
+    assert write.body == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+        {"op": "replace", "path": "/spec/roles", "value": roles},
+        {"op": "remove", "path": "/metadata/annotations/kubernetes.io~1change-cause"},
+    ]

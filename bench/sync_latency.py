@@ -66,7 +66,7 @@ START_DEADLINE_SECONDS: Final = 60.0
 POLL_SECONDS: Final = 0.05
 HTTP_TIMEOUT_SECONDS: Final = 120.0
 PROFILE_ROWS: Final = 30
-SYNC_HOOK: Final = app.DEFAULT_HOOKS["/sync"]
+SYNC_HOOK: Final = app.default_hooks()["/sync"]
 
 
 # --- measuring -----------------------------------------------------------------------------------

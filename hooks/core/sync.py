@@ -18,7 +18,7 @@ It returns a typed answer (`records.SyncAnswer`); `hooks.wire.envelope` writes i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
@@ -45,15 +45,21 @@ JsonObject = api.JsonObject
 Objects = Sequence[records.ObservedObject]
 
 
-def sync(request: records.SyncRequest, *, now: str) -> records.HookResult:
-    """The desired children and status of one DisaggregatedSet."""
+def sync(
+    request: records.SyncRequest,
+    *,
+    now: str,
+    revision_of: Callable[[api.DisaggregatedSetSpec], str] = revision.of_spec,
+) -> records.HookResult:
+    """The desired children and status of one DisaggregatedSet. `revision_of` computes the
+    spec's revision (the hook server passes one that remembers, `hooks.server.revisions`)."""
     parent = request.parent
     violations = validation.violations(parent)
     if parent.spec is None or violations:
         return _hold(request, [problems.of_violation(v) for v in violations], now=now)
     spec = parent.spec
     try:
-        target = revision.of_spec(spec)
+        target = revision_of(spec)
     except gotext.EncodingError as error:
         problem = problems.Problem(api.Reason.INVALID_SPEC, f"spec.roles: {error}")
         return _hold(request, [problem], now=now)

@@ -9,30 +9,18 @@ written by `hooks.gocompat.gojson` from the committed type table (its module doc
 decoding and encoding rules), each role name quoted by `hooks.gocompat.gotext`. A `null` template
 is the zero LeaderWorkerTemplate, as in Go. A template a typed Go decode would reject raises
 `gotext.EncodingError` located at `[<index>].spec.leaderWorkerTemplate...`: there is no default
-hash. The module is pure: no I/O of its own, no clock, no logging; it never mutates its input. Its
-one piece of state is a bounded memo of `compute_revision` (every sync of a set hashes the same
-templates again), keyed by a digest of the roles' exact values (their pickle: unlike a JSON dump,
-it tells apart every value a JSON or YAML load can give): it changes how fast an answer comes,
-never what it is.
+hash. The module is pure: no I/O of its own, no clock, no logging, no state; it never mutates its
+input. (The hook server remembers the revisions it computed, `hooks.server.revisions`.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import pickle
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Final
 
 from hooks import api
 from hooks.api import naming
 from hooks.gocompat import gojson, gotext
-
-MEMO_SIZE: Final = 1024
-"""Revisions remembered per process (least recently used first out): one per set and revision
-in flight, a few dozen bytes each."""
-
-_memo: OrderedDict[bytes, str] = OrderedDict()
 
 
 def encode_templates(roles: Sequence[tuple[str, api.JsonObject]]) -> bytes:
@@ -56,25 +44,10 @@ def encode_templates(roles: Sequence[tuple[str, api.JsonObject]]) -> bytes:
 
 def compute_revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
     """The 8-hex revision of the roles: a SHA-256 prefix of `encode_templates(roles)`."""
-    try:
-        key = hashlib.sha256(pickle.dumps(roles, protocol=pickle.HIGHEST_PROTOCOL)).digest()
-    except Exception:  # whatever stops the key, the encoder judges the roles
-        return _revision(roles)
-    known = _memo.get(key)
-    if known is not None:
-        _memo.move_to_end(key)
-        return known
-    computed = _revision(roles)
-    _memo[key] = computed
-    if len(_memo) > MEMO_SIZE:
-        _memo.popitem(last=False)
-    return computed
+    return hashlib.sha256(encode_templates(roles)).hexdigest()[: naming.REVISION_LENGTH]
 
 
 def of_spec(spec: api.DisaggregatedSetSpec) -> str:
     """The revision of a spec: of its roles' names and `leaderWorkerTemplate`s, in order."""
     return compute_revision([(role.name, role.leader_worker_template) for role in spec.roles])
 
-
-def _revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
-    return hashlib.sha256(encode_templates(roles)).hexdigest()[: naming.REVISION_LENGTH]

@@ -28,10 +28,10 @@ the log (with its traceback), not in the answer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final
 
@@ -39,8 +39,10 @@ import flask
 import orjson
 from werkzeug.exceptions import HTTPException
 
+from hooks import api
+from hooks.api import times
 from hooks.core import desired, problems, records, related, scalers, sync
-from hooks.server import bodies, isolation, observability
+from hooks.server import bodies, isolation, observability, revisions
 from hooks.server.settings import MIB, Limits
 from hooks.wire import envelope
 
@@ -64,9 +66,11 @@ class Hook:
     run: Callable[[object, str], records.HookResult]
 
 
-def _run_sync(body: object, now: str) -> records.HookResult:
+def _run_sync(
+    body: object, now: str, *, revision_of: Callable[[api.DisaggregatedSetSpec], str]
+) -> records.HookResult:
     request = envelope.parse_sync_request(body)
-    result = sync.sync(request, now=now)
+    result = sync.sync(request, now=now, revision_of=revision_of)
     if not isinstance(result.answer, records.SyncAnswer):
         return result
     writes = envelope.writes(request, result.answer)
@@ -85,19 +89,22 @@ def _run_scaler_customize(body: object, now: str) -> records.HookResult:
     return scalers.customize(envelope.parse_scaler_customize_request(body))
 
 
-DEFAULT_HOOKS: Final[Mapping[str, Hook]] = MappingProxyType(
-    {
-        "/sync": Hook("sync", _run_sync),
-        "/customize": Hook("customize", _run_customize),
-        "/rolescaler/sync": Hook("rolescaler-sync", _run_scaler_sync),
-        "/rolescaler/customize": Hook("rolescaler-customize", _run_scaler_customize),
-    }
-)
+def default_hooks() -> Mapping[str, Hook]:
+    """The four hook endpoints (path → Hook), with a revision memo of their own."""
+    memo = revisions.RevisionMemo()
+    return MappingProxyType(
+        {
+            "/sync": Hook("sync", functools.partial(_run_sync, revision_of=memo.of_spec)),
+            "/customize": Hook("customize", _run_customize),
+            "/rolescaler/sync": Hook("rolescaler-sync", _run_scaler_sync),
+            "/rolescaler/customize": Hook("rolescaler-customize", _run_scaler_customize),
+        }
+    )
 
 
 def utc_now() -> str:
     """The current time as RFC 3339 UTC with second precision, e.g. 2026-11-29T10:25:47Z."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times.format_utc(int(time.time()))
 
 
 # --- the exception→HTTP map ----------------------------------------------------------------------
@@ -152,14 +159,15 @@ def cap_message(text: str) -> str:
 
 def create_app(
     *,
-    hooks: Mapping[str, Hook] = DEFAULT_HOOKS,
+    hooks: Mapping[str, Hook] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     clock: Callable[[], str] = utc_now,
     log_level: str | int = "INFO",
     metrics_port: int | None = None,
     server_pid: int | None = None,
 ) -> flask.Flask:
-    """The hook server: one POST route per entry of `hooks` (path → Hook), /healthz, /metrics.
+    """The hook server: one POST route per entry of `hooks` (path → Hook; by default
+`default_hooks()`), /healthz, /metrics.
 
     Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
     set in the environment at this point, a registry of this app otherwise; `server_pid` (the
@@ -179,7 +187,7 @@ def create_app(
     )
     app = flask.Flask(__name__)
 
-    for path, hook in hooks.items():
+    for path, hook in (default_hooks() if hooks is None else hooks).items():
         app.add_url_rule(
             path,
             endpoint=f"hook:{hook.name}",

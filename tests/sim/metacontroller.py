@@ -238,7 +238,7 @@ class FakeMetacontroller:
 
     def call_sync(self, request: JsonObject) -> records.HookResult:
         """The server's `/sync` hook: parse, sync, and the summary with its `writes`."""
-        return app.DEFAULT_HOOKS["/sync"].run(wire(request), self.clock.iso())
+        return app.default_hooks()["/sync"].run(wire(request), self.clock.iso())
 
     def sync_once(self, parent: JsonObject, *, tick: int) -> PassRecord:
         # call_sync sends a copy through JSON: the record keeps the request as assembled.

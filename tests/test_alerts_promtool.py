@@ -24,6 +24,7 @@ from typing import Final
 import pytest
 import yaml
 
+from hooks.api import conditions
 from hooks.server import app as hook_app
 from hooks.server import settings
 from tests import alerting
@@ -34,8 +35,7 @@ Series = tuple[str, str]
 SERVICE: Final = alerting.metrics_service()
 HOOK_NAMESPACE: Final = "disaggregatedset-system"
 SET_NAMESPACE: Final = "llm-serving"
-# The reasons of a rollout held on purpose: Progressing is Unknown with one of them.
-DELIBERATE_HOLDS: Final = ("RolloutPaused", "RolloutHeld", "RolloutPartitioned")
+DELIBERATE_HOLDS: Final = tuple(str(reason) for reason in conditions.DELIBERATE_STOPS)
 
 # The labels of a hook server target as prometheus-operator discovers it through the Service.
 HOOK_TARGET: Final = {

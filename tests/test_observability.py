@@ -22,6 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from hooks import api
+from hooks.api import conditions
 from hooks.server import app as hook_app
 from hooks.server import settings
 from tests import alerting, kustomize
@@ -463,9 +464,7 @@ def test_set_alerts_match_the_condition_types_and_reasons_the_hooks_write(
     assert api.Reason.PROGRESS_DEADLINE_EXCEEDED == "ProgressDeadlineExceeded"
 
 
-# The Progressing reasons of a rollout held on purpose (status Unknown): a pause, and the canary
-# holds at a step or a partition.
-DELIBERATE_HOLDS = frozenset({"RolloutPaused", "RolloutHeld", "RolloutPartitioned"})
+DELIBERATE_HOLDS = frozenset(conditions.DELIBERATE_STOPS)
 
 
 def test_not_available_alert_spares_deliberate_holds_while_every_group_is_ready(

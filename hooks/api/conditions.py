@@ -8,6 +8,7 @@ GitOps tools read, so each is spelled here only. Data only: no imports from `hoo
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
 
 class ConditionType(StrEnum):
@@ -50,3 +51,8 @@ class Reason(StrEnum):
     OWNER_SPEC_INVALID = "OwnerSpecInvalid"
     ROLE_NOT_EXTERNAL = "RoleNotExternal"
     LABELS_MISSING = "LabelsMissing"
+
+
+DELIBERATE_STOPS: Final = (Reason.ROLLOUT_PAUSED, Reason.ROLLOUT_HELD, Reason.ROLLOUT_PARTITIONED)
+"""The Progressing reasons (status Unknown) of a rollout that stands still because an annotation
+asks it to: a pause, a hold, a partition. The alerts never call such a set stuck."""

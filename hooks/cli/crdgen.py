@@ -368,6 +368,11 @@ def _crd(
     }
 
 
+def _condition(kind: api.ConditionType, field: str) -> str:
+    """The JSONPath of one field of the condition of type `kind`."""
+    return f'.status.conditions[?(@.type=="{kind}")].{field}'
+
+
 def _column(name: str, json_path: str, column_type: str, *, priority: int = 0) -> JsonObject:
     column: JsonObject = {"name": name, "jsonPath": json_path, "type": column_type}
     if priority:
@@ -411,11 +416,11 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
         _column("Slices", ".spec.slices", "integer"),
         _column("Ready", ".status.ready", "string"),
         _column("Revision", ".status.revision", "string"),
-        _column("Available", '.status.conditions[?(@.type=="Available")].status', "string"),
+        _column("Available", _condition(api.ConditionType.AVAILABLE, "status"), "string"),
         # The Progressing reason: RolloutInProgress, RolloutPaused, RolloutHeld,
         # RolloutPartitioned, ProgressDeadlineExceeded, or AllRolesReady once done; a stuck,
         # paused or held rollout stands out in `kubectl get`.
-        _column("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string"),
+        _column("Rollout", _condition(api.ConditionType.PROGRESSING, "reason"), "string"),
         _column("Degraded", ".status.degraded", "string"),
         _AGE_COLUMN,
         # -o wide: each role's ready and desired groups, in spec order (a column shows one value,

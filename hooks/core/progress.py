@@ -24,10 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from hooks import api
-from hooks.api import limits, times
+from hooks.api import conditions, limits, times
 from hooks.core import controls, problems, records, status
 
 
@@ -175,16 +174,12 @@ def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
     )
 
 
-def _was_stopped(conditions: Iterable[records.ObservedCondition]) -> bool:
+def _was_stopped(observed: Iterable[records.ObservedCondition]) -> bool:
     """Whether the previous pass reported a rollout standing still on purpose."""
     return any(
-        c.type == api.ConditionType.PROGRESSING and c.reason in _STOPPED_REASONS for c in conditions
+        c.type == api.ConditionType.PROGRESSING and c.reason in conditions.DELIBERATE_STOPS
+        for c in observed
     )
-
-
-_STOPPED_REASONS: Final = frozenset(
-    {api.Reason.ROLLOUT_PAUSED, api.Reason.ROLLOUT_HELD, api.Reason.ROLLOUT_PARTITIONED}
-)
 
 
 def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:

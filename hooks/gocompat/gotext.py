@@ -38,14 +38,14 @@ import re
 from json.encoder import encode_basestring
 from typing import Any, Final
 
-from hooks.api import times
+from hooks.api import limits, times
 
 INT_RANGES: Final[dict[str, tuple[int, int]]] = {
     "int8": (-(2**7), 2**7 - 1),
     "int16": (-(2**15), 2**15 - 1),
     "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "int": (-(2**63), 2**63 - 1),
+    "int64": (limits.INT64_MIN, limits.INT64_MAX),
+    "int": (limits.INT64_MIN, limits.INT64_MAX),  # 64-bit platforms, as upstream builds
     "uint8": (0, 2**8 - 1),
     "uint16": (0, 2**16 - 1),
     "uint32": (0, 2**32 - 1),

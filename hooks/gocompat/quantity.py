@@ -51,14 +51,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from hooks.api import limits
+
 _SPLIT_PATTERN: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 FORMAT_ERROR: Final = f"quantities must match the regular expression '{_SPLIT_PATTERN}'"
 NUMERIC_ERROR: Final = "unable to parse numeric part of quantity"
 SUFFIX_ERROR: Final = "unable to parse quantity's suffix"
 EXPONENT_RANGE_ERROR: Final = "quantity exponent is outside the range upstream can evaluate"
 
-INT64_MAX: Final = 2**63 - 1
-INT64_MIN: Final = -(2**63)
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
 _MAX_SMALL_DIGITS: Final = 18  # decimal digits an int64 always holds
@@ -211,7 +211,7 @@ def _parse_go_int64(text: str) -> int | None:
     value = int(significant or "0")
     if text[0] == "-":
         value = -value
-    if not INT64_MIN <= value <= INT64_MAX:
+    if not limits.INT64_MIN <= value <= limits.INT64_MAX:
         return None
     return value
 
@@ -244,7 +244,7 @@ def parse_quantity(text: str) -> Quantity:
             shifted = integer + fraction
             value = int(shifted)
             result = value * multiplier
-            if result <= INT64_MAX:
+            if result <= limits.INT64_MAX:
                 if not positive:
                     result = -result
                 keep = (
@@ -282,8 +282,8 @@ def _parse_big(numeric: str, base: int, exponent: int, fmt: Format) -> Quantity:
             digits = _increment(kept) if dropped.strip("0") else kept
         scale = -_NANO
     if fmt is Format.BINARY_SI:
-        if _compare(digits, scale, INT64_MAX) > 0:
-            digits, scale = str(INT64_MAX), 0
+        if _compare(digits, scale, limits.INT64_MAX) > 0:
+            digits, scale = str(limits.INT64_MAX), 0
         if _compare(digits, scale, 1) < 0:
             fmt = Format.DECIMAL_SI
     return Quantity(digits, sign_text == "-", -scale, fmt, small=False)
@@ -341,7 +341,7 @@ def _canonical_decimal(quantity: Quantity) -> tuple[str, int]:
     if quantity.small:
         step = {1: 1, -2: 1, 2: 2, -1: 2}.get(_go_rem(exponent, 3), 0)
         scaled = int(digits) * _pow10(step) * (-1 if quantity.negative else 1)
-        if INT64_MIN < scaled <= INT64_MAX:
+        if limits.INT64_MIN < scaled <= limits.INT64_MAX:
             return str(scaled), _wrap32(exponent - step)
         # An int64 overflow: upstream redoes the work on the big-decimal path.
     while _go_rem(exponent, 3) != 0:

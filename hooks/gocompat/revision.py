@@ -50,4 +50,3 @@ def compute_revision(roles: Sequence[tuple[str, api.JsonObject]]) -> str:
 def of_spec(spec: api.DisaggregatedSetSpec) -> str:
     """The revision of a spec: of its roles' names and `leaderWorkerTemplate`s, in order."""
     return compute_revision([(role.name, role.leader_worker_template) for role in spec.roles])
-

@@ -167,7 +167,7 @@ def create_app(
     server_pid: int | None = None,
 ) -> flask.Flask:
     """The hook server: one POST route per entry of `hooks` (path → Hook; by default
-`default_hooks()`), /healthz, /metrics.
+    `default_hooks()`), /healthz, /metrics.
 
     Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
     set in the environment at this point, a registry of this app otherwise; `server_pid` (the

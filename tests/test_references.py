@@ -8,18 +8,28 @@ Checked:
   module, or to an attribute of one;
 - paths with a file extension (`hooks/core/rollout.py`, `docs/safety.md`, `core/sync.py` inside
   the package) name a file of the repository;
-- Markdown links name a file that exists and, with `#anchor`, a heading of it.
+- Markdown links name a file that exists and, with `#anchor`, a heading of it;
+- code spans of the form `module.name` (`records.SyncRequest`, `rollout.plan_slice()`), where a
+  module of `hooks` has that last name, name something that module (or a class of it) has;
+- in docs/architecture.md, the map of the code, bare code spans are code too: one that only
+  code has (`_collect`, `plan_slice()`: an underscore or parentheses) resolves in the modules
+  its paragraph mentions or anywhere in `hooks`, and every other bare lowercase word of a
+  paragraph that mentions a module resolves in those modules (or is a module, or a command of a
+  command line).
 
 References outside the repository (`../shared`, URLs) and placeholders (`<set>`, `{name}`) are
-not checked.
+not checked, nor `status.…`, `spec.…`, `metadata.…` and `data.…`, which are field paths.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
+import inspect
 import io
 import itertools
+import pkgutil
 import re
 import tokenize
 from collections.abc import Iterator
@@ -55,6 +65,14 @@ PATH: Final = re.compile(
     r"(?<![\w/.<{-])((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_]+)*\.(?:py|md|yaml|json|toml))"
 )
 LINK: Final = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+SPAN: Final = re.compile(r"`([^`\n]+)`")
+QUALIFIED: Final = re.compile(r"(_?[a-z][a-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)(?:\(\))?")
+BARE: Final = re.compile(r"(_?[a-z][a-z0-9_]*)(\(\))?")
+# First segments of the JSON field paths the docs name (`status.creating`, `spec.replicas`).
+FIELD_ROOTS: Final = frozenset({"status", "spec", "metadata", "data"})
+# A paragraph, a list item or a table row of Markdown; a docstring or comment as a whole.
+BLOCK: Final = re.compile(r"\n\s*\n|\n(?=\|)|\n(?=\s*- )|\n(?=\d+\. )")
+CODE_MAP: Final = REPO_ROOT / "docs" / "architecture.md"
 # Where a path that does not start at the repository root may start.
 PATH_ROOTS: Final = (REPO_ROOT, REPO_ROOT / "hooks")
 
@@ -117,9 +135,104 @@ def _file_exists(reference: str, source: Path) -> bool:
     return any((root / reference).exists() for root in roots)
 
 
+def _package_modules() -> dict[str, object]:
+    """Every module of `hooks` (but `__main__`, which runs the command line), by dotted name."""
+    found: dict[str, object] = {"hooks": importlib.import_module("hooks")}
+    for info in pkgutil.walk_packages([str(REPO_ROOT / "hooks")], "hooks."):
+        if not info.name.endswith("__main__"):
+            found[info.name] = importlib.import_module(info.name)
+    return found
+
+
+MODULES: Final = _package_modules()
+BY_LAST_NAME: Final = {
+    last: [module for name, module in MODULES.items() if name.rsplit(".", 1)[-1] == last]
+    for last in {name.rsplit(".", 1)[-1] for name in MODULES}
+}
+
+
+def _has(module: object, name: str) -> bool:
+    """Whether a module, or a class it defines, has `name` (a lazily loaded one included)."""
+    return hasattr(module, name) or name in _names_in(module)
+
+
+def _names_in(module: object) -> set[str]:
+    """The names of a module and of the classes it defines."""
+    names = set(dir(module))
+    for value in vars(module).values():
+        if inspect.isclass(value) and value.__module__ == getattr(module, "__name__", ""):
+            names |= set(dir(value))
+    return names
+
+
+def _commands() -> frozenset[str]:
+    """The subcommands of both command lines, which the code map names as words."""
+    from hooks.cli import main
+    from hooks.kubectl import plugin
+
+    words: set[str] = set()
+    for parser in (main.build_parser(), plugin.build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    words.add(name)
+                    for inner in sub._actions:
+                        if isinstance(inner, argparse._SubParsersAction):
+                            words |= set(inner.choices)
+    return frozenset(words)
+
+
+def _modules_of(block: str) -> list[object]:
+    """The modules of `hooks` a block of prose mentions, by path, dotted name or `module.name`."""
+    found = []
+    for reference in PATH.findall(block):
+        dotted = reference.removeprefix("hooks/").removesuffix(".py").replace("/", ".")
+        found.extend(module for name, module in MODULES.items() if name == f"hooks.{dotted}")
+    for dotted in DOTTED.findall(block):
+        found.extend(module for name, module in MODULES.items() if dotted.startswith(name))
+    for span in SPAN.findall(block):
+        qualified = QUALIFIED.fullmatch(span)
+        if qualified and qualified.group(1) not in FIELD_ROOTS:
+            found.extend(BY_LAST_NAME.get(qualified.group(1), []))
+    return found
+
+
+def _broken_code_names(block: str, *, code_map: bool) -> Iterator[str]:
+    """The code spans of a block that name code no module of `hooks` has (see the module);
+    bare names only in the code map (elsewhere they are parameters, metrics, fields, ...)."""
+    context = _modules_of(block)
+    for span in SPAN.findall(block):
+        qualified = QUALIFIED.fullmatch(span)
+        if qualified is not None:
+            owner, name = qualified.groups()
+            modules = BY_LAST_NAME.get(owner, [])
+            checked = owner not in FIELD_ROOTS | {"hooks"} and name not in _SUFFIXES
+            if checked and modules and not any(_has(module, name) for module in modules):
+                yield f"name {span}"
+            continue
+        bare = BARE.fullmatch(span)
+        if bare is None or not code_map:
+            continue
+        name, called = bare.groups()
+        in_context = any(_has(module, name) for module in context)
+        if in_context:
+            continue
+        if "_" in name or called is not None:
+            if not any(_has(module, name) for module in MODULES.values()):
+                yield f"name {span}"
+        elif context and name not in _commands() and name not in BY_LAST_NAME:
+            yield f"name {span} (in {', '.join(sorted(m.__name__ for m in context))})"
+
+
+# File extensions, which make `core.py`-like spans file names rather than code names.
+_SUFFIXES: Final = frozenset({"py", "md", "yaml", "json", "toml"})
+
+
 def _broken_references(path: Path) -> list[str]:
     broken = []
     for text in _prose(path):
+        for block in BLOCK.split(text):
+            broken.extend(_broken_code_names(block, code_map=path == CODE_MAP))
         for dotted in DOTTED.findall(text):
             if not _resolves(dotted.rstrip(".")):
                 broken.append(f"module {dotted}")
@@ -176,12 +289,23 @@ def test_the_reference_check_finds_what_it_is_for(tmp_path: Path) -> None:
     stale = tmp_path / "stale.md"
     stale.write_text(
         "See `hooks.envelope`, `hooks.api.naming.lws_name`, hooks/rules.py and docs/api.md,"
-        " [safety](../docs/safety.md#what-may-go) and [gone](#nowhere).\n\n## Here\n"
+        " [safety](../docs/safety.md#what-may-go) and [gone](#nowhere); `records.Parent` and"
+        " `records.Gone`, `status.creating` (a field).\n\n## Here\n"
     )
     assert _broken_references(stale) == [
+        "name records.Gone",
         "module hooks.envelope",
         "file hooks/rules.py",
         "file docs/api.md",
     ]
+    code_map = (
+        "`core/desired.py` collects the answer; `checked_children` refuses, `check` too,"
+        " `_gather()` gathers, `render` is a command."
+    )
+    assert list(_broken_code_names(code_map, code_map=True)) == [
+        "name check (in hooks.core.desired)",
+        "name _gather()",
+    ]
+    assert list(_broken_code_names(code_map, code_map=False)) == []
     assert github_anchor("What may go") == "what-may-go"
     assert github_anchor("`kubectl ds`: a plugin") == "kubectl-ds-a-plugin"

@@ -92,7 +92,27 @@ def _add_plan(commands: _Subcommands) -> None:
         "  %(prog)s --from old.yaml --to new.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    vectors = parser.add_argument_group("replica vectors")
+    _add_plan_vectors(parser.add_argument_group("replica vectors"))
+    _add_plan_manifests(parser.add_argument_group("manifests"))
+    parser.add_argument(
+        "--max-passes",
+        type=console.positive_int,
+        metavar="N",
+        help="stop after N passes (default: the sum of all old and target replicas + 1, "
+        "a bound every rollout meets)",
+    )
+    parser.add_argument(
+        "--hold-at",
+        type=_hold_share,
+        metavar="P%",
+        help=f"mark the pass where a rollout held at P%% stands still (as annotation "
+        f"{keys.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
+        "annotation when this is not given)",
+    )
+    parser.set_defaults(run=_run_plan, report_as=parser.prog)
+
+
+def _add_plan_vectors(vectors: argparse._ArgumentGroup) -> None:
     vectors.add_argument(
         "--old",
         type=_replica_vector,
@@ -122,7 +142,9 @@ def _add_plan(commands: _Subcommands) -> None:
         "has 0 for the other, one with neither gets maxSurge 1, maxUnavailable 0; values the "
         "API refuses (over 100%%, both 0) are refused",
     )
-    files = parser.add_argument_group("manifests")
+
+
+def _add_plan_manifests(files: argparse._ArgumentGroup) -> None:
     files.add_argument(
         "--from",
         dest="from_file",
@@ -137,22 +159,6 @@ def _add_plan(commands: _Subcommands) -> None:
         metavar="NEW.yaml",
         help="the DisaggregatedSet after the change (targets and rollingUpdateConfiguration)",
     )
-    parser.add_argument(
-        "--max-passes",
-        type=console.positive_int,
-        metavar="N",
-        help="stop after N passes (default: the sum of all old and target replicas + 1, "
-        "a bound every rollout meets)",
-    )
-    parser.add_argument(
-        "--hold-at",
-        type=_hold_share,
-        metavar="P%",
-        help=f"mark the pass where a rollout held at P%% stands still (as annotation "
-        f"{keys.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
-        "annotation when this is not given)",
-    )
-    parser.set_defaults(run=_run_plan, report_as=parser.prog)
 
 
 def _hold_share(text: str) -> int:

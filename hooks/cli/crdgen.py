@@ -247,6 +247,13 @@ def _convert(
             raise CrdGenError(f"unions other than `X | None` have no structural schema: {node}")
         base = _convert(branches[0], definitions, embedded)
         return {**base, **_convert(node, definitions, embedded)}
+    return _convert_keywords(node, definitions, embedded)
+
+
+def _convert_keywords(
+    node: JsonObject, definitions: dict[str, JsonObject], embedded: dict[str, JsonObject]
+) -> JsonObject:
+    """A node without references or unions: its properties, items and allowed keywords."""
     result: JsonObject = {}
     required = set(node.pop("required", []))
     for key, value in node.items():

@@ -148,42 +148,43 @@ def _go_rem(value: int, divisor: int) -> int:
 
 def _split(text: str) -> tuple[bool, str, str, str, str]:
     """Sign, numeric text, integer digits, fraction digits, suffix (upstream's splitting)."""
-    positive = True
-    pos = 0
-    end = len(text)
-    if pos < end and text[0] in "+-":
-        positive = text[0] == "+"
-        pos = 1
-    while pos < end and text[pos] == "0":
+    positive = not text.startswith("-")
+    pos = 1 if text[:1] in ("+", "-") else 0
+    while pos < len(text) and text[pos] == "0":
         pos += 1
-    if pos >= end:
+    if pos >= len(text):
         return positive, "0", "0", "", ""
-    start = pos
-    while pos < end and text[pos] in _DIGITS:
-        pos += 1
-    if pos >= end:
+    start, pos = pos, _digits_end(text, pos)
+    if pos >= len(text):
         return positive, text, text[start:], "", ""
     integer = text[start:pos] or "0"
     fraction = ""
     if text[pos] == ".":
-        pos += 1
-        start = pos
-        while pos < end and text[pos] in _DIGITS:
-            pos += 1
-        if pos >= end:
+        start, pos = pos + 1, _digits_end(text, pos + 1)
+        if pos >= len(text):
             return positive, text, integer, text[start:], ""
         fraction = text[start:pos]
-    numeric = text[:pos]
-    suffix_start = pos
-    while pos < end and text[pos] in _SUFFIX_LETTERS:
+    return positive, text[:pos], integer, fraction, _suffix(text, pos)
+
+
+def _digits_end(text: str, pos: int) -> int:
+    """Where the run of decimal digits starting at `pos` ends."""
+    while pos < len(text) and text[pos] in _DIGITS:
         pos += 1
-    if pos < end and text[pos] in "+-":
+    return pos
+
+
+def _suffix(text: str, start: int) -> str:
+    """The suffix starting at `start`: letters, then an optional sign and digits (an exponent);
+    anything after it is a format error."""
+    pos = start
+    while pos < len(text) and text[pos] in _SUFFIX_LETTERS:
         pos += 1
-    while pos < end and text[pos] in _DIGITS:
+    if pos < len(text) and text[pos] in "+-":
         pos += 1
-    if pos < end:
+    if _digits_end(text, pos) < len(text):
         raise QuantityError(FORMAT_ERROR)
-    return positive, numeric, integer, fraction, text[suffix_start:]
+    return text[start:]
 
 
 def _interpret(suffix: str) -> tuple[int, int, Format]:
@@ -273,20 +274,24 @@ def _parse_big(numeric: str, base: int, exponent: int, fmt: Format) -> Quantity:
         return Quantity("0", False, 0, fmt, small=False)
     if not _INT32_MIN <= scale <= _INT32_MAX or not _INT32_MIN <= 9 - scale <= _INT32_MAX:
         raise QuantityError(EXPONENT_RANGE_ERROR)
-    if scale > -_NANO:  # round up (away from zero) to a whole nano unit
-        drop = scale + _NANO
-        if len(digits) <= drop:
-            digits = "1"
-        else:
-            kept, dropped = digits[:-drop], digits[-drop:]
-            digits = _increment(kept) if dropped.strip("0") else kept
-        scale = -_NANO
+    digits, scale = _rounded_to_nano(digits, scale)
     if fmt is Format.BINARY_SI:
         if _compare(digits, scale, limits.INT64_MAX) > 0:
             digits, scale = str(limits.INT64_MAX), 0
         if _compare(digits, scale, 1) < 0:
             fmt = Format.DECIMAL_SI
     return Quantity(digits, sign_text == "-", -scale, fmt, small=False)
+
+
+def _rounded_to_nano(digits: str, scale: int) -> tuple[str, int]:
+    """`digits` at `scale` rounded up (away from zero) to a whole nano unit, as upstream rounds."""
+    if scale <= -_NANO:
+        return digits, scale
+    drop = scale + _NANO
+    if len(digits) <= drop:
+        return "1", -_NANO
+    kept, dropped = digits[:-drop], digits[-drop:]
+    return (_increment(kept) if dropped.strip("0") else kept), -_NANO
 
 
 def _times(digits: str, factor: int) -> str:

@@ -235,30 +235,10 @@ def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
     roles: list[JsonObject] = []
     changes: list[str] = []
     for recorded in record.roles:
-        name = str(recorded["name"])
-        if name not in current:
-            roles.append(
-                {key: copy.deepcopy(recorded[key]) for key in _RECORDED_KEYS if key in recorded}
-            )
-            changes.append(f"role {name}: added back as revision {record.number} records it")
-            continue
-        if TEMPLATE not in recorded["spec"]:
-            raise RolloutError(f"revision {record.number} records no {TEMPLATE} for role {name}")
-        role = copy.deepcopy(current[name])
-        spec = _object(role.get("spec"))
-        template = copy.deepcopy(recorded["spec"][TEMPLATE])
-        kept = "restored (replicas, scaling and the other settings kept)"
-        changes.append(
-            f"role {name}: {TEMPLATE} {'unchanged' if spec.get(TEMPLATE) == template else kept}"
-        )
-        role["spec"] = {**spec, TEMPLATE: template}
+        role, change = _restored_role(recorded, current.get(str(recorded["name"])), record)
         roles.append(role)
-    for name in current:
-        if name not in {str(role["name"]) for role in record.roles}:
-            changes.append(f"role {name}: removed (not in revision {record.number})")
-    order = [str(role["name"]) for role in roles]
-    if [name for name in order if name in current] != [name for name in current if name in order]:
-        changes.append(f"role order: {', '.join(order)}")
+        changes.append(change)
+    changes.extend(_list_changes(list(current), [str(role["name"]) for role in roles], record))
     restored = _revision_of(roles, what=f"revision {record.number} as restored")
     if restored != record.revision:
         raise RolloutError(
@@ -266,6 +246,42 @@ def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
             f" {record.revision}; nothing was changed"
         )
     return Restored(roles=roles, changes=changes)
+
+
+def _restored_role(
+    recorded: JsonObject, current: JsonObject | None, record: Record
+) -> tuple[JsonObject, str]:
+    """One role of the record as the spec gets it back, and what changed: the spec's role with
+    the recorded template, or the recorded role when the spec no longer has it."""
+    name = str(recorded["name"])
+    if current is None:
+        added: JsonObject = {
+            key: copy.deepcopy(recorded[key]) for key in _RECORDED_KEYS if key in recorded
+        }
+        return added, f"role {name}: added back as revision {record.number} records it"
+    if TEMPLATE not in recorded["spec"]:
+        raise RolloutError(f"revision {record.number} records no {TEMPLATE} for role {name}")
+    role = copy.deepcopy(current)
+    spec = _object(role.get("spec"))
+    template = copy.deepcopy(recorded["spec"][TEMPLATE])
+    kept = "restored (replicas, scaling and the other settings kept)"
+    role["spec"] = {**spec, TEMPLATE: template}
+    return (
+        role,
+        f"role {name}: {TEMPLATE} {'unchanged' if spec.get(TEMPLATE) == template else kept}",
+    )
+
+
+def _list_changes(before: Sequence[str], after: Sequence[str], record: Record) -> list[str]:
+    """The roles the undo removes, and the new order when the roles kept move."""
+    changes = [
+        f"role {name}: removed (not in revision {record.number})"
+        for name in before
+        if name not in after
+    ]
+    if [name for name in after if name in before] != [name for name in before if name in after]:
+        changes.append(f"role order: {', '.join(after)}")
+    return changes
 
 
 def change_cause_change(parent: records.Parent, record: Record) -> list[str]:
@@ -351,18 +367,24 @@ def _stands(
     control = controls.control_of(parent.annotations)
     phase = {"Held": Outcome.HELD, "Partitioned": Outcome.PARTITIONED}
     standing = [i for i, name in parent.slice_phases.items() if phase.get(name) is outcome]
-    static = [role for role in parent.spec.roles if not role.is_external]
+    if outcome is Outcome.PARTITIONED:
+        keeps = control.partition is not None and all(i >= control.partition for i in standing)
+    else:
+        keeps = all(_holds(parent.spec, new, index, control.hold_at_percent) for index in standing)
+    return keeps and bool(standing) and all(i.status.ready_replicas == i.replicas for i in new)
+
+
+def _holds(
+    spec: api.DisaggregatedSetSpec,
+    new: Sequence[records.ObservedObject],
+    index: int,
+    hold: int | None,
+) -> bool:
+    """Whether slice `index` has the hold's share of every Static role on the new revision."""
+    static = [role for role in spec.roles if not role.is_external]
+    have = [_sum(new, index, role.name) for role in static]
     wanted = [role.replicas_or_default for role in static]
-    for index in standing:
-        if outcome is Outcome.PARTITIONED:
-            if control.partition is None or index < control.partition:
-                return False
-            continue
-        have = [_sum(new, index, role.name) for role in static]
-        hold = control.hold_at_percent
-        if hold is None or not slice_rollout.has_reached(have, wanted, percent=hold):
-            return False
-    return bool(standing) and all(item.status.ready_replicas == item.replicas for item in new)
+    return hold is not None and slice_rollout.has_reached(have, wanted, percent=hold)
 
 
 def _sum(lws: Sequence[records.ObservedObject], index: int, role: str) -> int:

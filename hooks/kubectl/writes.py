@@ -165,19 +165,27 @@ def _project(value: Any, fields: Mapping[str, Any]) -> Any:
             if key.startswith("f:") and key[2:] in value
         }
     if isinstance(value, list):
-        keyed = [
-            (json.loads(key[2:]), _object(sub)) for key, sub in fields.items() if key[:2] == "k:"
-        ]
-        members = [json.loads(key[2:]) for key in fields if key.startswith("v:")]
-        result = []
-        for item in value:
-            if item in members:
-                result.append(copy.deepcopy(item))
-            for key, sub in keyed:
-                if isinstance(item, dict) and all(item.get(k) == v for k, v in key.items()):
-                    result.append({**_object(_project(item, sub)), **key})
-        return result
+        return _project_list(value, fields)
     return copy.deepcopy(value)
+
+
+def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
+    """The items of a list that `fields` names, by key (`k:`) or as a set member (`v:`), in
+    their live order."""
+    keyed = [
+        (key, _object(sub))
+        for text, sub in fields.items()
+        if text.startswith("k:") and (key := _item_key(text)) is not None
+    ]
+    members = [_member(text) for text in fields if text.startswith("v:")]
+    result = []
+    for item in items:
+        if item in members:
+            result.append(copy.deepcopy(item))
+        for key, sub in keyed:
+            if isinstance(item, dict) and all(item.get(k) == v for k, v in key.items()):
+                result.append({**_object(_project(item, sub)), **key})
+    return result
 
 
 def _item_key(text: str) -> JsonObject | None:

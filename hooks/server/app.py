@@ -195,6 +195,15 @@ def create_app(
             methods=["POST"],
         )
 
+    _add_plain_routes(app, metrics=metrics, metrics_port=metrics_port)
+    return app
+
+
+def _add_plain_routes(
+    app: flask.Flask, *, metrics: observability.Metrics, metrics_port: int | None
+) -> None:
+    """/healthz, /metrics, JSON answers for unknown paths and methods, and (with
+    `metrics_port`) nothing but those two on the metrics port."""
     if metrics_port is not None:
 
         @app.before_request
@@ -218,8 +227,6 @@ def create_app(
     def http_error(error: HTTPException) -> flask.Response:
         # Unknown paths and wrong methods answer JSON too.
         return _json_response({"error": error.description or error.name}, status=error.code or 500)
-
-    return app
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,20 +43,17 @@ standard library before that import too.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import socket
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import gunicorn.app.base  # type: ignore[import-untyped]
 import gunicorn.config  # type: ignore[import-untyped]
-import gunicorn.glogging  # type: ignore[import-untyped]
 import gunicorn.http.body  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
@@ -223,135 +220,11 @@ def _header_bytes(request: Any) -> int:
 
 
 def _worker_class() -> type:
-    """The gevent worker with the limits of the module docstring, JSON error answers, and idle
-    keep-alive connections closed quietly at shutdown (imported late: gevent)."""
-    import gevent  # type: ignore[import-untyped]
-    from gunicorn.workers.base_async import AsyncWorker  # type: ignore[import-untyped]
-    from gunicorn.workers.ggevent import GeventWorker  # type: ignore[import-untyped]
+    """The gevent worker with the limits of the module docstring (`hooks.server.worker`,
+    imported late: gevent, and the metrics behind it)."""
+    from hooks.server import worker
 
-    class HookWorker(GeventWorker):  # type: ignore[misc]
-        connections: dict[Any, _Connection]
-        dropping: int
-        wsgi: Any
-
-        def run(self) -> None:
-            self.connections = {}
-            self.dropping = 0  # connections told to end that have not ended yet
-            gevent.spawn(self._close_idle_at_exit)
-            super().run()
-
-        def load_wsgi(self) -> None:
-            super().load_wsgi()
-            app = self.wsgi
-
-            def closing_unread(environ: dict[str, Any], start_response: Any) -> Any:
-                # An answer given before the body was read to its end (408, 413, 503, 400)
-                # closes the connection: where the next request would start is unknown.
-                def start(status: str, headers: Any, exc_info: Any = None) -> Any:
-                    if _body_left(environ.get("wsgi.input")):
-                        start_response.__self__.force_close()
-                    return start_response(status, headers, exc_info)
-
-                return app(environ, start)
-
-            self.wsgi = closing_unread
-
-        def _close_idle_at_exit(self) -> None:
-            while self.alive:
-                gevent.sleep(0.2)
-            while True:  # until the worker exits: connections that finish a request go idle
-                for greenlet, connection in list(self.connections.items()):
-                    if connection.request is None:
-                        self._drop(greenlet, "shutdown")
-                gevent.sleep(0.2)
-
-        def _drop(self, greenlet: Any, reason: str) -> None:
-            """End a connection's greenlet, once."""
-            connection = self.connections.get(greenlet)
-            if connection is not None and not connection.dropped:
-                connection.dropped = True
-                self.dropping += 1
-                greenlet.kill(_Dropped(reason), block=False)
-
-        @contextlib.contextmanager
-        def timeout_ctx(self) -> Iterator[None]:
-            # gunicorn waits for the next request of a connection (its headers) in here.
-            connection = self.connections[gevent.getcurrent()]
-            connection.since = time.monotonic()
-            seconds = FIRST_REQUEST_SECONDS if connection.served == 0 else self.cfg.keepalive
-            if not self.alive:  # shutting down: serve no further request
-                seconds = 0
-            connection.client.settimeout(None)
-            try:
-                with gevent.Timeout(seconds, False):
-                    yield
-            finally:
-                connection.client.settimeout(settings.READ_TIMEOUT_SECONDS)
-
-        def handle(self, listener: Any, client: Any, addr: Any) -> None:
-            current = gevent.getcurrent()
-            self.connections[current] = _Connection(client, time.monotonic())
-            self._make_room()
-            try:
-                # Not GeventWorker.handle: it makes the socket block without a timeout.
-                client.settimeout(settings.READ_TIMEOUT_SECONDS)
-                AsyncWorker.handle(self, listener, client, addr)
-            finally:
-                if self.connections.pop(current).dropped:
-                    self.dropping -= 1
-
-        def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
-            connection = self.connections[gevent.getcurrent()]
-            connection.request, connection.since = req, time.monotonic()
-            connection.served += 1
-            # Receive a body no faster than the app takes it (`bodies.READ_PIECE`): gunicorn
-            # would read up to 1 MiB ahead, uncounted, for each connection.
-            req.unreader.max_body_chunk = READ_AHEAD_BYTES
-            if _header_bytes(req) > settings.MAX_HEADER_BYTES:
-                raise gunicorn.http.errors.LimitRequestHeaders(
-                    f"request headers larger than {settings.MAX_HEADER_BYTES} bytes in total"
-                )
-            try:
-                return super().handle_request(listener_name, req, sock, addr)
-            except TimeoutError:
-                self.log.warning("client too slow to take its answer; connection closed")
-                raise StopIteration() from None
-            finally:
-                connection.request = None
-
-        def _make_room(self) -> None:
-            """Shed `SPARE_CONNECTIONS` connections when fewer are free (module docstring)."""
-            staying = len(self.connections) - self.dropping
-            if staying < self.worker_connections - SPARE_CONNECTIONS:
-                return
-            shed = _shed_candidates(self.connections, now=time.monotonic())[:SPARE_CONNECTIONS]
-            for greenlet in shed:
-                self._drop(greenlet, "shed")
-            self.log.warning(
-                "%d connections open: shed %d (idle or sending slowly)", staying, len(shed)
-            )
-
-        def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
-            if isinstance(exc, _Dropped | gevent.GreenletExit):
-                if req is None:  # waiting for a request: nothing to answer
-                    self.log.debug("closed an idle connection (%s)", exc)
-                    return
-                self.log.debug("closed a connection during its request (%s)", exc)
-                status, reason = 503, "Service Unavailable"
-                message = "the server is closing connections; retry"
-            else:
-                status, reason = error_status(exc)
-                message = f"{reason}: {exc}"
-                if status >= 500:
-                    self.log.exception("error handling a request")
-                else:
-                    self.log.warning("invalid request: %s", exc)
-            try:
-                client.sendall(error_response(status, reason, message))
-            except OSError:
-                self.log.debug("could not send the error answer")
-
-    return HookWorker
+    return worker.HookWorker
 
 
 def serve(
@@ -374,51 +247,18 @@ def serve(
     addresses = [bind] if metrics_bind is None else [bind, metrics_bind]
     for address in addresses:
         check_can_listen(address)
-    from gevent import monkey
+    from gevent import monkey  # type: ignore[import-untyped]
 
     monkey.patch_all()
-    metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
-    os.environ[settings.MULTIPROC_ENV] = metrics_dir
     arbiter_pid = os.getpid()
-
-    def remove_metrics_dir() -> None:
-        # Workers are forks that also run exit handlers: only the arbiter owns the directory.
-        if os.getpid() == arbiter_pid:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
-
-    atexit.register(remove_metrics_dir)
+    _use_multiprocess_metrics(arbiter_pid)
     # prometheus_client chooses between in-process and multiprocess metric storage when it is
-    # first imported, so the app (its only importer) may be imported only after the line above.
-    from hooks.server import app, observability
+    # first imported, so the app and the worker (its importers) are imported only now.
+    from hooks.server import app, observability, worker
 
-    def child_exit(server: object, worker: Any) -> None:
-        observability.mark_process_dead(worker.pid)
-
-    class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
-        """gunicorn's own log lines in the same JSON format as the hook lines."""
-
-        def setup(self, cfg: Any) -> None:
-            super().setup(cfg)
-            for handler in self.error_log.handlers:
-                handler.setFormatter(observability.JsonFormatter())
-
-    options: dict[str, object] = {
-        "bind": [str(address) for address in addresses],
-        "workers": workers,
-        "worker_class": _worker_class(),
-        "worker_connections": WORKER_CONNECTIONS,
-        "keepalive": KEEPALIVE_SECONDS,
-        "timeout": timeout,
-        "limit_request_fields": settings.MAX_HEADER_FIELDS,
-        "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
-        "loglevel": log_level,
-        "logger_class": JsonLogger,
-        "worker_tmp_dir": _worker_tmp_dir(),
-        # Import and build the app once in the arbiter: a broken install fails at start-up.
-        "preload_app": True,
-        "proc_name": "disaggregatedset-hooks",
-        "child_exit": child_exit,
-    }
+    options = _options(
+        addresses, workers=workers, timeout=timeout, log_level=log_level, worker=worker
+    )
 
     def load() -> Any:
         wsgi = app.create_app(
@@ -431,6 +271,43 @@ def serve(
         return wsgi
 
     _GunicornServer(_supported_options(options), load).run()
+
+
+def _use_multiprocess_metrics(arbiter_pid: int) -> None:
+    """A fresh directory for the workers' metrics, named in the environment and removed when
+    the arbiter exits."""
+    metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
+    os.environ[settings.MULTIPROC_ENV] = metrics_dir
+
+    def remove_metrics_dir() -> None:
+        # Workers are forks that also run exit handlers: only the arbiter owns the directory.
+        if os.getpid() == arbiter_pid:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    atexit.register(remove_metrics_dir)
+
+
+def _options(
+    addresses: Sequence[Address], *, workers: int, timeout: int, log_level: str, worker: Any
+) -> dict[str, object]:
+    """gunicorn's settings (`worker`: `hooks.server.worker`, imported by the caller)."""
+    return {
+        "bind": [str(address) for address in addresses],
+        "workers": workers,
+        "worker_class": worker.HookWorker,
+        "worker_connections": WORKER_CONNECTIONS,
+        "keepalive": KEEPALIVE_SECONDS,
+        "timeout": timeout,
+        "limit_request_fields": settings.MAX_HEADER_FIELDS,
+        "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
+        "loglevel": log_level,
+        "logger_class": worker.JsonLogger,
+        "worker_tmp_dir": _worker_tmp_dir(),
+        # Import and build the app once in the arbiter: a broken install fails at start-up.
+        "preload_app": True,
+        "proc_name": "disaggregatedset-hooks",
+        "child_exit": worker.child_exit,
+    }
 
 
 def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, object]:

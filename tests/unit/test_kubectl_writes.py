@@ -119,6 +119,15 @@ def test_the_owned_configuration_is_the_live_values_of_the_owned_fields_in_live_
     }
 
 
+def test_managed_fields_entries_that_are_not_json_are_left_out_of_the_configuration() -> None:
+    owner = entry("kubectl", "Apply", ("prefill", "decode"))
+    roles = owner["fieldsV1"]["f:spec"]["f:roles"]
+    roles["k:{not json"] = roles.pop('k:{"name":"decode"}')
+    roles["v:[broken"] = {}
+    configuration = writes.owned_configuration(live(owner), manager="kubectl")
+    assert [role["name"] for role in configuration["spec"]["roles"]] == ["prefill"]
+
+
 # --- the writes --------------------------------------------------------------------------------
 
 

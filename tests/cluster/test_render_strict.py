@@ -20,7 +20,7 @@ import yaml
 
 from hooks.cli import main as cli
 from hooks.cli import manifests
-from tests.cluster import kube
+from hooks.sandbox import kube
 from tests.shared import REPO_ROOT
 
 JsonObject = dict[str, Any]

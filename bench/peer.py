@@ -25,8 +25,9 @@ from typing import Any, Final
 
 import orjson
 
-from tests.cluster import kube, processes, sets
-from tests.cluster.controlplane import ControlPlane, make_certificates
+from hooks.sandbox import kube, processes
+from hooks.sandbox.controlplane import ControlPlane, make_certificates
+from tests.cluster import sets
 from tests.shared import REFERENCE_DIR
 
 JsonObject = dict[str, Any]

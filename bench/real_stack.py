@@ -82,9 +82,10 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import audit, peer  # noqa: E402 (needs the root on sys.path)
-from tests.cluster import assets, kube, processes, sets  # noqa: E402 (as above)
-from tests.cluster.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
-from tests.cluster.lws import FakeLwsController  # noqa: E402 (as above)
+from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
+from hooks.sandbox.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
+from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
+from tests.cluster import sets  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 

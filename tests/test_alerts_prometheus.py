@@ -31,8 +31,8 @@ import requests
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from hooks.sandbox import processes
 from tests import alerting
-from tests.cluster import processes
 from tests.shared import REPO_ROOT
 
 FIXTURES: Final = REPO_ROOT / "tests" / "fixtures" / "requests"

@@ -41,8 +41,8 @@ def _add_render(commands: _Subcommands) -> None:
         "API server and the hook would (schema, types, every validation rule) and print, as YAML, "
         "the children and status the sync hook returns on its first sync. Documents of other "
         "kinds are skipped with a note. A manifest that would be refused is reported on stderr "
-        "(one line per problem, with its field path) instead of rendered; one that renders "
-        "with a Degraded status (such as a malformed "
+        "(every problem at once, one line each, with its field path) instead of rendered; one "
+        "that renders with a Degraded status (such as a malformed "
         f"{keys.ANNOTATION_PROGRESS_DEADLINE} annotation) is rendered and reported. Either "
         "makes the exit status 1.",
     )

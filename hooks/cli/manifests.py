@@ -5,11 +5,14 @@ before the hooks see it the CRD's defaults are applied (`apply_defaults`) and th
 the API server adds is filled in. The revision hash depends on the defaulted template, so this is
 what makes the names printed here the names a cluster gets.
 
-`check` judges a manifest as the API server would on `kubectl apply` (apiVersion; then strict
-field validation, which refuses unknown fields before it looks at anything else; then
-metadata.name and the OpenAPI schema) and as the hook's re-check would (`validation`), and
-returns one `field: message` line per problem: `render` and `plan --from/--to` print the same
-lines for the same manifest.
+`check` judges a manifest as the API server would on `kubectl apply` and as the hook's re-check
+would (`validation`), and returns every problem at once, one `field: message` line each, with
+the field path as the API server writes it: `render` and `plan --from/--to` print the same lines
+for the same manifest. The server refuses unknown fields before it looks at anything else
+(strict field validation); `check` reports them, drops them as the server's pruning would, and
+goes on as the server goes on when asked to only warn of them: metadata.name, the OpenAPI schema,
+then the rules, which the server checks even over schema errors unless one of them is a wrong
+type or a value outside an enum.
 """
 
 from __future__ import annotations
@@ -114,28 +117,41 @@ class Checked:
     """The parsed parent, when accepted."""
 
 
+RULES_NOT_CHECKED: Final = (
+    "(the object): the validation rules were not checked because of the errors above (a wrong"
+    " type, a value not allowed or a required field missing); correct them to check the rules"
+)
+
+
 def check(document: JsonObject) -> Checked:
-    """Judge a DisaggregatedSet manifest in the API server's order: apiVersion (another one is
-    not served), unknown fields (strict field validation refuses those before anything else),
-    then metadata.name with the OpenAPI schema, or, when the schema holds, with the hook's
-    re-check of every rule (`validation`)."""
+    """Judge a DisaggregatedSet manifest in the API server's order and report every problem:
+    apiVersion (another one is not served: nothing else is judged), unknown fields, then, with
+    those dropped, metadata.name, the OpenAPI schema and the rules (`validation`)."""
     if document.get("apiVersion") != api.API_VERSION:
         return Checked((_api_version_problem(document),))
-    unknown = unknown_fields(document)
-    if unknown:
-        return Checked(tuple(f'unknown field "{path}"' for path in unknown))
-    metadata = document.get("metadata")
+    problems = [f'unknown field "{path}"' for path in unknown_fields(document)]
+    known = without_unknown_fields(document)
+    metadata = known.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    problems = [f"metadata.name: {message}" for message in name_errors(name)]
-    schema = schema_errors(document)
-    if schema:
-        return Checked((*problems, *schema))
-    result = stored(document)
+    problems += [f"metadata.name: {message}" for message in name_errors(name)]
+    schema = _schema_problems(known)
+    problems += [problem.line for problem in schema]
+    result = stored(known)
     try:
         parent = envelope.parse_parent(result)
     except envelope.RequestError as error:
         return Checked((*problems, str(error)))
-    problems += _rule_problems(parent)
+    if parent.spec is not None or not schema:
+        # With a schema error and no spec, the parser only says again what the schema said.
+        problems += [_line(v.field, v.message) for v in parent.spec_violations]
+    blocked = any(problem.blocks_rules for problem in schema)
+    spec = None if blocked else parent.spec
+    if spec is None and schema and not blocked:
+        spec = envelope.parse_spec_ignoring_bounds(result.get("spec"))
+    if spec is None and schema:
+        problems.append(RULES_NOT_CHECKED)
+    if spec is not None:
+        problems += _rule_problems(parent.name, spec)
     if problems:
         return Checked(tuple(problems))
     return Checked((), stored=result, parent=parent)
@@ -151,14 +167,41 @@ def schema_errors(document: JsonObject) -> list[str]:
     its defaults), as `path: message` lines. The CEL rules are `validation`'s."""
     if document.get("apiVersion") != api.API_VERSION:
         return [_api_version_problem(document)]
+    return [problem.line for problem in _schema_problems(document)]
+
+
+@dataclass(frozen=True, slots=True)
+class _SchemaProblem:
+    line: str
+    blocks_rules: bool
+    """Whether the API server then leaves the CEL rules unchecked: a wrong type, a value
+    outside an enum (an int-or-string that is neither is a wrong type too)."""
+
+
+_BLOCKING_VALIDATORS: Final = frozenset({"type", "enum", "anyOf"})
+
+
+def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
     defaulted = apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
     return [
-        f"{envelope.field_path(error.absolute_path) or '(the object)'}: {_message(error)}"
+        _SchemaProblem(
+            line=_line(envelope.field_path(error.absolute_path) or "(the object)", _message(error)),
+            blocks_rules=error.validator in _BLOCKING_VALIDATORS,
+        )
         for error in errors
     ]
+
+
+def _line(field: str, message: str) -> str:
+    """`field: message`, without the message's own mention of its field: a rule's message
+    starts with its field written without list indexes (`spec.roles[].name must be unique`),
+    so that it reads on its own in a Degraded condition; beside the field it would say it
+    twice."""
+    generic = re.sub(r"\[[0-9]+\]", "[]", field)
+    return f"{field}: {message.removeprefix(generic + ' ')}"
 
 
 def _api_version_problem(document: JsonObject) -> str:
@@ -190,34 +233,29 @@ def name_errors(name: object) -> list[str]:
     return errors
 
 
-def _rule_problems(parent: records.Parent) -> list[str]:
+def _rule_problems(name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
     """The hook's re-check as `field: message` lines, with a name budget that the set name alone
     breaks reported under metadata.name (`_name_too_long`) instead of under each role."""
     lines = []
-    too_long = _name_too_long(parent)
-    for violation in validation.violations(parent):
+    too_long = _name_too_long(name, spec)
+    for violation in validation.check(name=name, spec=spec):
         if too_long is not None and violation.rule == rules.GENERATED_NAMES_FIT.id:
             line, fields = too_long
             if violation.field in fields:
                 if line not in lines:
                     lines.append(line)
                 continue
-        lines.append(f"{violation.field}: {violation.message}")
+        lines.append(_line(violation.field, violation.message))
     return lines
 
 
-def _name_too_long(parent: records.Parent) -> tuple[str, frozenset[str]] | None:
+def _name_too_long(name: str, spec: api.DisaggregatedSetSpec) -> tuple[str, frozenset[str]] | None:
     """A metadata.name line for the roles whose name budget the set name breaks on its own (it
     leaves no room for a role name of one character), and the role name fields it stands for;
     None when there are none. The line says how long the name is, how long it may be with these
     roles, and the rule's message for the role that overshoots most."""
-    if parent.spec is None:
-        return None
-    spec = parent.spec
     budgets = [
-        naming.budget(
-            set_name=parent.name, role=role.name, slices=spec.slices, replicas=role.replicas
-        )
+        naming.budget(set_name=name, role=role.name, slices=spec.slices, replicas=role.replicas)
         for role in spec.roles
     ]
     # Room for the set name beside each role's name (none where the role name alone is too long).
@@ -228,7 +266,7 @@ def _name_too_long(parent: records.Parent) -> tuple[str, frozenset[str]] | None:
     alone = [
         index
         for index, budget in enumerate(budgets)
-        if len(parent.name) >= budget.combined_limit and rooms[index] > 0
+        if len(name) >= budget.combined_limit and rooms[index] > 0
     ]
     if not alone:
         return None
@@ -237,7 +275,7 @@ def _name_too_long(parent: records.Parent) -> tuple[str, frozenset[str]] | None:
         length=worst.length, combined_limit=worst.combined_limit
     )
     line = (
-        f"metadata.name: is too long: {counted(len(parent.name), 'character')}, at most "
+        f"metadata.name: is too long: {counted(len(name), 'character')}, at most "
         f"{min(room for room in rooms if room > 0)} with these roles, slices and replicas: "
         f"{message}"
     )
@@ -315,13 +353,27 @@ _PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
 _EMBEDDED: Final = "x-kubernetes-embedded-resource"
 
 
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """An unknown field: its path, the object that holds it and its key there."""
+
+    path: str
+    holder: JsonObject
+    key: str
+
+
 @dataclass(slots=True)
 class _Unknown:
-    """Unknown field paths in the three groups the API server reports, in its order."""
+    """Unknown fields in the three groups the API server reports, in its order."""
 
-    metadata: list[str] = field(default_factory=list)
-    pruned: list[str] = field(default_factory=list)
-    embedded_metadata: list[str] = field(default_factory=list)
+    metadata: list[_Field] = field(default_factory=list)
+    pruned: list[_Field] = field(default_factory=list)
+    embedded_metadata: list[_Field] = field(default_factory=list)
+
+    def in_order(self) -> list[_Field]:
+        """The metadata's, then the others, each group sorted by path."""
+        groups = (self.metadata, self.pruned, self.embedded_metadata)
+        return [f for group in groups for f in sorted(group, key=lambda f: f.path)]
 
 
 def unknown_fields(document: JsonObject, *, schema: JsonObject | None = None) -> list[str]:
@@ -338,10 +390,23 @@ def unknown_fields(document: JsonObject, *, schema: JsonObject | None = None) ->
     `kubectl apply` drops null fields before it sends the object; the server and other clients
     do not). `schema` is the DisaggregatedSet CRD's unless given.
     """
+    return [unknown.path for unknown in _unknown(document, schema).in_order()]
+
+
+def without_unknown_fields(document: JsonObject) -> JsonObject:
+    """A copy of a DisaggregatedSet manifest without the fields `unknown_fields` names: what
+    the API server goes on with when it only warns of them (`kubectl apply --validate=warn`)."""
+    copied: JsonObject = json.loads(json.dumps(document))
+    for unknown in _unknown(copied).in_order():
+        unknown.holder.pop(unknown.key, None)
+    return copied
+
+
+def _unknown(document: JsonObject, schema: JsonObject | None = None) -> _Unknown:
     found = _Unknown()
     root = _ds_schema() if schema is None else schema
     _unknown_in_resource(document, root, "", found, metadata=found.metadata)
-    return sorted(found.metadata) + sorted(found.pruned) + sorted(found.embedded_metadata)
+    return found
 
 
 @functools.cache
@@ -356,7 +421,7 @@ def _join(path: str, key: str) -> str:
 
 
 def _unknown_in_resource(
-    value: JsonObject, schema: JsonObject, path: str, found: _Unknown, *, metadata: list[str]
+    value: JsonObject, schema: JsonObject, path: str, found: _Unknown, *, metadata: list[_Field]
 ) -> None:
     """A resource (the manifest, or an embedded one): its metadata as ObjectMeta, the rest by
     the schema."""
@@ -364,7 +429,7 @@ def _unknown_in_resource(
     _unknown_in_object(value, schema, path, found, skip=_RESOURCE_FIELDS)
 
 
-def _unknown_in_metadata(meta: object, path: str) -> Iterator[str]:
+def _unknown_in_metadata(meta: object, path: str) -> Iterator[_Field]:
     """Unknown fields of a resource's metadata, decoded as ObjectMeta."""
     if not isinstance(meta, dict):
         return
@@ -376,8 +441,8 @@ def _unknown_in_metadata(meta: object, path: str) -> Iterator[str]:
                 yield from _unknown_keys(item, known, f"{path}.{key}[{index}]")
 
 
-def _unknown_keys(value: JsonObject, known: frozenset[str], path: str) -> Iterator[str]:
-    return (_join(path, key) for key in value if key not in known)
+def _unknown_keys(value: JsonObject, known: frozenset[str], path: str) -> Iterator[_Field]:
+    return (_Field(_join(path, key), value, key) for key in value if key not in known)
 
 
 def _unknown_in(value: Any, schema: JsonObject | None, path: str, found: _Unknown) -> None:
@@ -421,7 +486,7 @@ def _unknown_in_object(
             child_schema = additional if isinstance(additional, dict) else None
             _unknown_in(child, child_schema, _join(path, key), found)
         elif not preserve:
-            found.pruned.append(_join(path, key))
+            found.pruned.append(_Field(_join(path, key), value, key))
 
 
 def _unknown_below_preserved(value: Any, schema: JsonObject, path: str, found: _Unknown) -> None:

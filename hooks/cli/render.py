@@ -2,7 +2,8 @@
 
 Each manifest is checked and defaulted as the API server would store it (`hooks.cli.manifests`),
 and its first sync is answered by the hook itself (`hooks.core.sync`); a manifest the API server
-or the hook would refuse is reported instead, one line per problem with its field path.
+or the hook would refuse is reported instead, every problem at once, one line each with its field
+path. The YAML written has no anchors or aliases.
 """
 
 from __future__ import annotations
@@ -45,11 +46,20 @@ def run(args: argparse.Namespace) -> int:
             if output is not None:
                 outputs.append(output)
     if outputs:
-        print(yaml.safe_dump_all(outputs, sort_keys=False, width=100), end="")
+        print(yaml.dump_all(outputs, Dumper=_Dumper, sort_keys=False, width=100), end="")
     if not found and not invalid:
         console.report(args.report_as, "error", f"no {api.DS_KIND} in {', '.join(args.files)}")
         invalid = True
     return 1 if invalid else 0
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML of plain data that writes every object out in full: an object that appears twice in
+    the output (the same template in two children) is written twice, never as an anchor and an
+    alias (`&id001`, `*id001`), which a reader would have to resolve by hand."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
 
 
 def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.JsonObject | None]:

@@ -119,6 +119,46 @@ def parse_parent(obj: JsonObject) -> records.Parent:
     )
 
 
+def parse_spec_ignoring_bounds(raw: object) -> api.DisaggregatedSetSpec | None:
+    """A DisaggregatedSet spec whose values have the API's types but may be out of its bounds
+    (the number of roles, a role name's pattern or length, a role's replicas, slices), kept as
+    written; None when a type is wrong or a required field is missing.
+
+    For `render`, which checks the rules even where the schema fails, as the API server runs its
+    CEL rules over an object whose only schema errors are bounds. Never for a sync: the hook acts
+    only on a spec that `parse_parent` parsed whole."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("roles"), list):
+        return None
+    slices = raw.get("slices", 1)
+    policy = raw.get("placementPolicy")
+    try:
+        parsed = [_role_ignoring_bounds(role) for role in raw["roles"]]
+        placement = None if policy is None else api.PlacementPolicy.model_validate(policy)
+    except pydantic.ValidationError:
+        return None
+    roles = [role for role in parsed if role is not None]
+    if type(slices) is not int or len(roles) != len(parsed):
+        return None
+    return api.DisaggregatedSetSpec.model_construct(
+        roles=roles, slices=slices, placement_policy=placement
+    )
+
+
+def _role_ignoring_bounds(raw: object) -> api.Role | None:
+    """One role parsed with stand-ins for its bounded values (name, replicas), which are then
+    put back as written; None without a name or a spec."""
+    if not isinstance(raw, dict):
+        return None
+    name, spec = raw.get("name"), raw.get("spec")
+    if not isinstance(name, str) or not isinstance(spec, dict):
+        return None
+    stand_in = dict(spec)
+    if type(spec.get("replicas")) is int:
+        stand_in["replicas"] = 0
+    parsed = api.Role.model_validate({**raw, "name": "r", "spec": stand_in})
+    return parsed.model_copy(update={"name": name, "spec": spec})
+
+
 def _parse_rollout(value: object) -> records.ObservedRollout | None:
     """`status.rollout` as this hook wrote it, or None (absent or not of that shape)."""
     if not isinstance(value, dict):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import assets, kube
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.lws import FakeLwsController
+from hooks.sandbox import assets, kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
 
 
 def _in_ci() -> bool:

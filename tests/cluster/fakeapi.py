@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from tests.cluster import kube
+from hooks.sandbox import kube
 
 JsonObject = dict[str, Any]
 

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from hooks import api
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
 
 JsonObject = dict[str, Any]

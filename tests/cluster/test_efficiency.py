@@ -16,8 +16,9 @@ import pytest
 
 from hooks import api
 from hooks.gocompat import revision
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from tests.cluster import sets
 
 JsonObject = dict[str, Any]
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from hooks import api
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.lws import FakeLwsController
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
+from tests.cluster import sets
 
 JsonObject = dict[str, Any]
 COLUMNS = ["NAME", "SLICES", "READY", "REVISION", "AVAILABLE", "ROLLOUT", "DEGRADED", "AGE"]

@@ -12,9 +12,10 @@ import json
 from typing import Any
 
 from hooks import api
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.lws import FakeLwsController
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
+from tests.cluster import sets
 
 JsonObject = dict[str, Any]
 REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")

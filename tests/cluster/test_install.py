@@ -13,8 +13,9 @@ import yaml
 from hooks import api
 from hooks.api import rules
 from hooks.cli import crdgen
-from tests.cluster import assets, controlplane, kube, sets
-from tests.cluster.controlplane import ControlPlane
+from hooks.sandbox import assets, controlplane, kube
+from hooks.sandbox.controlplane import ControlPlane
+from tests.cluster import sets
 from tests.shared import REPO_ROOT
 
 JsonObject = dict[str, Any]

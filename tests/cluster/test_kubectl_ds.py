@@ -21,9 +21,10 @@ import yaml
 
 from hooks import api
 from hooks.kubectl import rollout
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.lws import FakeLwsController
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
+from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
 
 JsonObject = dict[str, Any]

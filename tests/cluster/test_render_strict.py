@@ -1,9 +1,11 @@
-"""`render` refuses unknown fields as the real API server's strict field validation does.
+"""`render` refuses what the real API server refuses, with its field paths and in its order.
 
 `kubectl apply` asks for `fieldValidation=Strict`, so a typo such as `replica: 1` fails with
 `strict decoding error: unknown field "spec.roles[1].spec.replica"`. Each manifest here is created
 with `dryRun=All&fieldValidation=Strict`; the server's unknown-field paths, in its order, must be
-exactly the lines `render` prints (issue 17, item 11).
+exactly the lines `render` prints (issue 17, item 11). The server stops there; asked to ignore
+unknown fields it drops them and reports every other problem at once (metadata.name, the schema,
+the CEL rules), and `render` reports all of them in one run (issue 27, item 3).
 """
 
 from __future__ import annotations
@@ -18,13 +20,18 @@ import yaml
 
 from hooks.cli import main as cli
 from hooks.cli import manifests
-from tests.cluster import kube
+from hooks.sandbox import kube
 from tests.shared import REPO_ROOT
 
 JsonObject = dict[str, Any]
 
 EXAMPLES: Final = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+MANY_PROBLEMS: Final = REPO_ROOT / "tests" / "fixtures" / "manifests" / "many-problems.yaml"
 STRICT: Final = {"dryRun": "All", "fieldValidation": "Strict"}
+IGNORE_UNKNOWN: Final = {"dryRun": "All", "fieldValidation": "Ignore"}
+# How the server and render name the object itself (no field).
+NO_FIELD: Final = "<nil>"
+ROOT: Final = "(the object)"
 STRICT_ERROR: Final = "strict decoding error: "
 UNKNOWN_FIELD: Final = re.compile(r'unknown field "([^"]*)"')
 
@@ -77,11 +84,13 @@ CASES: Final = [
 ]
 
 
-def _create_strict(client: kube.Client, document: JsonObject, namespace: str) -> JsonObject:
+def _create_strict(
+    client: kube.Client, document: JsonObject, namespace: str, params: dict[str, str] = STRICT
+) -> JsonObject:
     obj: JsonObject = json.loads(json.dumps(document))
     obj["metadata"]["namespace"] = namespace
     path = kube.DISAGGREGATED_SETS.path(namespace=namespace)
-    return client.request("POST", path, body=obj, params=STRICT)
+    return client.request("POST", path, body=obj, params=params)
 
 
 def _render_problems(
@@ -92,6 +101,24 @@ def _render_problems(
     lines = capsys.readouterr().err.splitlines()
     assert all(line.startswith(where) for line in lines), lines
     return code, [line.removeprefix(where) for line in lines]
+
+
+def _fields_refused(client: kube.Client, document: JsonObject, namespace: str) -> set[str]:
+    """The fields of the problems the server finds with unknown fields dropped. A set: the order
+    of its CEL rules' errors follows Go's map order, and it reports an int-or-string of neither
+    type three times (as each type, and as the `anyOf` of the object), where render says it
+    once."""
+    try:
+        _create_strict(client, document, namespace, IGNORE_UNKNOWN)
+    except kube.ApiError as error:
+        assert error.code == 422, error.status
+        causes = error.status["details"]["causes"]
+        return {cause["field"] if cause["field"] != NO_FIELD else ROOT for cause in causes}
+    return set()
+
+
+def _fields(problems: list[str]) -> set[str]:
+    return {problem.partition(": ")[0] for problem in problems}
 
 
 @pytest.mark.parametrize("change", CASES)
@@ -117,8 +144,11 @@ def test_render_reports_the_unknown_fields_the_api_server_refuses(
     server_paths = UNKNOWN_FIELD.findall(message.partition(STRICT_ERROR)[2])
     assert server_paths == manifests.unknown_fields(document)
     assert code == 1
-    # The server's list, item for item, is what render prints, one line each.
-    assert ", ".join(problems) == message.partition(STRICT_ERROR)[2]
+    # The server's list, item for item, is what render prints first, one line each.
+    unknown = problems[: len(server_paths)]
+    assert ", ".join(unknown) == message.partition(STRICT_ERROR)[2]
+    # Then what the server finds once it drops them.
+    assert _fields(problems[len(server_paths) :]) == _fields_refused(client, document, namespace)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
@@ -129,3 +159,32 @@ def test_the_examples_pass_strict_field_validation_and_render_agrees(
         if manifests.is_set(document):
             assert manifests.unknown_fields(document) == []
             _create_strict(client, document, namespace)
+
+
+def test_render_reports_every_problem_the_api_server_finds_in_one_run(
+    client: kube.Client, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [document] = yaml.safe_load_all(MANY_PROBLEMS.read_text())
+
+    with pytest.raises(kube.ApiError) as strict:
+        _create_strict(client, document, namespace)
+    with pytest.raises(kube.ApiError) as invalid:
+        _create_strict(client, document, namespace, IGNORE_UNKNOWN)
+    code, problems = _render_problems(capsys, MANY_PROBLEMS, document["metadata"]["name"])
+
+    assert (strict.value.code, invalid.value.code, code) == (400, 422, 1)
+    unknown = UNKNOWN_FIELD.findall(strict.value.status["message"])
+    assert problems[: len(unknown)] == [f'unknown field "{path}"' for path in unknown]
+    causes = invalid.value.status["details"]["causes"]
+    rest = problems[len(unknown) :]
+    assert len(rest) == len(causes)
+    assert _fields(rest) == {cause["field"] for cause in causes}
+    # metadata.name and the rules in the server's words, less the field the rules' messages
+    # name again (the schema's are jsonschema's words: "is less than the minimum of 1").
+    said = dict(problem.partition(": ")[::2] for problem in rest)
+    worded = [cause for cause in causes if f"{cause['field']} in body " not in cause["message"]]
+    assert len(worded) == 4
+    for cause in worded:
+        assert cause["message"].endswith(f" {said[cause['field']]}"), cause
+        generic = re.sub(r"\[[0-9]+\]", "[]", cause["field"])
+        assert not said[cause["field"]].startswith(f"{generic} "), cause

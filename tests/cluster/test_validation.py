@@ -21,9 +21,9 @@ from hooks import api
 from hooks.api import rules
 from hooks.core import validation
 from hooks.gocompat import revision
+from hooks.sandbox import kube
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL
-from tests.cluster import kube
 from tests.shared import REPO_ROOT, by_name, golden_params, names_over_budget, reference_params
 
 JsonObject = dict[str, Any]

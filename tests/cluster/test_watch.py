@@ -15,7 +15,8 @@ from typing import Any, Final
 import pytest
 import requests
 
-from tests.cluster import kube
+from hooks.sandbox import kube
+from hooks.sandbox.lws import FakeLwsController
 from tests.cluster.fakeapi import (
     Answer,
     Cut,
@@ -29,7 +30,6 @@ from tests.cluster.fakeapi import (
     lws,
     serving,
 )
-from tests.cluster.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 

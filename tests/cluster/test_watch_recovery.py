@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster import kube, sets
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.lws import FakeLwsController
+from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
+from tests.cluster import sets
 
 pytestmark = pytest.mark.usefixtures("lws_controller")
 

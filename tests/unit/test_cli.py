@@ -14,7 +14,7 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen
+from hooks.cli import crdgen, manifests
 from hooks.cli import main as cli
 
 State = tuple[tuple[int, ...], tuple[int, ...]]
@@ -520,12 +520,14 @@ def test_plan_refuses_a_manifest_render_refuses_with_the_same_lines(
     assert (plan_code, plan_out, render_code) == (1, "", 1)
     assert _problems(plan_err, "plan") == _problems(render_err, "render")
     surge_path = "spec.roles[0].spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge"
+    surge_message = rules.MAX_SURGE_INT_OR_PERCENT.message.removeprefix(
+        surge_path.replace("[0]", "[]") + " "
+    )
     assert _problems(plan_err, "plan") == [
-        f"{new}: DisaggregatedSet llm: spec.roles[1].name: {rules.ROLE_NAMES_UNIQUE.message}",
-        f"{new}: DisaggregatedSet llm: {surge_path}: {rules.MAX_SURGE_INT_OR_PERCENT.message}",
-        f"{new}: DisaggregatedSet llm: "
-        + surge_path.replace("[0]", "[1]")
-        + f": {rules.MAX_SURGE_INT_OR_PERCENT.message}",
+        f"{new}: DisaggregatedSet llm: spec.roles[1].name: "
+        + rules.ROLE_NAMES_UNIQUE.message.removeprefix("spec.roles[].name "),
+        f"{new}: DisaggregatedSet llm: {surge_path}: {surge_message}",
+        f"{new}: DisaggregatedSet llm: " + surge_path.replace("[0]", "[1]") + f": {surge_message}",
     ]
 
 
@@ -545,8 +547,11 @@ def test_plan_words_a_budget_rule_as_render_does(
 
     [render_line] = _problems(render_err, "render")
     [plan_line] = _problems(plan_err, "plan")
+    field = "spec.roles[].spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable"
     assert plan_line == f"role p: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}"
-    assert render_line.endswith(f".maxUnavailable: {rules.SURGE_OR_UNAVAILABLE_NONZERO.message}")
+    # Beside its field, render leaves out the message's own mention of it.
+    message = rules.SURGE_OR_UNAVAILABLE_NONZERO.message.removeprefix(f"{field} ")
+    assert render_line.endswith(f".maxUnavailable: {message}")
 
 
 @pytest.mark.parametrize(
@@ -750,6 +755,33 @@ def test_render_prints_children_and_status_of_every_example(
             }
 
 
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda path: path.name)
+def test_render_writes_no_yaml_anchors_or_aliases(
+    capsys: pytest.CaptureFixture[str], example: Path
+) -> None:
+    """Regression, issue 27 item 3: an object that appears twice in the output (a template in
+    the ControllerRevision and in the LWS) was written once as `&id001` and then as `*id001`."""
+    code, out, _ = run(capsys, "render", str(example))
+
+    assert code == 0
+    assert re.search(r"[&*]id[0-9]{3}", out) is None
+    assert [event for event in yaml.parse(out) if getattr(event, "anchor", None)] == []
+
+
+def test_render_reports_every_problem_in_one_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = Path(__file__).resolve().parents[1] / "fixtures/manifests/many-problems.yaml"
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert (code, out) == (1, "")
+    prefix = f"python -m hooks render: error: {path}: DisaggregatedSet LLM: "
+    [document] = yaml.safe_load_all(path.read_text())
+    assert err.splitlines() == [prefix + problem for problem in manifests.check(document).problems]
+    assert len(err.splitlines()) == 9
+
+
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -828,11 +860,13 @@ def test_render_refuses_a_schema_type_error_with_its_field_path(
 
     assert code == 1
     assert out == ""
-    assert err == (
-        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: spec.roles[0].spec."
-        "leaderWorkerTemplate.workerTemplate.spec.containers[0].image: 123 is not of type "
-        "'string'\n"
-    )
+    prefix = f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: "
+    # After a wrong type the API server leaves its rules unchecked, and says so.
+    assert err.splitlines() == [
+        f"{prefix}spec.roles[0].spec.leaderWorkerTemplate.workerTemplate.spec.containers[0]."
+        "image: 123 is not of type 'string'",
+        prefix + manifests.RULES_NOT_CHECKED,
+    ]
 
 
 @pytest.mark.parametrize(
@@ -847,7 +881,7 @@ def test_render_refuses_a_schema_type_error_with_its_field_path(
     ],
     ids=["wrong-version", "no-version", "no-metadata", "number-name", "no-roles", "spec-text"],
 )
-def test_render_reports_malformed_sets_in_one_line_without_traceback(
+def test_render_reports_malformed_sets_without_a_traceback(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, change: dict[str, Any], problem: str
 ) -> None:
     document = {**_example_set(), **change}
@@ -859,9 +893,11 @@ def test_render_reports_malformed_sets_in_one_line_without_traceback(
     assert code == 1
     assert out == ""
     assert "Traceback" not in err
-    [line] = err.splitlines()
+    line, *rest = err.splitlines()
     assert line.startswith(f"python -m hooks render: error: {path}: DisaggregatedSet ")
     assert problem in line
+    # A spec of the wrong type leaves the rules unchecked, as it does on the API server.
+    assert [r.endswith(f": {manifests.RULES_NOT_CHECKED}") for r in rest] == [True] * len(rest)
 
 
 def test_render_reports_a_degraded_first_sync_and_fails(

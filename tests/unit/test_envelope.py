@@ -122,6 +122,43 @@ def test_wrong_type_in_a_field_the_hook_reads_is_reported_with_its_path() -> Non
     assert [v.field for v in parent.spec_violations] == ["spec.roles[1].spec.replicas"]
 
 
+def test_a_spec_out_of_bounds_parses_as_written_when_bounds_are_ignored() -> None:
+    """For `render`, which checks the rules beside schema errors of bounds, as the API server
+    does; a sync never parses this way."""
+    spec = builders.make_ds(slices=1)["spec"]
+    spec["slices"] = 0
+    spec["roles"] = spec["roles"][:1]
+    spec["roles"][0]["name"] = "Prefill"
+    spec["roles"][0]["spec"]["replicas"] = -1
+
+    parsed = envelope.parse_spec_ignoring_bounds(spec)
+
+    assert parsed is not None
+    assert (parsed.slices, [role.name for role in parsed.roles]) == (0, ["Prefill"])
+    assert parsed.roles[0].replicas == -1
+    assert parsed.roles[0].spec is spec["roles"][0]["spec"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"slices": "2"},
+        {"slices": True},
+        {"roles": "prefill"},
+        {"roles": [{"spec": {}}]},
+        {"roles": [{"name": "p", "spec": {"replicas": "3", "leaderWorkerTemplate": {}}}]},
+        {"placementPolicy": {"type": "Anywhere"}},
+    ],
+    ids=["slices-text", "slices-bool", "roles-text", "no-name", "replicas-text", "bad-enum"],
+)
+def test_a_spec_of_a_wrong_type_does_not_parse_even_ignoring_bounds(
+    change: api.JsonObject,
+) -> None:
+    spec = {**builders.make_ds()["spec"], **change}
+
+    assert envelope.parse_spec_ignoring_bounds(spec) is None
+
+
 def test_observed_conditions_are_read_leniently() -> None:
     ds = builders.make_ds(
         status={

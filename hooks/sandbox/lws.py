@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 
-from tests.cluster import kube
+from hooks.sandbox import kube
 
 JsonObject = dict[str, Any]
 

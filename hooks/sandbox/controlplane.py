@@ -32,8 +32,8 @@ from typing import Any, Final
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster import kube, processes
-from tests.cluster.assets import Assets
+from hooks.sandbox import kube, processes
+from hooks.sandbox.assets import Assets
 from tests.shared import REPO_ROOT
 
 START_TIMEOUT_SECONDS: Final = 60.0

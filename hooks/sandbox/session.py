@@ -82,12 +82,13 @@ def _serve(found: assets.Assets, workdir: Path, args: argparse.Namespace) -> NoR
 
 
 def _announce(plane: ControlPlane, *, ready_after: float) -> None:
-    logs = ", ".join(f"{name}.log" for name in plane.running)
+    logs = ",".join(plane.running)
     print(
-        f"# The sandbox is up: kube-apiserver at {plane.server}, the kit of {plane.kit}\n"
-        f"# installed, the hook server at {plane.hook_url} (/metrics), every LeaderWorkerSet\n"
-        f"# ready {ready_after:g} s after a change (no pod runs). Logs in {plane.workdir}:\n"
-        f"# {logs}. Ctrl-C stops it all and removes that directory.\n"
+        f"# kube-apiserver {plane.server}, the kit of {plane.kit} installed\n"
+        f"# hook server {plane.hook_url} (/metrics); every LeaderWorkerSet ready"
+        f" {ready_after:g} s after a change, no pod runs\n"
+        f"# logs: {plane.workdir}/{{{logs}}}.log\n"
+        f"# Ctrl-C stops everything and removes {plane.workdir}\n"
         f"export KUBECONFIG={plane.kubeconfig}",
         flush=True,
     )

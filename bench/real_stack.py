@@ -5,7 +5,7 @@ upstream's Go controller when its binary is given.
                                [--external] [--peer PATH [--peer-reconciles 8]]
                                [--pprof [--pprof-seconds 10]]
 
-Each run starts a fresh control plane from `tests/cluster` (etcd, kube-apiserver, the garbage
+Each run starts a fresh control plane from `hooks/sandbox` (etcd, kube-apiserver, the garbage
 collector, Metacontroller and `python -m hooks serve`, the kit installed as `kubectl apply -k .`
 installs it; the programs are found as the cluster tests find them; the API server writes an
 audit log) and plays the LeaderWorkerSet controller: every LWS reports ready `--delay` seconds

@@ -128,7 +128,8 @@ class ControlPlane:
     assets: Assets
     workdir: Path
     kit: Path = Path()
-    """The checkout whose kit is installed (its root, with the kit's kustomization.yaml)."""
+    """The checkout whose kit is installed (its root, with the kit's kustomization.yaml); a bare
+    plane installs none."""
     running: dict[str, processes.Process] = field(default_factory=dict)
     server: str = ""
     token: str = ""

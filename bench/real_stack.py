@@ -5,7 +5,7 @@ upstream's Go controller when its binary is given.
                                [--external] [--peer PATH [--peer-reconciles 8]]
                                [--pprof [--pprof-seconds 10]]
 
-Each run starts a fresh control plane from `tests/cluster` (etcd, kube-apiserver, the garbage
+Each run starts a fresh control plane from `hooks/sandbox` (etcd, kube-apiserver, the garbage
 collector, Metacontroller and `python -m hooks serve`, the kit installed as `kubectl apply -k .`
 installs it; the programs are found as the cluster tests find them; the API server writes an
 audit log) and plays the LeaderWorkerSet controller: every LWS reports ready `--delay` seconds
@@ -85,6 +85,7 @@ from bench import audit, peer  # noqa: E402 (needs the root on sys.path)
 from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
 from hooks.sandbox.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
 from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
+from tests import shared  # noqa: E402 (as above)
 from tests.cluster import sets  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
@@ -101,8 +102,10 @@ PHASES: Final = ("create", "idle", "rollout")
 
 PROFILES: Final[Mapping[str, Callable[[], tuple[str, ...]]]] = {
     "default": lambda: (),
-    "qps": lambda: tuple(flag for flag in scale_flags() if not flag.startswith("--workers")),
-    "large": scale_flags,
+    "qps": lambda: tuple(
+        flag for flag in scale_flags(REPO_ROOT) if not flag.startswith("--workers")
+    ),
+    "large": lambda: scale_flags(REPO_ROOT),
     "unthrottled": lambda: ("--workers=8", "--client-go-qps=500", "--client-go-burst=500"),
 }
 
@@ -810,8 +813,9 @@ def run(
     """
     workdir = Path(tempfile.mkdtemp(prefix="ds-bench-"))
     plane = ControlPlane.start(
-        assets.find_assets(),
+        assets.find_assets(fallbacks=shared.testcluster_dirs()),
         workdir,
+        kit=REPO_ROOT,
         metacontroller_flags=flags,
         pprof=pprof_seconds is not None,
         audit=True,
@@ -839,7 +843,10 @@ def run_upstream(
     """Upstream's controller on a fresh control plane, with the same workload as `run`."""
     workdir = Path(tempfile.mkdtemp(prefix="ds-bench-peer-"))
     plane = ControlPlane.start_bare(
-        assets.find_assets(), workdir, crds=peer.UPSTREAM_CRDS, audit=True
+        assets.find_assets(fallbacks=shared.testcluster_dirs()),
+        workdir,
+        crds=peer.UPSTREAM_CRDS,
+        audit=True,
     )
     try:
         peer.start_peer(plane, binary, max_concurrent_reconciles=reconciles)

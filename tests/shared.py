@@ -6,7 +6,11 @@ the directory is missing they skip with a reason instead of failing.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,36 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
 GOLDEN_DIR = SHARED_DIR / "golden"
 REFERENCE_DIR = SHARED_DIR / "reference"
+TESTCLUSTER_DIR = SHARED_DIR / "testcluster"
+TESTCLUSTER_ARCHIVE = TESTCLUSTER_DIR / "testcluster.tar.xz"
+
+
+def testcluster_dirs() -> list[Path]:
+    """Where ../shared keeps the control plane's programs and CRDs, for
+    `hooks.sandbox.assets.find_assets` to look after the variables' directories: its archive
+    unpacked (once per archive version, into a cache directory under the system's temporary
+    directory), its Metacontroller CRDs and the reference LWS CRD. Empty without ../shared."""
+    if not TESTCLUSTER_ARCHIVE.is_file():
+        return []
+    return [_unpacked_testcluster(), TESTCLUSTER_DIR, REFERENCE_DIR]
+
+
+def _unpacked_testcluster() -> Path:
+    stat = TESTCLUSTER_ARCHIVE.stat()
+    key = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"disaggregatedset-testcluster-{key}"
+    if (target / "metacontroller").is_file():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix="disaggregatedset-testcluster-"))
+    try:
+        subprocess.run(["tar", "-xJf", str(TESTCLUSTER_ARCHIVE), "-C", str(staging)], check=True)
+        staging.rename(target)
+    except OSError:
+        # Another session unpacked it first.
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (target / "metacontroller").is_file():
+            raise
+    return target
 
 
 def shared_path(relative: str) -> Path:

@@ -199,7 +199,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         started.append(server)
         processes.wait_until_ready(
             server,
-            lambda: processes.local_get(f"{hooks_url}/healthz").status_code == 200,
+            lambda: processes.local_get(f"{hooks_url}/healthz").status == 200,
             timeout=START_TIMEOUT,
         )
         # Every series exists, and holds its warm-up value, before Prometheus first scrapes it:
@@ -224,7 +224,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         started.append(prometheus)
         processes.wait_until_ready(
             prometheus,
-            lambda: processes.local_get(f"{prometheus_url}/-/ready").status_code == 200,
+            lambda: processes.local_get(f"{prometheus_url}/-/ready").status == 200,
             timeout=START_TIMEOUT,
         )
         stack = Stack(prometheus, prometheus_url, hooks_url, metrics_url, before=before, after="")

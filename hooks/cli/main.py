@@ -1,8 +1,10 @@
-"""The command line: `python -m hooks serve | render | plan | crds`.
+"""The command line: `python -m hooks serve | render | plan | crds` (and `sandbox`, which
+`hooks/__main__.py` adds from above: `hooks.sandbox.command`).
 
 It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
 subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
-`_run_<name>(args) -> exit code` function.
+`_run_<name>(args) -> exit code` function; a front end above this one passes its own such
+functions to `main` (`more`), listed after these in `--help`.
 
 - `serve` runs the hook server (`hooks.server.serving`: the Flask app of `hooks.server.app`
   under gunicorn with gevent workers).
@@ -19,7 +21,7 @@ input), 2 usage error. Never a traceback: every message on stderr is one line
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeAlias
 
@@ -35,6 +37,8 @@ DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Registrar: TypeAlias = Callable[[_Subcommands], None]
+"""Registers one subcommand (its parser, and `run` to run it) on the subcommands."""
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -214,8 +218,9 @@ def _run_crds(args: argparse.Namespace) -> int:
 # --- entry point ---------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand, in `--help` order."""
+def build_parser(more: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand, in `--help` order: this module's, then
+    `more`."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
@@ -229,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subcommands)
     commands.add_manifest_commands(subcommands)
     _add_crds(subcommands)
+    for register in more:
+        register(subcommands)
     return parser
 
 
@@ -241,9 +248,9 @@ def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.A
     raise LookupError(f"no subcommand {command!r}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns its exit code."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, *, more: Sequence[Registrar] = ()) -> int:
+    """Run one command (of this module's, or of `more`); returns its exit code."""
+    parser = build_parser(more)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # argparse would report these as the top-level parser's (`python -m hooks: error:`).

@@ -141,20 +141,31 @@ def check(document: JsonObject) -> Checked:
         parent = envelope.parse_parent(result)
     except envelope.RequestError as error:
         return Checked((*problems, str(error)))
+    problems += _spec_problems(parent, result, schema)
+    if problems:
+        return Checked(tuple(problems))
+    return Checked((), stored=result, parent=parent)
+
+
+def _spec_problems(
+    parent: records.Parent, stored_set: JsonObject, schema: list[_SchemaProblem]
+) -> list[str]:
+    """What the parser and the rules find in a manifest's spec, beside its schema problems:
+    the rules are checked as the API server checks them (not after a wrong type or an enum
+    value; on a spec parsed as written when only a bound is broken)."""
+    problems = []
     if parent.spec is not None or not schema:
         # With a schema error and no spec, the parser only says again what the schema said.
         problems += [_line(v.field, v.message) for v in parent.spec_violations]
     blocked = any(problem.blocks_rules for problem in schema)
     spec = None if blocked else parent.spec
     if spec is None and schema and not blocked:
-        spec = envelope.parse_spec_ignoring_bounds(result.get("spec"))
+        spec = envelope.parse_spec_ignoring_bounds(stored_set.get("spec"))
     if spec is None and schema:
         problems.append(RULES_NOT_CHECKED)
     if spec is not None:
         problems += _rule_problems(parent.name, spec)
-    if problems:
-        return Checked(tuple(problems))
-    return Checked((), stored=result, parent=parent)
+    return problems
 
 
 def located(source: str, document: object, problem: str) -> str:

@@ -10,8 +10,10 @@ Rules (docs/rollout.md):
 - A role is available when replicas == readyReplicas == updatedReplicas == target x slices. An
   External role without a usable scaler, or a role whose LWS name is held by a foreign object, is
   never available (its target is unknown, and a coincidental match must not read as success).
-- Exactly one of Available and Progressing is True. The false one carries the true one's reason
-  and message, as upstream does.
+- Available is True exactly when no role lags, and Progressing is then False, else True: the
+  false one carries the true one's reason and message, as upstream does. A pass may replace
+  Progressing (`progressing`): Unknown while a rollout stands still on purpose (paused, held,
+  partitioned), False past the progress deadline (`hooks.core.progress`).
 - Degraded is True with the first problem's reason and message, else False (reason AsExpected).
 - Every condition carries observedGeneration = metadata.generation. lastTransitionTime is carried
   over from the observed condition unless the status flipped, so an idle sync returns the same

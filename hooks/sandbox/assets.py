@@ -1,31 +1,27 @@
-"""Where the real control plane's programs and third-party CRDs come from.
+"""Where the sandbox's programs and third-party CRDs come from.
 
-The cluster suite runs etcd, kube-apiserver, kube-controller-manager and Metacontroller as local
-processes. It finds them the way the ecosystem does:
+The sandbox (and the cluster suite, which runs on it) starts etcd, kube-apiserver,
+kube-controller-manager and Metacontroller as local processes. It finds them the way the
+ecosystem does:
 
 - `KUBEBUILDER_ASSETS`: a directory holding `etcd` and `kube-apiserver` (controller-runtime's
   envtest convention; `setup-envtest use -p path` prints one);
 - `DS_TESTCLUSTER_ASSETS`: a directory holding `metacontroller` and `kube-controller-manager`, and
-  optionally the third-party CRDs (`metacontroller-crds-v1.yaml`, and the LeaderWorkerSet CRD as
+  the third-party CRDs (`metacontroller-crds-v1.yaml`, and the LeaderWorkerSet CRD as
   `leaderworkersets-crd.yaml` or LWS's release `manifests.yaml`).
 
-Any program or CRD not found there is looked up in the team's `../shared` checkout, whose
-`testcluster/testcluster.tar.xz` is unpacked once into a cache directory under the system's
-temporary directory. What cannot be found is reported as a sentence that says what to install.
+A caller may name more directories to look in after those (the cluster suite passes the team's
+shared copy, when it has one). What cannot be found is reported as a sentence that says what to
+install.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
-
-from tests.shared import REFERENCE_DIR, SHARED_DIR
 
 ENVTEST_VARIABLE: Final = "KUBEBUILDER_ASSETS"
 EXTRA_VARIABLE: Final = "DS_TESTCLUSTER_ASSETS"
@@ -33,9 +29,6 @@ ENVTEST_PROGRAMS: Final = ("etcd", "kube-apiserver")
 EXTRA_PROGRAMS: Final = ("metacontroller", "kube-controller-manager")
 METACONTROLLER_CRDS: Final = ("metacontroller-crds-v1.yaml",)
 LWS_CRDS: Final = ("leaderworkersets-crd.yaml", "manifests.yaml")
-
-TESTCLUSTER_DIR: Final = SHARED_DIR / "testcluster"
-TESTCLUSTER_ARCHIVE: Final = TESTCLUSTER_DIR / "testcluster.tar.xz"
 
 # The Kubernetes minor version the suite runs (and the README claims): the cluster suite checks
 # the API server's own version against it.
@@ -67,28 +60,28 @@ class Assets:
     lws_crd: Path
 
 
-def find_assets() -> Assets:
-    """The control plane's programs and CRDs; raises `AssetsMissing` with what to install."""
+def find_assets(*, fallbacks: Sequence[Path] = ()) -> Assets:
+    """The control plane's programs and CRDs, from the two variables' directories, then from
+    `fallbacks`; raises `AssetsMissing` with what to install."""
     envtest = _directory(ENVTEST_VARIABLE)
     extra = _directory(EXTRA_VARIABLE)
-    shared_programs = _unpacked_testcluster() if TESTCLUSTER_ARCHIVE.is_file() else None
     programs: dict[str, Path] = {}
     missing: list[str] = []
     for name in ENVTEST_PROGRAMS + EXTRA_PROGRAMS:
         primary = envtest if name in ENVTEST_PROGRAMS else extra
-        found = _first_file([primary, extra, envtest, shared_programs], (name,))
+        found = _first_file([primary, extra, envtest, *fallbacks], (name,))
         if found is None:
             missing.append(name)
         else:
             programs[name] = found
-    metacontroller_crds = _first_file([extra, TESTCLUSTER_DIR], METACONTROLLER_CRDS)
-    lws_crd = _first_file([extra, REFERENCE_DIR], LWS_CRDS)
+    metacontroller_crds = _first_file([extra, *fallbacks], METACONTROLLER_CRDS)
+    lws_crd = _first_file([extra, *fallbacks], LWS_CRDS)
     if metacontroller_crds is None:
         missing.append(METACONTROLLER_CRDS[0])
     if lws_crd is None:
         missing.append("the LeaderWorkerSet CRD")
     if missing or metacontroller_crds is None or lws_crd is None:
-        raise AssetsMissing(f"no {', '.join(missing)} for the cluster tests: {HOW_TO_INSTALL}")
+        raise AssetsMissing(f"no {', '.join(missing)} for the control plane: {HOW_TO_INSTALL}")
     return Assets(
         etcd=programs["etcd"],
         kube_apiserver=programs["kube-apiserver"],
@@ -113,22 +106,3 @@ def _first_file(directories: list[Path | None], names: tuple[str, ...]) -> Path 
             if path.is_file():
                 return path
     return None
-
-
-def _unpacked_testcluster() -> Path:
-    """The ../shared archive unpacked into a cache directory (once per archive version)."""
-    stat = TESTCLUSTER_ARCHIVE.stat()
-    key = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = Path(tempfile.gettempdir()) / f"disaggregatedset-testcluster-{key}"
-    if (target / EXTRA_PROGRAMS[0]).is_file():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix="disaggregatedset-testcluster-"))
-    try:
-        subprocess.run(["tar", "-xJf", str(TESTCLUSTER_ARCHIVE), "-C", str(staging)], check=True)
-        staging.rename(target)
-    except OSError:
-        # Another session unpacked it first.
-        shutil.rmtree(staging, ignore_errors=True)
-        if not (target / EXTRA_PROGRAMS[0]).is_file():
-            raise
-    return target

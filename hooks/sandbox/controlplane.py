@@ -1,12 +1,12 @@
 """A real control plane on 127.0.0.1: etcd, kube-apiserver, the garbage collector, Metacontroller
 and this project's hook server, with the kit installed as `kubectl apply -k .` installs it.
 
-`ControlPlane.start(assets, workdir)` creates fresh certificates (openssl) and random ports,
-starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and the rendered kit
-(the CompositeControllers' hook URLs pointed at the local hook server), and returns once
-Metacontroller is ready. `stop()` stops every process it started, by process group, and removes
-the work directory. No kubelet runs: tests play the LeaderWorkerSet controller themselves
-(`tests.cluster.lws`).
+`ControlPlane.start(assets, workdir, kit=...)` creates fresh certificates (openssl) and random
+ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and the kit
+rendered from `kit` (a checkout's root: its kustomization.yaml, the CompositeControllers' hook
+URLs pointed at the local hook server), and returns once Metacontroller is ready. `stop()` stops
+every process it started, by process group, and removes the work directory. No kubelet runs:
+the sandbox and the tests play the LeaderWorkerSet controller (`hooks.sandbox.lws`).
 
 `ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
 garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
@@ -30,25 +30,31 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 
 from hooks.sandbox import kube, processes
 from hooks.sandbox.assets import Assets
-from tests.shared import REPO_ROOT
 
 START_TIMEOUT_SECONDS: Final = 60.0
 KIT_NAMESPACE: Final = "disaggregatedset-system"
 # The in-cluster address of the hook Service in the kit's CompositeControllers.
 KIT_HOOK_URL: Final = f"http://disaggregatedset-hooks.{KIT_NAMESPACE}.svc"
 # The large-fleet settings the README recommends, as components/metacontroller-scale adds them to
-# Metacontroller's install; the session runs Metacontroller with them (its defaults, 5 requests/s
-# with a burst of 10, would make tests wait on client-side throttling).
-SCALE_COMPONENT: Final = REPO_ROOT / "components" / "metacontroller-scale" / "kustomization.yaml"
+# Metacontroller's install; the control plane runs Metacontroller with them (its defaults, 5
+# requests/s with a burst of 10, would make a rollout wait on client-side throttling).
+SCALE_COMPONENT: Final = Path("components", "metacontroller-scale", "kustomization.yaml")
+KUSTOMIZATION: Final = "kustomization.yaml"
 
 
-def scale_flags() -> tuple[str, ...]:
-    """The flags components/metacontroller-scale appends to Metacontroller's arguments."""
-    component = yaml.safe_load(SCALE_COMPONENT.read_text())
+def check_kit(kit: Path) -> None:
+    """Raise `processes.ProcessError` unless `kit` holds a kit (its kustomization.yaml)."""
+    if not (kit / KUSTOMIZATION).is_file():
+        raise processes.ProcessError(f"{kit} holds no {KUSTOMIZATION}: no kit to install")
+
+
+def scale_flags(kit: Path) -> tuple[str, ...]:
+    """The flags the kit's components/metacontroller-scale appends to Metacontroller's
+    arguments."""
+    component = yaml.safe_load((kit / SCALE_COMPONENT).read_text())
     return tuple(
         operation["value"]
         for patch in component["patches"]
@@ -121,6 +127,9 @@ class ControlPlane:
 
     assets: Assets
     workdir: Path
+    kit: Path = Path()
+    """The checkout whose kit is installed (its root, with the kit's kustomization.yaml); a bare
+    plane installs none."""
     running: dict[str, processes.Process] = field(default_factory=dict)
     server: str = ""
     token: str = ""
@@ -142,15 +151,17 @@ class ControlPlane:
         assets: Assets,
         workdir: Path,
         *,
+        kit: Path,
         metacontroller_flags: Sequence[str] | None = None,
         pprof: bool = False,
         audit: bool = False,
     ) -> ControlPlane:
         """Start everything; on any failure, stop what was started and re-raise. Metacontroller
-        gets `metacontroller_flags`, by default those of components/metacontroller-scale, and
-        serves /debug/pprof on a free port with `pprof`."""
-        flags = scale_flags() if metacontroller_flags is None else metacontroller_flags
-        plane = cls(assets=assets, workdir=workdir, metacontroller_flags=flags)
+        gets `metacontroller_flags`, by default those of the kit's
+        components/metacontroller-scale, and serves /debug/pprof on a free port with `pprof`."""
+        check_kit(kit)
+        flags = scale_flags(kit) if metacontroller_flags is None else metacontroller_flags
+        plane = cls(assets=assets, workdir=workdir, kit=kit, metacontroller_flags=flags)
         plane._started(lambda certificates: plane._start(certificates, pprof=pprof), audit=audit)
         return plane
 
@@ -195,9 +206,7 @@ class ControlPlane:
         self._start_controller_manager(certificates)
 
     def stop(self) -> None:
-        """Stop every process (newest first), close the client and remove the work directory."""
-        if self._client is not None:
-            self._client.close()
+        """Stop every process (newest first) and remove the work directory."""
         for process in reversed(list(self.running.values())):
             process.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -355,16 +364,6 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
         )
 
-    def metacontroller_metric(self, metric: str, labels: Mapping[str, str]) -> float:
-        """The sum of a Metacontroller metric's samples whose labels include `labels`."""
-        text = processes.local_get(self.metacontroller_metrics).text
-        return sum(
-            sample.value
-            for family in text_string_to_metric_families(text)
-            for sample in family.samples
-            if sample.name == metric and labels.items() <= sample.labels.items()
-        )
-
     # --- the hook server -----------------------------------------------------------------------
 
     @property
@@ -428,13 +427,13 @@ class ControlPlane:
         self._kubectl_retrying(["apply", "--server-side", "-f", "-"], stdin=stdin)
 
     def install_kit(self) -> None:
-        """Install `kubectl kustomize` of the repository, hook URLs pointed at the local server.
+        """Install `kubectl kustomize` of the kit, hook URLs pointed at the local server.
 
         Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
         -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
         """
         rendered = subprocess.run(
-            ["kubectl", "kustomize", str(REPO_ROOT)],
+            ["kubectl", "kustomize", str(self.kit)],
             capture_output=True,
             text=True,
             check=True,

@@ -1,23 +1,29 @@
-"""A small Kubernetes REST client for the cluster suite, over `requests`.
+"""A small Kubernetes REST client for the sandbox and the cluster suite, over the standard
+library's `http.client`.
 
-Only what the tests use: get, list, create, merge-patch (of the object or of a subresource),
-delete, an informer-like `Watch` that runs a callback on every change in a background thread, and
-`wait_for`, the one polling wait. `kubectl` itself is used where the test is about kubectl
-(apply, get, scale).
+Only what they use: get, list, create, merge-patch (of the object or of a subresource), delete,
+an informer-like `Watch` that runs a callback on every change in a background thread, and
+`wait_for`, the one polling wait. `kubectl` itself is used where the work is about kubectl
+(apply, get, scale). Each request opens its own connection, so one client serves any number of
+threads.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import http.client
 import json
+import ssl
 import threading
 import time
 import traceback
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-import requests
+from hooks.sandbox import processes
 
 JsonObject = dict[str, Any]
 T = TypeVar("T")
@@ -50,7 +56,7 @@ def is_transient(error: Exception) -> bool:
     or 429 Too Many Requests (an API server under load answers both)."""
     if isinstance(error, ApiError):
         return error.code >= 500 or error.code == 429
-    return isinstance(error, requests.RequestException)
+    return isinstance(error, processes.TRANSPORT_ERRORS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,22 +87,23 @@ CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions"
 
 
 class Client:
-    """Bearer-token client of one API server (`server` may be plain http, for a test server)."""
+    """Bearer-token client of one API server (`server` may be plain http, for a test server).
+
+    Loopback only: no proxy, and no CA bundle from the environment in place of `ca_file`."""
 
     def __init__(self, *, server: str, token: str, ca_file: str) -> None:
         self.server = server
-        self._session = requests.Session()
-        self._session.headers["Authorization"] = f"Bearer {token}"
-        self._session.verify = ca_file
-        # Loopback only: no proxy, and no CA bundle from the environment in place of `ca_file`.
-        self._session.trust_env = False
+        url = urllib.parse.urlsplit(server)
+        self._host = url.hostname or "127.0.0.1"
+        self._port = url.port
+        self._tls = ssl.create_default_context(cafile=ca_file) if url.scheme == "https" else None
+        self._token = token
 
     def is_ready(self) -> bool:
         """Whether the API server's /readyz answers 200."""
-        return self._session.get(self.server + "/readyz", timeout=2).status_code == 200
-
-    def close(self) -> None:
-        self._session.close()
+        with self._exchange("GET", "/readyz", timeout=2) as response:
+            response.read()
+            return response.status == 200
 
     def request(
         self,
@@ -108,18 +115,18 @@ class Client:
         params: dict[str, str] | None = None,
     ) -> JsonObject:
         """One API call; raises `ApiError` for a non-2xx answer."""
-        data = None if body is None else json.dumps(body)
-        response = self._session.request(
+        data = None if body is None else json.dumps(body).encode()
+        with self._exchange(
             method,
-            self.server + path,
-            data=data,
-            params=params,
+            _with_query(path, params),
+            body=data,
             headers={"Content-Type": content_type},
-            timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS),
-        )
-        payload: JsonObject = response.json() if response.content else {}
-        if response.status_code >= 300:
-            raise ApiError(response.status_code, payload)
+            timeout=REQUEST_TIMEOUT_SECONDS,
+        ) as response:
+            content = response.read()
+        payload: JsonObject = json.loads(content) if content else {}
+        if response.status >= 300:
+            raise ApiError(response.status, payload)
         return payload
 
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JsonObject:
@@ -154,14 +161,45 @@ class Client:
 
     def open_watch(
         self, path: str, params: dict[str, str], *, read_timeout: float
-    ) -> requests.Response:
-        """A streamed watch request; use the answer as a context manager, to close it."""
-        return self._session.get(
-            self.server + path,
-            params=params,
-            stream=True,
-            timeout=(CONNECT_TIMEOUT_SECONDS, read_timeout),
-        )
+    ) -> contextlib.AbstractContextManager[http.client.HTTPResponse]:
+        """A streamed watch request: the answer, its body not read yet, and the connection
+        closed when the context ends. A read that waits `read_timeout` seconds fails."""
+        return self._exchange("GET", _with_query(path, params), timeout=read_timeout)
+
+    @contextlib.contextmanager
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Iterator[http.client.HTTPResponse]:
+        """One request on a connection of its own, connected within `CONNECT_TIMEOUT_SECONDS`;
+        every later read and write within `timeout`."""
+        connection: http.client.HTTPConnection
+        if self._tls is None:
+            connection = http.client.HTTPConnection(
+                self._host, self._port, timeout=CONNECT_TIMEOUT_SECONDS
+            )
+        else:
+            connection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=CONNECT_TIMEOUT_SECONDS, context=self._tls
+            )
+        try:
+            connection.connect()
+            if connection.sock is not None:
+                connection.sock.settimeout(timeout)
+            all_headers = {"Authorization": f"Bearer {self._token}", **(headers or {})}
+            connection.request(method, path, body=body, headers=all_headers)
+            yield connection.getresponse()
+        finally:
+            connection.close()
+
+
+def _with_query(path: str, params: dict[str, str] | None) -> str:
+    return f"{path}?{urllib.parse.urlencode(params)}" if params else path
 
 
 # --- the watch -----------------------------------------------------------------------------
@@ -310,7 +348,7 @@ class Watch:
                 failed_attempts += 1
                 if failed_attempts == 1:
                     continue
-            except (requests.RequestException, ApiError, ValueError) as error:
+            except (*processes.TRANSPORT_ERRORS, ApiError, ValueError) as error:
                 # A dropped connection, a read timeout, an error answer, a body that is not JSON:
                 # try again from the same resourceVersion (or list again, if that was the list).
                 self._note(f"retry after {type(error).__name__}: {error}")
@@ -346,16 +384,16 @@ class Watch:
         with self._client.open_watch(
             self._path, params, read_timeout=self._read_timeout
         ) as response:
-            if response.status_code == 410:
+            if response.status == 410:
                 raise _Relist(f"410 Gone from {params['resourceVersion']}")
-            if response.status_code != 200:
-                payload = response.json() if response.content else {}
-                raise ApiError(response.status_code, payload)
-            for line in response.iter_lines():
+            if response.status != 200:
+                content = response.read()
+                raise ApiError(response.status, json.loads(content) if content else {})
+            for line in iter(response.readline, b""):
                 if self._stop.is_set():
                     return
-                if line:
-                    self._handle(line)
+                if line.strip():
+                    self._handle(line.strip())
 
     def _handle(self, line: bytes) -> None:
         try:
@@ -475,7 +513,7 @@ def wait_for(
     while True:
         try:
             value = poll()
-        except (requests.RequestException, ApiError) as error:
+        except (*processes.TRANSPORT_ERRORS, ApiError) as error:
             if not is_transient(error):
                 raise
             last_seen = f"{type(error).__name__}: {error}"

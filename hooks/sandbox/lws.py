@@ -1,4 +1,5 @@
-"""The LeaderWorkerSet controller, played by the test: status follows spec through `/status`.
+"""The LeaderWorkerSet controller, played by the sandbox and the cluster tests: status follows
+spec through `/status`.
 
 No kubelet runs, so no pod ever becomes ready. `FakeLwsController` watches every LeaderWorkerSet
 and writes what a healthy LWS controller would report once every group is up: `replicas`,
@@ -18,9 +19,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-import requests
-
-from hooks.sandbox import kube
+from hooks.sandbox import kube, processes
 
 JsonObject = dict[str, Any]
 
@@ -48,7 +47,7 @@ class FakeLwsController:
     must, so no change is missed. Neither thread ever dies of an event or a failed write: an
     event that is not about an LWS is ignored (and kept in `ignored`), a write that may succeed
     later (connection error, 5xx, 429) is tried again with a backoff, and anything else goes to
-    `errors`. `failures()` is everything a test should fail with.
+    `errors`. `failures()` is everything a test should fail with (the sandbox reports it).
     """
 
     def __init__(
@@ -178,7 +177,7 @@ class FakeLwsController:
             self._client.patch(
                 kube.LWS, name, {"status": status}, namespace=namespace, subresource="status"
             )
-        except (kube.ApiError, requests.RequestException) as error:
+        except (kube.ApiError, *processes.TRANSPORT_ERRORS) as error:
             if isinstance(error, kube.ApiError) and error.code == 404:
                 return  # Deleted since: nothing to report.
             if not kube.is_transient(error):

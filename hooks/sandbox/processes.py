@@ -1,27 +1,31 @@
-"""Local processes for the cluster suite: free ports, start in a process group, wait, stop.
+"""Local processes of the sandbox: free ports, start in a process group, wait, stop.
 
 Every process starts in its own session (so gunicorn's workers or any other children share its
-process group), writes its output to a log file, and is stopped by signalling that group: SIGTERM,
-then SIGKILL after a grace period.
+process group, and a Ctrl-C at the terminal reaches only the sandbox, which stops them in order),
+writes its output to a log file, and is stopped by signalling that group: SIGTERM, then SIGKILL
+after a grace period.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
 import os
 import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
-
-import requests
+from typing import Any, Final
 
 STOP_GRACE_SECONDS: Final = 5.0
 LOG_TAIL_LINES: Final = 30
+TRANSPORT_ERRORS: Final = (OSError, http.client.HTTPException)
+"""What a request that got no answer raises: refused, reset, timed out, cut short."""
 
 
 class ProcessError(Exception):
@@ -35,11 +39,38 @@ def is_listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def local_get(url: str) -> requests.Response:
-    """GET a loopback URL directly (no proxy or CA settings from the environment)."""
-    with requests.Session() as session:
-        session.trust_env = False
-        return session.get(url, timeout=1)
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer, read whole."""
+
+    status: int
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def local_get(url: str, *, timeout: float = 1) -> Answer:
+    """GET a plain-http loopback URL directly (no proxy settings from the environment); raises
+    one of `TRANSPORT_ERRORS` when no answer comes."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(
+        parts.hostname or "127.0.0.1", parts.port, timeout=timeout
+    )
+    try:
+        connection.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        response = connection.getresponse()
+        return Answer(status=response.status, body=response.read())
+    finally:
+        connection.close()
 
 
 def free_port() -> int:
@@ -126,8 +157,8 @@ def wait_until_ready(
 ) -> None:
     """Poll `ready` until true; raise with the log tail if the process dies or time runs out.
 
-    A probe that fails with `OSError` (a refused connection, say) counts as not ready; a timeout's
-    message names the last answer (False, or that error)."""
+    A probe that fails with one of `TRANSPORT_ERRORS` (a refused connection, say) counts as not
+    ready; a timeout's message names the last answer (False, or that error)."""
     deadline = time.monotonic() + timeout
     last_seen = "no probe finished"
     while True:
@@ -139,7 +170,7 @@ def wait_until_ready(
             if ready():
                 return
             last_seen = "the probe answered not ready"
-        except OSError as error:
+        except TRANSPORT_ERRORS as error:
             last_seen = f"the probe failed: {type(error).__name__}: {error}"
         if time.monotonic() > deadline:
             raise ProcessError(

@@ -1,8 +1,9 @@
 """Fixtures of the cluster suite: one real control plane for the whole session, a namespace per
 test.
 
-Without the programs (see `tests.cluster.assets`) the suite skips with a reason that says what to
-install; under `CI=true` a missing program fails instead, so CI can never pass by skipping.
+Without the programs (see `hooks.sandbox.assets`; ../shared's copy serves when there is one,
+`tests.shared.testcluster_dirs`) the suite skips with a reason that says what to install; under
+`CI=true` a missing program fails instead, so CI can never pass by skipping.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from hooks.sandbox import assets, kube
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
+from tests import shared
 
 
 def _in_ci() -> bool:
@@ -25,15 +27,21 @@ def _in_ci() -> bool:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+def control_plane_assets() -> assets.Assets:
+    """The programs and CRDs of the control plane (skips, or fails under CI, without them)."""
     try:
-        found = assets.find_assets()
+        return assets.find_assets(fallbacks=shared.testcluster_dirs())
     except assets.AssetsMissing as missing:
         if _in_ci():
             pytest.fail(f"CI=true and {missing}")
         pytest.skip(str(missing))
-    plane = ControlPlane.start(found, Path(tempfile.mkdtemp(prefix="ds-controlplane-")))
+
+
+@pytest.fixture(scope="session")
+def control_plane(control_plane_assets: assets.Assets) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+    workdir = Path(tempfile.mkdtemp(prefix="ds-controlplane-"))
+    plane = ControlPlane.start(control_plane_assets, workdir, kit=shared.REPO_ROOT)
     try:
         yield plane
     finally:

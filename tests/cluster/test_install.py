@@ -175,5 +175,5 @@ def test_metacontroller_runs_with_the_scale_components_flags(control_plane: Cont
     runs it with them, and every other cluster test depends on it."""
     metacontroller = control_plane.running["metacontroller"]
     arguments = Path(f"/proc/{metacontroller.pid}/cmdline").read_bytes().decode().split("\0")
-    assert set(controlplane.scale_flags()) <= set(arguments)
+    assert set(controlplane.scale_flags(REPO_ROOT)) <= set(arguments)
     assert metacontroller.running()

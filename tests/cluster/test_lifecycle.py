@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from hooks import api
 from hooks.gocompat import revision
-from hooks.sandbox import kube
+from hooks.sandbox import kube, processes
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
@@ -308,8 +309,13 @@ class ChildEvents:
 
 def _sync_retries(control_plane: ControlPlane) -> float:
     """How often Metacontroller requeued a DisaggregatedSet after a failed sync."""
-    return control_plane.metacontroller_metric(
-        "workqueue_retries_total", {"name": "CompositeController-disaggregatedset-controller"}
+    text = processes.local_get(control_plane.metacontroller_metrics).text
+    labels = {"name": "CompositeController-disaggregatedset-controller"}
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "workqueue_retries_total" and labels.items() <= sample.labels.items()
     )
 
 

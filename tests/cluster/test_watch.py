@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
-import requests
 
 from hooks.sandbox import kube
 from hooks.sandbox.lws import FakeLwsController
@@ -455,7 +454,7 @@ def test_a_wait_on_a_number_says_its_last_value() -> None:
 
 
 def test_a_wait_counts_a_transient_failure_as_not_yet() -> None:
-    answers: list[Any] = [requests.ConnectionError("refused"), kube.ApiError(503, {}), "done"]
+    answers: list[Any] = [ConnectionRefusedError("refused"), kube.ApiError(503, {}), "done"]
 
     def poll() -> Any:
         answer = answers.pop(0)
@@ -468,9 +467,9 @@ def test_a_wait_counts_a_transient_failure_as_not_yet() -> None:
 
 def test_a_wait_that_only_failed_says_how() -> None:
     def poll() -> None:
-        raise requests.ConnectionError("refused")
+        raise ConnectionRefusedError("refused")
 
-    with pytest.raises(AssertionError, match="last saw: ConnectionError: refused"):
+    with pytest.raises(AssertionError, match="last saw: ConnectionRefusedError: refused"):
         kube.wait_for(poll, timeout=0, message="anything")
 
 

@@ -267,5 +267,5 @@ def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
         for patch in yaml.safe_load((SCALE_DIR / "kustomization.yaml").read_text())["patches"]
         for operation in yaml.safe_load(patch["patch"])
     ]
-    assert controlplane.scale_flags() == tuple(args)
+    assert controlplane.scale_flags(REPO_ROOT) == tuple(args)
     assert len(args) == 3

@@ -1,0 +1,82 @@
+"""`python -m hooks sandbox` refusing to start: one line on stderr, the right exit status, never a
+traceback, and nothing started. (tests/cluster/test_sandbox.py runs it for real.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hooks.sandbox import assets
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hooks", *arguments],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+
+def test_the_command_line_lists_the_sandbox() -> None:
+    finished = run("--help")
+
+    assert finished.returncode == 0
+    assert "sandbox" in finished.stdout
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])
+def test_a_delay_that_is_no_number_of_seconds_is_a_usage_error(value: str) -> None:
+    finished = run("sandbox", "--lws-ready-after", value)
+
+    assert finished.returncode == 2
+    [*_, line] = finished.stderr.splitlines()
+    assert line.startswith("python -m hooks sandbox: error: argument --lws-ready-after: ")
+
+
+def test_without_the_programs_it_says_what_to_install(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        assets.ENVTEST_VARIABLE: str(tmp_path),
+        assets.EXTRA_VARIABLE: str(tmp_path),
+        "TMPDIR": str(tmp_path),
+    }
+
+    finished = run("sandbox", env=env)
+
+    assert finished.returncode == 1
+    [line] = finished.stderr.splitlines()
+    assert line.startswith("python -m hooks sandbox: error: no etcd, kube-apiserver, ")
+    assert line.endswith(assets.HOW_TO_INSTALL)
+    assert finished.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no work directory was made
+
+
+def test_without_a_kit_it_says_where_it_looked(tmp_path: Path) -> None:
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    for name in (*assets.ENVTEST_PROGRAMS, *assets.EXTRA_PROGRAMS):
+        (programs / name).write_text("")
+    for name in (assets.METACONTROLLER_CRDS[0], assets.LWS_CRDS[0]):
+        (programs / name).write_text("")
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    env = {**os.environ, assets.ENVTEST_VARIABLE: str(programs), "TMPDIR": str(kit)}
+    env[assets.EXTRA_VARIABLE] = str(programs)
+
+    finished = run("sandbox", "--kit", str(kit), env=env)
+
+    assert finished.returncode == 1
+    assert finished.stderr.splitlines() == [
+        f"python -m hooks sandbox: error: {kit} holds no kustomization.yaml: no kit to install"
+    ]
+    assert list(kit.iterdir()) == []  # no work directory was made

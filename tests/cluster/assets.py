@@ -11,7 +11,8 @@ processes. It finds them the way the ecosystem does:
 
 Any program or CRD not found there is looked up in the team's `../shared` checkout, whose
 `testcluster/testcluster.tar.xz` is unpacked once into a cache directory under the system's
-temporary directory. What cannot be found is reported as a sentence that says what to install.
+temporary directory. `kubectl`, which installs the kit and drives the control plane, comes from
+PATH. What cannot be found is reported as a sentence that says what to install.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class Assets:
 
 def find_assets() -> Assets:
     """The control plane's programs and CRDs; raises `AssetsMissing` with what to install."""
+    if shutil.which("kubectl") is None:
+        raise AssetsMissing("kubectl is not on PATH: the cluster tests install the kit with it")
     envtest = _directory(ENVTEST_VARIABLE)
     extra = _directory(EXTRA_VARIABLE)
     shared_programs = _unpacked_testcluster() if TESTCLUSTER_ARCHIVE.is_file() else None

@@ -1,24 +1,21 @@
 """Helpers for the tests that run components/prometheus-rules in a real Prometheus.
 
-`promtool` and `prometheus` come from Debian's `prometheus` package. Without them the calling test
-skips with a reason saying what to install; under `CI=true` a missing program fails it instead
-(the cluster suite's convention), so CI cannot pass by skipping.
+`promtool` and `prometheus` come from Debian's `prometheus` package; without them, see
+`tests.programs`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import programs
 from tests.shared import REPO_ROOT
 
 RULES_FILE: Final = REPO_ROOT / "components" / "prometheus-rules" / "prometheusrule.yaml"
@@ -29,19 +26,9 @@ INSTALL_HINT: Final = "on Debian: apt-get install prometheus, which has promtool
 Manifest = dict[str, Any]
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1")
-
-
 def require(program: str) -> str:
-    """The path of `program`; skip without it, or fail under CI=true."""
-    path = shutil.which(program)
-    if path is None:
-        message = f"{program} is not installed ({INSTALL_HINT})"
-        if in_ci():
-            pytest.fail(f"CI=true and {message}")
-        pytest.skip(message)
-    return path
+    """The path of `program` (promtool or prometheus)."""
+    return programs.require(program, INSTALL_HINT)
 
 
 def rule_groups() -> list[Manifest]:

@@ -1,7 +1,8 @@
 """`kubectl kustomize` for the tests of the kit and its components.
 
-Rendering needs `kubectl` (its built-in kustomize): without it the calling test skips. A build
-error, or any warning (deprecated or ignored fields, which the kit must not use), fails it.
+Rendering needs `kubectl` (its built-in kustomize): without it the calling test skips, or fails
+under CI=true (`tests.programs`). A build error, or any warning (deprecated or ignored fields,
+which the kit must not use), fails it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
+from tests import programs
 from tests.shared import REPO_ROOT
 from tools import install_yaml
 
@@ -25,7 +27,7 @@ def render(directory: Path) -> list[Manifest]:
     try:
         text = install_yaml.kustomize_build(directory)
     except install_yaml.KubectlMissing as missing:
-        pytest.skip(f"{missing}; the kustomize build cannot be rendered")
+        programs.missing(f"{missing}; the kustomize build cannot be rendered")
     except install_yaml.GenerationError as error:
         pytest.fail(str(error))
     return [doc for doc in yaml.safe_load_all(text) if doc]

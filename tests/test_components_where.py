@@ -8,7 +8,7 @@ in a copy of examples/overlay/ (the overlay a user makes), the other two in stan
 installs; and listed in this kit instead, those two fail the build or change nothing.
 
 tests/test_observability.py and tests/deploy/ test what each component adds; this module
-tests where it goes. Rendering needs `kubectl`; without it these tests skip.
+tests where it goes. Rendering needs `kubectl` (without it, see tests/kustomize.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from tests import kustomize
+from tests import kustomize, programs
 from tests.shared import REPO_ROOT
 from tools import install_yaml
 
@@ -433,7 +433,7 @@ def _kit_overlay_with(directory: Path, component: str) -> Path:
 def test_listed_in_the_kit_kube_state_metrics_fails_the_build(tmp_path: Path) -> None:
     overlay = _kit_overlay_with(tmp_path / "wrong", "kube-state-metrics")
     if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH (its built-in kustomize renders the kit)")
+        programs.missing("kubectl is not on PATH (its built-in kustomize renders the kit)")
     with pytest.raises(install_yaml.GenerationError, match="nothing selected by Deployment"):
         install_yaml.kustomize_build(overlay)
 

@@ -5,7 +5,7 @@ namespace it names: `kubectl delete -k` of the overlay deletes it with everythin
 (issue 17, item 12): the example renamed it to `llm-serving`, the namespace its own comments used
 for the model servers, so deleting a copy deleted the workloads. The overlay is rendered as its
 header says to use it (copied out of the clone); the image, replicas and hook URLs are tested in
-tests/deploy/. Rendering needs `kubectl`; without it these tests skip.
+tests/deploy/. Rendering needs `kubectl` (without it, see tests/kustomize.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The optional observability components: ServiceMonitor, alerts, kube-state-metrics, dashboard.
 
-Rendering needs `kubectl` (its built-in kustomize); those tests skip when it is not installed.
+Rendering needs `kubectl` (its built-in kustomize; without it, see tests/kustomize.py).
 PromQL is parsed with promql-parser, and every metric an expression names must exist: the hook
 metrics as the real app exposes them on /metrics, `up`, or a series that the kube-state-metrics
 configuration of components/kube-state-metrics defines.

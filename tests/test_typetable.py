@@ -22,7 +22,10 @@ TABLE_PATH = typetable_gen.default_output()
 def test_committed_table_matches_the_go_sources() -> None:
     source_dir = os.environ.get("DS_GO_SOURCES")
     if not source_dir:
-        pytest.skip("DS_GO_SOURCES is not set: no Go sources to regenerate the type table from")
+        pytest.skip(
+            "DS_GO_SOURCES is not set: no Go sources to regenerate the type table from"
+            " (README, What skips)"
+        )
     src = Path(source_dir)
     missing = [name for name in ("api", "apimachinery", "lws") if not (src / name).is_dir()]
     if missing:

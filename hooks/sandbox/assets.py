@@ -13,11 +13,13 @@ ecosystem does:
 A caller may name more directories to look in after those (the cluster suite passes the team's
 shared copy, when it has one). What cannot be found is reported as a sentence that says what to
 install.
+`kubectl`, which installs the kit and drives the control plane, comes from PATH.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +65,8 @@ class Assets:
 def find_assets(*, fallbacks: Sequence[Path] = ()) -> Assets:
     """The control plane's programs and CRDs, from the two variables' directories, then from
     `fallbacks`; raises `AssetsMissing` with what to install."""
+    if shutil.which("kubectl") is None:
+        raise AssetsMissing("kubectl is not on PATH: the kit is installed with it")
     envtest = _directory(ENVTEST_VARIABLE)
     extra = _directory(EXTRA_VARIABLE)
     programs: dict[str, Path] = {}

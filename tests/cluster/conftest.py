@@ -3,12 +3,12 @@ test.
 
 Without the programs (see `hooks.sandbox.assets`; ../shared's copy serves when there is one,
 `tests.shared.testcluster_dirs`) the suite skips with a reason that says what to install; under
-`CI=true` a missing program fails instead, so CI can never pass by skipping.
+`CI=true` a missing program fails instead (`tests.programs`), so CI can never pass by
+skipping.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 import uuid
 from collections.abc import Generator, Iterator
@@ -19,11 +19,7 @@ import pytest
 from hooks.sandbox import assets, kube
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
-from tests import shared
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1")
+from tests import programs, shared
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +28,7 @@ def control_plane_assets() -> assets.Assets:
     try:
         return assets.find_assets(fallbacks=shared.testcluster_dirs())
     except assets.AssetsMissing as missing:
-        if _in_ci():
-            pytest.fail(f"CI=true and {missing}")
-        pytest.skip(str(missing))
+        programs.missing(str(missing))
 
 
 @pytest.fixture(scope="session")

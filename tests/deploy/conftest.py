@@ -1,5 +1,5 @@
 """The base install as `kubectl kustomize .` renders it, built once per module for the
-base-install and overlay tests (they skip when kubectl or the generated CRDs are missing)."""
+base-install and overlay tests (without kubectl, see tests/kustomize.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ in the right namespaces and with the common labels; both CRDs; the two Composite
 the hook Service; the hook Deployment (replicas, probes, security context, writable /tmp, spread
 across nodes), its Service, PodDisruptionBudget and NetworkPolicy; a memory limit that holds the
 worst accepted request; and the image set by one `images:` entry. Rendering needs `kubectl` (its
-built-in kustomize); without it these tests skip.
+built-in kustomize; without it, see tests/kustomize.py).
 """
 
 from __future__ import annotations

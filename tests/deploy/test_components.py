@@ -3,7 +3,7 @@ ValidatingAdmissionPolicy and its binding, which warn and never deny, stay clust
 root kustomization enables the component, and whose CEL (evaluated here with cel-python, as the API
 server would) warns exactly for External roles above one replica. metacontroller-scale appends its
 worker and client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
-Metacontroller with. Rendering needs `kubectl`; those tests skip without it, the CEL tests do not.
+Metacontroller with. Rendering needs `kubectl` (tests/kustomize.py); the CEL tests do not.
 """
 
 from __future__ import annotations

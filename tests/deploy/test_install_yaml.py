@@ -1,14 +1,13 @@
 """install.yaml, the single-file install: it matches what `python -m tools.install_yaml` renders
-now (this needs `kubectl`, and skips without it), holds exactly the base install's objects, and its
-header says how to apply it.
+now (this needs `kubectl`; without it, see tests/kustomize.py), holds exactly the base install's
+objects, and its header says how to apply it.
 """
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
-from tests import kustomize
+from tests import kustomize, programs
 from tests.deploy.kit import BASE_OBJECTS
 from tests.shared import REPO_ROOT
 from tools import install_yaml
@@ -19,7 +18,7 @@ def test_install_yaml_is_current() -> None:
     try:
         expected = install_yaml.render()
     except install_yaml.KubectlMissing as missing:
-        pytest.skip(f"{missing}; install.yaml cannot be rendered")
+        programs.missing(f"{missing}; install.yaml cannot be rendered")
     assert (REPO_ROOT / "install.yaml").read_text() == expected, (
         "install.yaml is out of date: run `python -m tools.install_yaml` and commit the result"
     )

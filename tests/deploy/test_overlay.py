@@ -1,7 +1,7 @@
 """The example overlay (examples/overlay/), copied out of the clone as its header says and built
 with `kubectl kustomize`: it sets the image, namespace, replicas and resources, moves the hook URLs
-to its namespace, and keeps the base install's memory limit. Rendering needs `kubectl`; without it
-these tests skip.
+to its namespace, and keeps the base install's memory limit. Rendering needs `kubectl` (without it,
+see tests/kustomize.py).
 """
 
 from __future__ import annotations

@@ -25,15 +25,20 @@ def _in_ci() -> bool:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+def cluster_assets() -> assets.Assets:
+    """The control plane's programs and CRDs: the test skips without them (fails in CI)."""
     try:
-        found = assets.find_assets()
+        return assets.find_assets()
     except assets.AssetsMissing as missing:
         if _in_ci():
             pytest.fail(f"CI=true and {missing}")
         pytest.skip(str(missing))
-    plane = ControlPlane.start(found, Path(tempfile.mkdtemp(prefix="ds-controlplane-")))
+
+
+@pytest.fixture(scope="session")
+def control_plane(cluster_assets: assets.Assets) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+    plane = ControlPlane.start(cluster_assets, Path(tempfile.mkdtemp(prefix="ds-controlplane-")))
     try:
         yield plane
     finally:

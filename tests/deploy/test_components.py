@@ -3,12 +3,16 @@ ValidatingAdmissionPolicy and its binding, which warn and never deny, stay clust
 root kustomization enables the component, and whose CEL (evaluated here with cel-python, as the API
 server would) warns exactly for External roles above one replica. metacontroller-scale appends its
 worker and client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
-Metacontroller with. Rendering needs `kubectl`; those tests skip without it, the CEL tests do not.
+Metacontroller with. no-services leaves exactly the `services` child type out of the
+DisaggregatedSet CompositeController and changes nothing else, and refuses to build over a kit
+whose child types moved. Rendering needs `kubectl`; those tests skip without it, the CEL tests do
+not.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from tests import kustomize
 from tests.deploy.kit import BASE_OBJECTS, HOOK_NAME, NAMESPACE, _copy_install_tree
 from tests.kustomize import Manifest
 from tests.shared import REPO_ROOT
+from tools import install_yaml
 
 COMPONENT_DIR = REPO_ROOT / "components" / "external-replicas-warning"
 POLICY_NAME = "disaggregatedset-external-role-replicas"
@@ -206,6 +211,68 @@ def test_policy_names_every_offending_role() -> None:
 def test_policy_ignores_an_object_without_roles() -> None:
     evaluate = _policy_evaluator()
     assert evaluate({"metadata": {"name": "llm"}, "spec": {}}) == []
+
+
+# --- the no-services component ----------------------------------------------------------------
+
+NO_SERVICES_DIR = REPO_ROOT / "components" / "no-services"
+DS_CONTROLLER = ("CompositeController", "disaggregatedset-controller")
+
+
+def _kit_with(directory: Path, *components: Path) -> list[Manifest]:
+    """The repository root rendered through an overlay outside it that lists `components`."""
+    kustomize.require_crds()
+    directory.mkdir()
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO_ROOT, directory)],
+        "components": [os.path.relpath(component, directory) for component in components],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    return kustomize.render(directory)
+
+
+def _by_key(objects: list[Manifest]) -> dict[tuple[str, str], Manifest]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_no_services_leaves_only_services_out_of_the_set_controller(tmp_path: Path) -> None:
+    plain = _by_key(_kit_with(tmp_path / "plain"))
+    lean = _by_key(_kit_with(tmp_path / "lean", NO_SERVICES_DIR))
+
+    assert lean.keys() == plain.keys() == BASE_OBJECTS
+    for key in plain.keys() - {DS_CONTROLLER}:
+        assert lean[key] == plain[key], key
+    before, after = plain[DS_CONTROLLER], lean[DS_CONTROLLER]
+    children = before["spec"]["childResources"]
+    assert [child["resource"] for child in children] == [
+        "leaderworkersets",
+        "services",
+        "disaggregatedsetrolescalers",
+        "controllerrevisions",
+    ]
+    assert after["spec"]["childResources"] == [c for c in children if c["resource"] != "services"]
+    assert {**after, "spec": {**after["spec"], "childResources": children}} == before
+
+
+def test_no_services_refuses_a_kit_whose_child_types_moved(tmp_path: Path) -> None:
+    """Its patch removes an entry by position; it first tests that entry is the Services one."""
+    kustomize.require_crds()
+    _copy_install_tree(tmp_path)
+    controllers = tmp_path / "metacontroller" / "compositecontrollers.yaml"
+    documents = list(yaml.safe_load_all(controllers.read_text()))
+    children = documents[0]["spec"]["childResources"]
+    children[0], children[1] = children[1], children[0]
+    controllers.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    kustomization = tmp_path / "kustomization.yaml"
+    kustomization.write_text(
+        kustomization.read_text() + "\ncomponents:\n  - components/no-services\n"
+    )
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH (its built-in kustomize renders the kit)")
+    with pytest.raises(install_yaml.GenerationError, match="test failed"):
+        install_yaml.kustomize_build(tmp_path)
 
 
 # --- the metacontroller-scale component (for Metacontroller's own install) ---------------------

@@ -800,8 +800,10 @@ def print_result(result: Result, counts: Counts) -> None:
 
 def per_thousand(results: Sequence[Result]) -> None:
     """Per 1,000 foreign objects: the controller side's added RSS (MB) and net CPU seconds."""
-    print("per 1,000 foreign objects (controller RSS added, MB; CPU net of idle, s):")
     names = [phase.name for phase in results[0].phases] if results else []
+    if not names:
+        return
+    print("per 1,000 foreign objects (controller RSS added, MB; CPU net of idle, s):")
     header = "  ".join(f"{name + ' MB':>13} {name + ' CPU':>14}" for name in names)
     width = max(len(result.label) for result in results)
     print(f"  {'':<{width}}  {header}")

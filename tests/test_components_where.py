@@ -374,7 +374,7 @@ def _including(directory: Path, install: Path, component: str) -> Path:
     )
 
 
-def test_metacontroller_scale_changes_only_the_flags_of_metacontrollers_install(
+def test_metacontroller_scale_changes_only_the_container_of_metacontrollers_install(
     tmp_path: Path,
 ) -> None:
     install = _install(tmp_path, "metacontroller-production", METACONTROLLER_PRODUCTION)
@@ -389,7 +389,12 @@ def test_metacontroller_scale_changes_only_the_flags_of_metacontrollers_install(
         assert after[other] == before[other], other
     [old] = before[key]["spec"]["template"]["spec"]["containers"]
     [new] = after[key]["spec"]["template"]["spec"]["containers"]
-    assert {**new, "args": old["args"]} == old
+    assert set(new) - set(old) == {"resources", "env"}
+    assert {**new, "args": old["args"], "resources": None, "env": None} == {
+        **old,
+        "resources": None,
+        "env": None,
+    }
     assert new["args"][: len(old["args"])] == old["args"]
     assert [arg.split("=")[0] for arg in new["args"][len(old["args"]) :]] == [
         "--workers",

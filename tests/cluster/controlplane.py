@@ -47,12 +47,14 @@ SCALE_COMPONENT: Final = REPO_ROOT / "components" / "metacontroller-scale" / "ku
 
 
 def scale_flags() -> tuple[str, ...]:
-    """The flags components/metacontroller-scale appends to Metacontroller's arguments."""
+    """The flags components/metacontroller-scale appends to Metacontroller's arguments (its
+    JSON patch; the other, a strategic merge, sets resources the local process has no use for)."""
     component = yaml.safe_load(SCALE_COMPONENT.read_text())
     return tuple(
         operation["value"]
         for patch in component["patches"]
-        for operation in yaml.safe_load(patch["patch"])
+        if isinstance(operations := yaml.safe_load(patch["patch"]), list)
+        for operation in operations
         if operation["path"].endswith("/args/-")
     )
 

@@ -11,6 +11,8 @@ not.
 
 from __future__ import annotations
 
+import copy
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -332,7 +334,58 @@ def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
     args = [
         operation["value"]
         for patch in yaml.safe_load((SCALE_DIR / "kustomization.yaml").read_text())["patches"]
-        for operation in yaml.safe_load(patch["patch"])
+        if isinstance(operations := yaml.safe_load(patch["patch"]), list)
+        for operation in operations
+        if operation["path"].endswith("/args/-")
     ]
     assert controlplane.scale_flags() == tuple(args)
     assert len(args) == 3
+
+
+def _sizing_model() -> tuple[float, list[str]]:
+    """docs/operations.md's model at its design point (MB), and the rows it summed."""
+    text = (REPO_ROOT / "docs" / "operations.md").read_text()
+    section = text.split("\n## Sizing Metacontroller\n", 1)[1].split("\n## ", 1)[0]
+    total, rows = 0.0, []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].replace(".", "", 1).isdigit():
+            total += float(cells[1]) * int(cells[3].replace(",", ""))
+            rows.append(cells[0])
+    return total, rows
+
+
+def _mebibytes(quantity: str) -> int:
+    assert quantity.endswith(("Mi", "MiB")), quantity
+    return int(quantity.removesuffix("B").removesuffix("Mi"))
+
+
+def test_metacontroller_scale_resources_follow_the_sizing_model(tmp_path: Path) -> None:
+    """Request: the model at its design point, rounded up to 128 MiB; limit half again above;
+    GOMEMLIMIT 90% of the limit; half a core, no CPU limit (docs/operations.md)."""
+    model_mb, rows = _sizing_model()
+    assert len(rows) == 4, rows
+    statefulset = copy.deepcopy(METACONTROLLER_STATEFULSET)
+    [original] = statefulset["spec"]["template"]["spec"]["containers"]
+    original["env"] = [{"name": "EXISTING", "value": "kept"}]
+    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(statefulset))
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["metacontroller.yaml"],
+        "components": [os.path.relpath(SCALE_DIR, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+
+    [rendered] = kustomize.render(tmp_path)
+
+    [container] = rendered["spec"]["template"]["spec"]["containers"]
+    resources = container["resources"]
+    request = _mebibytes(resources["requests"]["memory"])
+    assert request == math.ceil(model_mb * 1e6 / 2**20 / 128) * 128
+    limit = _mebibytes(resources["limits"]["memory"])
+    assert limit == request * 3 // 2
+    env = {entry["name"]: entry["value"] for entry in container["env"]}
+    assert env == {"EXISTING": "kept", "GOMEMLIMIT": f"{limit * 9 // 10}MiB"}
+    assert resources["requests"]["cpu"] == "500m"
+    assert "cpu" not in resources["limits"]

@@ -759,7 +759,7 @@ def print_result(result: Result, counts: Counts) -> None:
         print(
             f"  sets: controller RSS {_mib(result.empty.rss_kib)} ->"
             f" {_mib(result.settled.rss_kib)} MiB ({1024 * added / counts.sets / MB:.2f} MB per"
-            f" set), {_by_process(result.settled)}"
+            f" set; {_by_process(result.empty)} -> {_by_process(result.settled)})"
         )
     print(f"  idle: controller CPU {result.idle_rate:.3f} s per second")
     print(

@@ -137,7 +137,7 @@ def _status_kib(directory: Path, file: str, field: str) -> int:
     return sum(int(line.split()[1]) for line in lines if line.startswith(f"{field}:"))
 
 
-def _group_stats(pgid: int) -> tuple[float, int]:
+def group_stats(pgid: int) -> tuple[float, int]:
     """CPU seconds (with reaped children) and the summed peak RSS (KiB) of a process group.
 
     The sum counts pages that a forked worker shares with its parent (gunicorn) twice.
@@ -147,6 +147,16 @@ def _group_stats(pgid: int) -> tuple[float, int]:
         cpu_ticks += sum(int(value) for value in fields[11:15])
         peak_kib += _status_kib(directory, "status", "VmHWM")
     return cpu_ticks / CLOCK_TICKS, peak_kib
+
+
+def group_memory_kib(pgid: int) -> tuple[int, int]:
+    """The summed resident memory (VmRSS) and proportional set size (KiB) of a process group's
+    processes now."""
+    rss, pss = 0, 0
+    for directory, _ in _group_processes(pgid):
+        rss += _status_kib(directory, "status", "VmRSS")
+        pss += _status_kib(directory, "smaps_rollup", "Pss")
+    return rss, pss
 
 
 def _group_pss_kib(pgid: int) -> int:
@@ -179,7 +189,8 @@ class PssSampler:
                 self.peaks[name] = max(self.peaks[name], _group_pss_kib(pgid))
 
 
-def _samples(url: str) -> list[tuple[str, dict[str, str], float]]:
+def samples(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of a Prometheus text exposition at `url`: (name, labels, value)."""
     text = processes.local_get(url).text
     return [
         (sample.name, sample.labels, sample.value)
@@ -205,7 +216,7 @@ class HookCounters:
         calls: dict[str, float] = {}
         seconds: dict[str, float] = {}
         unchanged = 0.0
-        for name, labels, value in _samples(f"{plane.hook_url}/metrics"):
+        for name, labels, value in samples(f"{plane.hook_url}/metrics"):
             if name == "disaggregatedset_hook_duration_seconds_count":
                 calls[labels["hook"]] = calls.get(labels["hook"], 0) + value
             elif name == "disaggregatedset_hook_duration_seconds_sum":
@@ -213,7 +224,7 @@ class HookCounters:
             elif name == "disaggregatedset_sync_unchanged_total":
                 unchanged += value
         requests_: dict[str, float] = {}
-        for name, labels, value in _samples(plane.metacontroller_metrics):
+        for name, labels, value in samples(plane.metacontroller_metrics):
             if name == "rest_client_requests_total":
                 method = labels.get("method", "?")
                 requests_[method] = requests_.get(method, 0) + value
@@ -266,7 +277,7 @@ class Snapshot:
         wall = time.time()
         cpu, peak = {}, {}
         for name in stack.processes:
-            cpu[name], peak[name] = _group_stats(stack.plane.running[name].pid)
+            cpu[name], peak[name] = group_stats(stack.plane.running[name].pid)
         return cls(wall, cpu, peak, stack.syncs(), stack.audit.read(), stack.hook_counters())
 
 
@@ -724,7 +735,7 @@ WATCHED: Final = (kube.DISAGGREGATED_SETS, kube.LWS, kube.SERVICES)
 WATCH_READY_TIMEOUT_SECONDS: Final = 60.0
 
 
-def _wait_for_watches(plane: ControlPlane) -> None:
+def wait_for_watches(plane: ControlPlane) -> None:
     """Until the API server serves watches of the watched kinds.
 
     Right after a CRD is established, its watch cache is still initialising and a watch is
@@ -744,7 +755,7 @@ def _wait_for_watches(plane: ControlPlane) -> None:
                 time.sleep(0.2)
 
 
-def _prepare(plane: ControlPlane) -> None:
+def prepare(plane: ControlPlane) -> None:
     """The namespace, and the API server's one-time compilation of the set CRD's rules."""
     plane.client.create(
         kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -767,9 +778,9 @@ def _play(
     plane = stack.plane
     controller = FakeLwsController(plane.client, delay=delay)
     try:
-        _wait_for_watches(plane)
+        wait_for_watches(plane)
         controller.start()
-        _prepare(plane)
+        prepare(plane)
         recorder = Recorder(plane.client)
         sampler = PssSampler({name: plane.running[name].pid for name in stack.processes})
         sampler.start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -198,14 +198,50 @@ def child_key(obj: JsonObject) -> str:
     return f"{obj['kind']}.{obj['apiVersion']}"
 
 
+# The child types of the kit's DisaggregatedSet CompositeController
+# (metacontroller/compositecontrollers.yaml), as `<Kind>.<apiVersion>` and as its childResources.
+KIT_CHILD_TYPES: Final = (
+    (f"{api.SCALER_KIND}.{api.API_VERSION}", api.SCALER_PLURAL),
+    (f"{api.LWS_KIND}.{api.LWS_API_VERSION}", api.LWS_PLURAL),
+    (f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}", api.SERVICE_PLURAL),
+    (f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}", api.REVISION_PLURAL),
+)
+
+
+def make_controller(*, without: Sequence[str] = ()) -> JsonObject:
+    """The `controller` of a sync request: the kit's CompositeController as Metacontroller sends
+    it, less the child resources (plurals) in `without`."""
+    return {
+        "kind": "CompositeController",
+        "apiVersion": "metacontroller.k8s.io/v1alpha1",
+        "metadata": {"name": "disaggregatedset-controller"},
+        "spec": {
+            "parentResource": {"apiVersion": api.API_VERSION, "resource": api.DS_PLURAL},
+            "childResources": [
+                {
+                    "apiVersion": key.split(".", 1)[1],
+                    "resource": resource,
+                    "updateStrategy": {"method": "InPlace", "statusChecks": {}},
+                }
+                for key, resource in KIT_CHILD_TYPES
+                if resource not in without
+            ],
+            "generateSelector": True,
+        },
+        "status": {},
+    }
+
+
 def make_request(
     parent: JsonObject,
     *,
     children: Iterable[JsonObject] = (),
     related: Iterable[JsonObject] = (),
     version: str = "v1",
+    without: Sequence[str] = (),
 ) -> JsonObject:
-    """A DisaggregatedSet sync request in hook format v1 (keys by name) or v2 (namespace/name)."""
+    """A DisaggregatedSet sync request in hook format v1 (keys by name) or v2 (namespace/name),
+    from the kit's CompositeController less the child resources in `without` (plurals)."""
 
     def group(objects: Iterable[JsonObject], kinds: Sequence[str]) -> JsonObject:
         grouped: JsonObject = {kind: {} for kind in kinds}
@@ -215,20 +251,11 @@ def make_request(
             grouped.setdefault(child_key(obj), {})[key] = obj
         return grouped
 
+    declared = [key for key, resource in KIT_CHILD_TYPES if resource not in without]
     return {
-        "controller": {
-            "kind": "CompositeController",
-            "apiVersion": "metacontroller.k8s.io/v1alpha1",
-        },
+        "controller": make_controller(without=without),
         "parent": parent,
-        "children": group(
-            children,
-            [
-                f"{api.SCALER_KIND}.{api.API_VERSION}",
-                f"{api.LWS_KIND}.{api.LWS_API_VERSION}",
-                f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}",
-            ],
-        ),
+        "children": group(children, declared),
         "related": group(related, [f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]),
         "finalizing": False,
     }

@@ -1,9 +1,9 @@
 """Where each component goes: said the same way everywhere, and rendered there.
 
-Four components build on this kit and go in its kustomization.yaml or an overlay of it; two patch
+Five components build on this kit and go in its kustomization.yaml or an overlay of it; two patch
 other installs, kube-state-metrics' (components/kube-state-metrics) and Metacontroller's
 (components/metacontroller-scale). The docs (docs/operations.md's table, the README, each
-component's header) must say exactly that. Each is rendered where it goes: the kit's four together
+component's header) must say exactly that. Each is rendered where it goes: the kit's five together
 in a copy of examples/overlay/ (the overlay a user makes), the other two in stand-ins for their
 installs; and listed in this kit instead, those two fail the build or change nothing.
 
@@ -36,12 +36,13 @@ WHERE: Final = {
     "prometheus-rules": KIT,
     "grafana-dashboard": KIT,
     "external-replicas-warning": KIT,
+    "no-services": KIT,
     "kube-state-metrics": KSM_INSTALL,
     "metacontroller-scale": METACONTROLLER_INSTALL,
 }
 KIT_COMPONENTS: Final = [name for name, where in WHERE.items() if where == KIT]
 # What each of the kit's components adds to it, and whether the object is cluster-scoped.
-ADDED: Final = {
+ADDED: Final[dict[str, set[tuple[str, str]]]] = {
     "servicemonitor": {
         ("Service", "disaggregatedset-hooks-metrics"),
         ("ServiceMonitor", "disaggregatedset-hooks"),
@@ -52,7 +53,10 @@ ADDED: Final = {
         ("ValidatingAdmissionPolicy", "disaggregatedset-external-role-replicas"),
         ("ValidatingAdmissionPolicyBinding", "disaggregatedset-external-role-replicas"),
     },
+    "no-services": set(),
 }
+# What they change of it (tests/deploy/test_components.py says how).
+CHANGED: Final = {("CompositeController", "disaggregatedset-controller")}
 CLUSTER_SCOPED: Final = frozenset(
     {
         "Namespace",
@@ -131,12 +135,12 @@ def test_the_readme_says_where_each_component_goes() -> None:
     }
     paragraphs = {
         name: [_flat(p) for p in readme.read_text().split("\n\n") if f"`components/{name}`" in p]
-        for name in ("external-replicas-warning", "metacontroller-scale")
+        for name in ("external-replicas-warning", "no-services", "metacontroller-scale")
     }
-    assert any(
-        "in this kit's kustomization.yaml or in an overlay of it" in p
-        for p in paragraphs["external-replicas-warning"]
-    )
+    for name in ("external-replicas-warning", "no-services"):
+        assert any(
+            "in this kit's kustomization.yaml or in an overlay of it" in p for p in paragraphs[name]
+        ), name
     assert any(
         f"in {METACONTROLLER_INSTALL}, not in this kit's or an overlay of it" in p
         for p in paragraphs["metacontroller-scale"]
@@ -203,7 +207,10 @@ def test_the_kit_components_render_together_in_a_copy_of_the_example_overlay(
     assert enabled.keys() == plain.keys() | added
     assert not plain.keys() & added
     for key, obj in plain.items():
-        assert enabled[key] == obj, f"{key} changed by the components"
+        if key not in CHANGED:
+            assert enabled[key] == obj, f"{key} changed by the components"
+    for key in CHANGED:
+        assert enabled[key] != plain[key], f"{key} not changed by the components"
     for kind, name in added:
         metadata = enabled[kind, name]["metadata"]
         if kind in CLUSTER_SCOPED:
@@ -367,7 +374,7 @@ def _including(directory: Path, install: Path, component: str) -> Path:
     )
 
 
-def test_metacontroller_scale_changes_only_the_flags_of_metacontrollers_install(
+def test_metacontroller_scale_changes_only_the_container_of_metacontrollers_install(
     tmp_path: Path,
 ) -> None:
     install = _install(tmp_path, "metacontroller-production", METACONTROLLER_PRODUCTION)
@@ -382,7 +389,12 @@ def test_metacontroller_scale_changes_only_the_flags_of_metacontrollers_install(
         assert after[other] == before[other], other
     [old] = before[key]["spec"]["template"]["spec"]["containers"]
     [new] = after[key]["spec"]["template"]["spec"]["containers"]
-    assert {**new, "args": old["args"]} == old
+    assert set(new) - set(old) == {"resources", "env"}
+    assert {**new, "args": old["args"], "resources": None, "env": None} == {
+        **old,
+        "resources": None,
+        "env": None,
+    }
     assert new["args"][: len(old["args"])] == old["args"]
     assert [arg.split("=")[0] for arg in new["args"][len(old["args"]) :]] == [
         "--workers",

@@ -38,6 +38,19 @@ class ChildKind(StrEnum):
     def api_version(self) -> str:
         return self.value.split(".", 1)[1]
 
+    @property
+    def resource(self) -> str:
+        """The plural a CompositeController's `childResources` names this kind by."""
+        return _RESOURCES[self]
+
+
+_RESOURCES: Final = {
+    ChildKind.LWS: api.LWS_PLURAL,
+    ChildKind.SERVICE: api.SERVICE_PLURAL,
+    ChildKind.SCALER: api.SCALER_PLURAL,
+    ChildKind.REVISION: api.REVISION_PLURAL,
+    ChildKind.DISAGGREGATED_SET: api.DS_PLURAL,
+}
 
 DS_CHILD_KINDS: Final = frozenset(
     {ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER, ChildKind.REVISION}
@@ -167,6 +180,10 @@ class SyncRequest:
     parent: Parent
     children: tuple[ObservedObject, ...]
     related: tuple[ObservedObject, ...]
+    declared: frozenset[ChildKind] | None = None
+    """The child types the CompositeController declares (`controller.spec.childResources`), the
+    only ones Metacontroller observes; None when the request names no controller (built by
+    hand, as in tests or `python -m hooks render`)."""
 
 
 @dataclass(frozen=True, slots=True)

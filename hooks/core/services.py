@@ -6,17 +6,29 @@ created (named after the LWS, `<lws>-prv`, selecting name, role, revision and sl
 Services of revisions that are neither the target nor ready go; until then every existing Service
 of the slice stays, so clients keep reaching the revision that still serves. A Service is never
 updated once created. `lws` must be the slice's LWS that remain after this pass.
+
+A set has Services only while they are one of its child types (`is_child_type`): an install
+may leave them out of the CompositeController (components/no-services, docs/operations.md).
+Metacontroller then observes no Service, and would create one in an answer but never update or
+delete it, so the set answers with none and nothing else of its answer changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from hooks import api
 from hooks.api import naming
 from hooks.core import children, records, rollout
 
 JsonObject = api.JsonObject
+
+
+def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:
+    """Whether Services are a child type of the set: the CompositeController declares them, or
+    the request names no controller (a request built by hand keeps the default install's)."""
+    return declared is None or records.ChildKind.SERVICE in declared
 
 
 def plan_slice(

@@ -2,9 +2,9 @@
 
 `reconcile_slice` asks `rollout.plan_slice` for the slice's pass (with what the set's controls ask
 of this slice, `canary`), re-emits the LWS that stay with their new replicas (`children`), renders
-the ones the plan creates, and plans the slice's Services (`services`). A new slice past the
-partition plans for the revision the other partitioned slices serve. `split_by_slice` sorts
-observed children by their slice label. Pure: reads its arguments only.
+the ones the plan creates, and plans the slice's Services (`services`, when they are a child
+type). A new slice past the partition plans for the revision the other partitioned slices serve.
+`split_by_slice` sorts observed children by their slice label. Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class SetContext:
     """The target is a revision the set ran before another one: no hold (`canary`)."""
     stable: canary.Stable | None = None
     """The revision partitioned slices serve, for one that is new."""
+    services: bool = True
+    """Whether Services are a child type of the set (`services.is_child_type`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,15 +98,18 @@ def reconcile_slice(
         for item in kept
     ]
     new, created, foreign = _new_lws(context, index, plan, target)
-    slice_services, dropped_services = services.plan_slice(
-        set_name=context.set_name,
-        slice_index=index,
-        revision=target.revision,
-        role_names=[role.name for role in target.roles],
-        lws=kept,
-        services=services_,
-        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
-    )
+    slice_services: list[JsonObject] = []
+    dropped_services: list[str] = []
+    if context.services:
+        slice_services, dropped_services = services.plan_slice(
+            set_name=context.set_name,
+            slice_index=index,
+            revision=target.revision,
+            role_names=[role.name for role in target.roles],
+            lws=kept,
+            services=services_,
+            frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
+        )
     return SliceResult(
         plan=plan,
         children=(*existing, *new, *slice_services),

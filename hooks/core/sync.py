@@ -35,6 +35,7 @@ from hooks.core import (
     records,
     rollout,
     scalers,
+    services,
     slices,
     status,
     validation,
@@ -166,6 +167,7 @@ def _plan_set(
         control=control,
         rollback=canary.is_rollback(target, observed[records.ChildKind.REVISION]),
         stable=_stable(control, lws_by_slice, target, observed[records.ChildKind.REVISION]),
+        services=services.is_child_type(request.declared),
     )
     return _SetPlan(
         context=context,

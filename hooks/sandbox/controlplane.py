@@ -53,12 +53,14 @@ def check_kit(kit: Path) -> None:
 
 def scale_flags(kit: Path) -> tuple[str, ...]:
     """The flags the kit's components/metacontroller-scale appends to Metacontroller's
-    arguments."""
+    arguments (its JSON patch; the other, a strategic merge, sets resources the local process
+    has no use for)."""
     component = yaml.safe_load((kit / SCALE_COMPONENT).read_text())
     return tuple(
         operation["value"]
         for patch in component["patches"]
-        for operation in yaml.safe_load(patch["patch"])
+        if isinstance(operations := yaml.safe_load(patch["patch"]), list)
+        for operation in operations
         if operation["path"].endswith("/args/-")
     )
 
@@ -137,6 +139,10 @@ class ControlPlane:
     hook_port: int = 0
     metacontroller_metrics: str = ""
     metacontroller_flags: Sequence[str] = ()
+    kit_components: Sequence[Path] = ()
+    """Components (directories) the kit is rendered with, as an overlay listing them would."""
+    kit_edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """A change to each rendered kit document before it is applied (a wiring to measure)."""
     metacontroller_pprof: str = ""
     """The base URL of Metacontroller's /debug/pprof when started with `pprof=True`."""
     audit_log: Path | None = None
@@ -155,13 +161,24 @@ class ControlPlane:
         metacontroller_flags: Sequence[str] | None = None,
         pprof: bool = False,
         audit: bool = False,
+        kit_components: Sequence[Path] = (),
+        kit_edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> ControlPlane:
         """Start everything; on any failure, stop what was started and re-raise. Metacontroller
         gets `metacontroller_flags`, by default those of the kit's
-        components/metacontroller-scale, and serves /debug/pprof on a free port with `pprof`."""
+        components/metacontroller-scale, and serves /debug/pprof on a free port with `pprof`.
+        The kit is rendered with `kit_components` and each document changed by `kit_edit` (see
+        `install_kit`)."""
         check_kit(kit)
         flags = scale_flags(kit) if metacontroller_flags is None else metacontroller_flags
-        plane = cls(assets=assets, workdir=workdir, kit=kit, metacontroller_flags=flags)
+        plane = cls(
+            assets=assets,
+            workdir=workdir,
+            kit=kit,
+            metacontroller_flags=flags,
+            kit_components=kit_components,
+            kit_edit=kit_edit,
+        )
         plane._started(lambda certificates: plane._start(certificates, pprof=pprof), audit=audit)
         return plane
 
@@ -431,15 +448,31 @@ class ControlPlane:
 
         Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
         -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
+        With `kit_components`, the kit is rendered through an overlay in the work directory that
+        lists them (as a user's overlay does); `kit_edit` then changes each document.
         """
+        source = self.kit
+        if self.kit_components:
+            source = self.workdir / "kit-overlay"
+            source.mkdir(exist_ok=True)
+            overlay = {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(self.kit, source)],
+                "components": [os.path.relpath(path, source) for path in self.kit_components],
+            }
+            (source / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
         rendered = subprocess.run(
-            ["kubectl", "kustomize", str(self.kit)],
+            ["kubectl", "kustomize", str(source)],
             capture_output=True,
             text=True,
             check=True,
             timeout=120,
         ).stdout
-        documents = [pointed_at(doc, self.hook_url) for doc in yaml.safe_load_all(rendered)]
+        edit = self.kit_edit or (lambda document: document)
+        documents = [
+            pointed_at(edit(doc), self.hook_url) for doc in yaml.safe_load_all(rendered) if doc
+        ]
         self._kubectl_retrying(
             ["apply", "-f", "-"], stdin=yaml.safe_dump_all(documents, sort_keys=False)
         )

@@ -49,7 +49,29 @@ def parse_sync_request(body: object) -> records.SyncRequest:
     related, _ = _parse_object_groups(
         request.get("related", {}), "related", allowed=frozenset(records.ChildKind), related=True
     )
-    return records.SyncRequest(parent=parent, children=children, related=related)
+    declared = _declared_kinds(request.get("controller"))
+    if declared is not None and any(child.kind not in declared for child in children):
+        # Metacontroller observes only the types it declares: such a body is not its own.
+        raise RequestError("children hold a type that controller.spec.childResources leaves out")
+    return records.SyncRequest(parent=parent, children=children, related=related, declared=declared)
+
+
+def _declared_kinds(controller: object) -> frozenset[records.ChildKind] | None:
+    """The set's child types that `controller` (the CompositeController) declares in
+    `spec.childResources` (other entries are not ours to judge); None without a controller."""
+    if controller is None:
+        return None
+    spec = _require_object(_require_object(controller, "controller").get("spec"), "controller spec")
+    entries = spec.get("childResources", [])
+    if not isinstance(entries, list):
+        raise RequestError("controller spec.childResources must be a list")
+    listed = set()
+    for entry in entries:
+        entry = _require_object(entry, "controller spec.childResources[]")
+        listed.add((entry.get("apiVersion"), entry.get("resource")))
+    return frozenset(
+        kind for kind in records.DS_CHILD_KINDS if (kind.api_version, kind.resource) in listed
+    )
 
 
 def parse_customize_request(body: object) -> records.CustomizeRequest:

@@ -3,12 +3,17 @@ ValidatingAdmissionPolicy and its binding, which warn and never deny, stay clust
 root kustomization enables the component, and whose CEL (evaluated here with cel-python, as the API
 server would) warns exactly for External roles above one replica. metacontroller-scale appends its
 worker and client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
-Metacontroller with. Rendering needs `kubectl` (tests/kustomize.py); the CEL tests do not.
+Metacontroller with. no-services leaves exactly the `services` child type out of the
+DisaggregatedSet CompositeController and changes nothing else, and refuses to build over a kit
+whose child types moved. Rendering needs `kubectl` (tests/kustomize.py); the CEL tests do not.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,7 @@ from tests import kustomize
 from tests.deploy.kit import BASE_OBJECTS, HOOK_NAME, NAMESPACE, _copy_install_tree
 from tests.kustomize import Manifest
 from tests.shared import REPO_ROOT
+from tools import install_yaml
 
 COMPONENT_DIR = REPO_ROOT / "components" / "external-replicas-warning"
 POLICY_NAME = "disaggregatedset-external-role-replicas"
@@ -208,6 +214,68 @@ def test_policy_ignores_an_object_without_roles() -> None:
     assert evaluate({"metadata": {"name": "llm"}, "spec": {}}) == []
 
 
+# --- the no-services component ----------------------------------------------------------------
+
+NO_SERVICES_DIR = REPO_ROOT / "components" / "no-services"
+DS_CONTROLLER = ("CompositeController", "disaggregatedset-controller")
+
+
+def _kit_with(directory: Path, *components: Path) -> list[Manifest]:
+    """The repository root rendered through an overlay outside it that lists `components`."""
+    kustomize.require_crds()
+    directory.mkdir()
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(REPO_ROOT, directory)],
+        "components": [os.path.relpath(component, directory) for component in components],
+    }
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    return kustomize.render(directory)
+
+
+def _by_key(objects: list[Manifest]) -> dict[tuple[str, str], Manifest]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_no_services_leaves_only_services_out_of_the_set_controller(tmp_path: Path) -> None:
+    plain = _by_key(_kit_with(tmp_path / "plain"))
+    lean = _by_key(_kit_with(tmp_path / "lean", NO_SERVICES_DIR))
+
+    assert lean.keys() == plain.keys() == BASE_OBJECTS
+    for key in plain.keys() - {DS_CONTROLLER}:
+        assert lean[key] == plain[key], key
+    before, after = plain[DS_CONTROLLER], lean[DS_CONTROLLER]
+    children = before["spec"]["childResources"]
+    assert [child["resource"] for child in children] == [
+        "leaderworkersets",
+        "services",
+        "disaggregatedsetrolescalers",
+        "controllerrevisions",
+    ]
+    assert after["spec"]["childResources"] == [c for c in children if c["resource"] != "services"]
+    assert {**after, "spec": {**after["spec"], "childResources": children}} == before
+
+
+def test_no_services_refuses_a_kit_whose_child_types_moved(tmp_path: Path) -> None:
+    """Its patch removes an entry by position; it first tests that entry is the Services one."""
+    kustomize.require_crds()
+    _copy_install_tree(tmp_path)
+    controllers = tmp_path / "metacontroller" / "compositecontrollers.yaml"
+    documents = list(yaml.safe_load_all(controllers.read_text()))
+    children = documents[0]["spec"]["childResources"]
+    children[0], children[1] = children[1], children[0]
+    controllers.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    kustomization = tmp_path / "kustomization.yaml"
+    kustomization.write_text(
+        kustomization.read_text() + "\ncomponents:\n  - components/no-services\n"
+    )
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH (its built-in kustomize renders the kit)")
+    with pytest.raises(install_yaml.GenerationError, match="test failed"):
+        install_yaml.kustomize_build(tmp_path)
+
+
 # --- the metacontroller-scale component (for Metacontroller's own install) ---------------------
 
 SCALE_DIR = REPO_ROOT / "components" / "metacontroller-scale"
@@ -265,7 +333,58 @@ def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
     args = [
         operation["value"]
         for patch in yaml.safe_load((SCALE_DIR / "kustomization.yaml").read_text())["patches"]
-        for operation in yaml.safe_load(patch["patch"])
+        if isinstance(operations := yaml.safe_load(patch["patch"]), list)
+        for operation in operations
+        if operation["path"].endswith("/args/-")
     ]
     assert controlplane.scale_flags(REPO_ROOT) == tuple(args)
     assert len(args) == 3
+
+
+def _sizing_model() -> tuple[float, list[str]]:
+    """docs/operations.md's model at its design point (MB), and the rows it summed."""
+    text = (REPO_ROOT / "docs" / "operations.md").read_text()
+    section = text.split("\n## Sizing Metacontroller\n", 1)[1].split("\n## ", 1)[0]
+    total, rows = 0.0, []
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].replace(".", "", 1).isdigit():
+            total += float(cells[1]) * int(cells[3].replace(",", ""))
+            rows.append(cells[0])
+    return total, rows
+
+
+def _mebibytes(quantity: str) -> int:
+    assert quantity.endswith(("Mi", "MiB")), quantity
+    return int(quantity.removesuffix("B").removesuffix("Mi"))
+
+
+def test_metacontroller_scale_resources_follow_the_sizing_model(tmp_path: Path) -> None:
+    """Request: the model at its design point, rounded up to 128 MiB; limit half again above;
+    GOMEMLIMIT 90% of the limit; half a core, no CPU limit (docs/operations.md)."""
+    model_mb, rows = _sizing_model()
+    assert len(rows) == 4, rows
+    statefulset = copy.deepcopy(METACONTROLLER_STATEFULSET)
+    [original] = statefulset["spec"]["template"]["spec"]["containers"]
+    original["env"] = [{"name": "EXISTING", "value": "kept"}]
+    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(statefulset))
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["metacontroller.yaml"],
+        "components": [os.path.relpath(SCALE_DIR, tmp_path)],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+
+    [rendered] = kustomize.render(tmp_path)
+
+    [container] = rendered["spec"]["template"]["spec"]["containers"]
+    resources = container["resources"]
+    request = _mebibytes(resources["requests"]["memory"])
+    assert request == math.ceil(model_mb * 1e6 / 2**20 / 128) * 128
+    limit = _mebibytes(resources["limits"]["memory"])
+    assert limit == request * 3 // 2
+    env = {entry["name"]: entry["value"] for entry in container["env"]}
+    assert env == {"EXISTING": "kept", "GOMEMLIMIT": f"{limit * 9 // 10}MiB"}
+    assert resources["requests"]["cpu"] == "500m"
+    assert "cpu" not in resources["limits"]

@@ -16,6 +16,9 @@ scalers at desired names.
     Degraded=True with reason InvalidSpec.
 (d) Nothing raises on a well-formed request; a malformed child raises `envelope.RequestError`
     only (the documented non-200 path).
+(e) Installed without Services (components/no-services: the controller declares no Services, so
+    none is observed), the answer holds no Service, and its other children, its status and its
+    resync are those of the same request with Services.
 """
 
 from __future__ import annotations
@@ -424,6 +427,41 @@ def test_well_formed_requests_never_raise(
     assert set(response) <= {"status", "children", "resyncAfterSeconds"}
 
 
+def without_services(request: JsonObject, *, declared: bool = False) -> JsonObject:
+    """The request with no Service observed; with `declared`, Services stay a child type (the
+    default install), else the CompositeController declares none (components/no-services)."""
+    lean = copy.deepcopy(request)
+    lean["children"][SERVICE_KEY] = {}
+    if not declared:
+        del lean["children"][SERVICE_KEY]
+        spec = lean["controller"]["spec"]
+        spec["childResources"] = [
+            entry for entry in spec["childResources"] if entry["resource"] != api.SERVICE_PLURAL
+        ]
+    return lean
+
+
+def without_service_children(response: JsonObject) -> list[JsonObject]:
+    return [child for child in response["children"] if child["kind"] != api.SERVICE_KIND]
+
+
+@PROPS
+@given(st.booleans().flatmap(lambda valid: requests(valid=valid)))
+def test_without_services_no_service_is_answered_and_nothing_else_changes(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+) -> None:
+    _, _, request = drawn
+    lean = run_sync(without_services(request))
+    assert without_service_children(lean) == lean["children"]
+    # The other children do not depend on Services, observed or not.
+    assert lean["children"] == without_service_children(run_sync(request))
+    # Nor does the status (observed Services can hold a name twice, which it reports).
+    plain = run_sync(without_services(request, declared=True))
+    assert lean["children"] == without_service_children(plain)
+    assert lean["status"] == plain["status"]
+    assert lean.get("resyncAfterSeconds") == plain.get("resyncAfterSeconds")
+
+
 _MALFORMED = {
     "label-value-not-a-string": lambda obj: obj["metadata"].update(
         labels={**obj["metadata"].get("labels", {}), api.LABEL_SLICE: 0}
@@ -433,6 +471,7 @@ _MALFORMED = {
     "name-missing": lambda obj: obj["metadata"].pop("name"),
 }
 LWS_KEY = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
+SERVICE_KEY = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
 
 
 @PROPS

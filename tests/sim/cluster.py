@@ -30,6 +30,7 @@ from tests.sim.hpa import FakeHPA
 from tests.sim.invariants import Invariants, InvariantViolation
 from tests.sim.lws_controller import FakeLWSController, Readiness
 from tests.sim.metacontroller import (
+    DS_CHILD_TYPES,
     DS_TYPE,
     LWS_TYPE,
     SCALER_TYPE,
@@ -59,6 +60,8 @@ class Cluster:
     hook_version: str = "v1"
     readiness_delay: int = 0
     namespace: str = NAMESPACE
+    child_types: tuple[str, ...] = DS_CHILD_TYPES
+    """The child types Metacontroller declares for the set (the kit's by default)."""
     clock: FakeClock = field(default_factory=FakeClock)
     keep_passes: bool = True
     """False: `passes` stays empty (observers still see every pass), so a long run of a large set
@@ -73,7 +76,10 @@ class Cluster:
         self.store = Store(clock=self.clock)
         self.invariants = Invariants()
         self.metacontroller = FakeMetacontroller(
-            store=self.store, clock=self.clock, version=self.hook_version
+            store=self.store,
+            clock=self.clock,
+            version=self.hook_version,
+            child_types=self.child_types,
         )
         self.metacontroller.observers.append(self.invariants)
         self.lws = FakeLWSController(store=self.store, default_delay=self.readiness_delay)

@@ -17,8 +17,10 @@ Per sync it does what the real one does (see ../shared/reference/metacontroller-
 
 A child whose name an object the set does not own already holds is not created and not
 reported: Metacontroller's create fails with AlreadyExists, which it logs and goes on (the hook
-finds such a child from its own status). Anything else the real controller would refuse (a child
-of an undeclared type, a duplicate) is reported through `SimulationError`.
+finds such a child from its own status). Anything else the real controller would refuse (a
+duplicate), and a child of a type it does not declare (which the real one would create once and
+then never observe, update or delete), is reported through `SimulationError`. The declared types
+are the kit's, or fewer (`child_types`: components/no-services leaves out Services).
 """
 
 from __future__ import annotations
@@ -112,10 +114,10 @@ def controller_object(
     }
 
 
-def ds_controller(*, version: str) -> JsonObject:
-    """The DisaggregatedSet CompositeController."""
+def ds_controller(*, version: str, child_types: Sequence[str] = DS_CHILD_TYPES) -> JsonObject:
+    """The DisaggregatedSet CompositeController (with all the kit's child types by default)."""
     return controller_object(
-        name="disaggregatedset-controller", version=version, child_types=DS_CHILD_TYPES
+        name="disaggregatedset-controller", version=version, child_types=child_types
     )
 
 
@@ -177,6 +179,8 @@ class FakeMetacontroller:
     store: Store
     clock: FakeClock
     version: str = "v1"
+    child_types: tuple[str, ...] = DS_CHILD_TYPES
+    """The child types it declares (the kit's; components/no-services leaves out Services)."""
     dirty: set[str] = field(default_factory=set)
     resync_at: dict[str, int] = field(default_factory=dict)
     """parent name -> clock second of its requested resync."""
@@ -207,14 +211,15 @@ class FakeMetacontroller:
     def assemble_request(self, parent: JsonObject) -> JsonObject:
         """The request of `build_request` holding the stored objects themselves (read-only: the
         store never changes them, so it stays as it was sent)."""
-        customize_body = wire({"controller": ds_controller(version=self.version), "parent": parent})
+        controller = ds_controller(version=self.version, child_types=self.child_types)
+        customize_body = wire({"controller": controller, "parent": parent})
         customized = related.customize(envelope.parse_customize_request(customize_body))
         rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
-        children: JsonObject = {key: {} for key in DS_CHILD_TYPES}
+        children: JsonObject = {key: {} for key in self.child_types}
         for obj in self.claimed_children(parent).values():
             children[type_key(obj)][inner_key(obj, version=self.version)] = obj
         return {
-            "controller": ds_controller(version=self.version),
+            "controller": controller,
             "parent": parent,
             "children": children,
             "related": collect_related(self.store, rules, version=self.version),
@@ -226,7 +231,7 @@ class FakeMetacontroller:
         metadata = parent["metadata"]
         uid = metadata["uid"]
         found = {}
-        for child_type in DS_CHILD_TYPES:
+        for child_type in self.child_types:
             selector = {api.CONTROLLER_UID_LABEL: uid}
             for obj in self.store.find(
                 child_type, namespace=metadata["namespace"], labels=selector
@@ -287,7 +292,7 @@ class FakeMetacontroller:
         created, updated = [], []
         wanted: set[ObjectKey] = set()
         for child in desired:
-            if type_key(child) not in DS_CHILD_TYPES:
+            if type_key(child) not in self.child_types:
                 raise SimulationError(f"sync returned a child of undeclared type {type_key(child)}")
             full = apply.with_metacontroller_fields(
                 child, namespace=metadata["namespace"], parent_uid=metadata["uid"]

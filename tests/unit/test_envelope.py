@@ -206,6 +206,72 @@ def test_unusable_requests_raise_request_error(body: object) -> None:
         envelope.parse_sync_request(body)
 
 
+def test_the_controller_declares_the_child_types_metacontroller_observes() -> None:
+    body = builders.make_request(builders.make_ds())
+    assert envelope.parse_sync_request(body).declared == records.DS_CHILD_KINDS
+    lean = builders.make_request(builders.make_ds(), without=[api.SERVICE_PLURAL])
+    assert envelope.parse_sync_request(lean).declared == records.DS_CHILD_KINDS - {
+        records.ChildKind.SERVICE
+    }
+
+
+def test_a_request_without_a_controller_declares_nothing_either_way() -> None:
+    body = builders.make_request(builders.make_ds())
+    del body["controller"]
+    assert envelope.parse_sync_request(body).declared is None
+
+
+def test_the_captured_request_declares_what_its_compositecontroller_listed() -> None:
+    """Captured from a CompositeController without controllerrevisions (before the history)."""
+    body = orjson.loads((make_fixtures.REQUESTS / "ds-sync-v2.json").read_bytes())
+    assert envelope.parse_sync_request(body).declared == {
+        records.ChildKind.LWS,
+        records.ChildKind.SERVICE,
+        records.ChildKind.SCALER,
+    }
+
+
+def test_child_resources_of_other_types_or_versions_are_not_ours() -> None:
+    body = builders.make_request(builders.make_ds(), without=[api.SERVICE_PLURAL])
+    body["controller"]["spec"]["childResources"] += [
+        {"apiVersion": "v1", "resource": "pods"},
+        {"apiVersion": "v2", "resource": api.SERVICE_PLURAL},
+        {"apiVersion": "v1", "resource": "Services"},
+    ]
+    assert records.ChildKind.SERVICE not in (envelope.parse_sync_request(body).declared or ())
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        pytest.param("controller", [], id="controller-not-an-object"),
+        pytest.param("controller/spec", KeyError, id="controller-without-spec"),
+        pytest.param("controller/spec/childResources", {}, id="child-resources-not-a-list"),
+        pytest.param("controller/spec/childResources", ["services"], id="entry-not-an-object"),
+    ],
+)
+def test_a_malformed_controller_raises_request_error(path: str, value: object) -> None:
+    with pytest.raises(envelope.RequestError, match="controller"):
+        envelope.parse_sync_request(broken(path, value))
+
+
+def test_an_observed_child_of_a_type_the_controller_leaves_out_raises_request_error() -> None:
+    """Metacontroller observes only what it declares: such a body cannot be its own, and the
+    hook would otherwise have to answer for a Service it must not emit."""
+    body = builders.make_request(builders.make_ds(), without=[api.SERVICE_PLURAL])
+    service = builders.observe(
+        {
+            "apiVersion": api.SERVICE_API_VERSION,
+            "kind": api.SERVICE_KIND,
+            "metadata": {"name": "llm-0-aaaaaaaa-prefill-prv"},
+            "spec": {"clusterIP": "None"},
+        }
+    )
+    body["children"][builders.child_key(service)] = {"llm-0-aaaaaaaa-prefill-prv": service}
+    with pytest.raises(envelope.RequestError, match="childResources leaves out"):
+        envelope.parse_sync_request(body)
+
+
 def test_malformed_child_raises_request_error() -> None:
     body = builders.make_request(builders.make_ds(), children=[lws_child()])
     group = body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]

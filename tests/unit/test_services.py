@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hooks import api
-from hooks.core import children, services
+from hooks.core import children, records, services
 from tests import builders
 
 OLD, NEW = "aaaaaaaa", "bbbbbbbb"
@@ -105,3 +105,11 @@ def test_a_role_at_zero_replicas_keeps_the_target_from_being_ready() -> None:
     result, dropped = plan(lws, [])
     assert result == {}
     assert dropped == []
+
+
+def test_services_are_a_child_type_when_declared_or_when_no_controller_says() -> None:
+    every = records.DS_CHILD_KINDS
+    assert services.is_child_type(None)
+    assert services.is_child_type(every)
+    assert not services.is_child_type(every - {records.ChildKind.SERVICE})
+    assert not services.is_child_type(frozenset())

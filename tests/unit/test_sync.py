@@ -56,6 +56,24 @@ def test_a_steady_set_is_answered_with_its_children_unchanged() -> None:
     assert "resyncAfterSeconds" not in result
 
 
+def test_without_services_a_ready_set_asks_for_none_and_keeps_every_other_child() -> None:
+    """components/no-services: the controller declares no Services, so none is observed. The
+    ready target would otherwise get its Services created; it gets none, and nothing else of
+    the answer moves."""
+    request = settled()
+    del request["children"][SERVICE_TYPE]
+    spec = request["controller"]["spec"]
+    spec["childResources"] = [
+        entry for entry in spec["childResources"] if entry["resource"] != api.SERVICE_PLURAL
+    ]
+    result = answer(request)
+    assert names(result, api.SERVICE_KIND) == set()
+    full = answer(settled())
+    assert names(full, api.SERVICE_KIND)  # the default install has them
+    assert result["status"] == full["status"]
+    assert [c for c in full["children"] if c["kind"] != api.SERVICE_KIND] == result["children"]
+
+
 def test_more_replicas_scale_the_lws_in_place_without_a_new_revision() -> None:
     request = settled()
     before = answer(request)

@@ -296,6 +296,20 @@ def _worker_pids(server: Server) -> list[int]:
     return _children(server.process.pid)
 
 
+def _scrape_with_stable_workers(server: Server) -> tuple[str, list[int]]:
+    """/metrics, and the workers that ran before and after it: gunicorn may replace a worker
+    (on a loaded machine, one late with its heartbeat), so a scrape counts only when the same
+    workers ran around it."""
+    seen: list[object] = []
+    for _ in range(20):
+        before = _worker_pids(server)
+        metrics = requests.get(f"{server.url}/metrics", timeout=30).text
+        if _worker_pids(server) == before:
+            return metrics, before
+        seen.append(before)
+    raise AssertionError(f"the workers kept changing around a scrape: {seen}")
+
+
 def _peak_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -498,7 +512,7 @@ def test_the_server_tells_its_version_limits_and_memory(server: Server) -> None:
     """Issue 17, item 14: the version and limits in the log at start, and on /metrics the
     build and the memory of every process (prometheus_client's process metrics are not
     collected in multiprocess mode)."""
-    metrics = requests.get(f"{server.url}/metrics", timeout=30).text
+    metrics, workers = _scrape_with_stable_workers(server)
 
     [start] = [json.loads(line) for line in server.log_lines() if '"logger":"hooks.server"' in line]
     assert start["message"] == "serving"
@@ -513,7 +527,7 @@ def test_the_server_tells_its_version_limits_and_memory(server: Server) -> None:
         f'disaggregatedset_process_resident_memory_bytes{{pid="{arbiter}",role="arbiter"}}'
         in metrics
     )
-    for worker in _worker_pids(server):
+    for worker in workers:
         assert (
             f'disaggregatedset_process_peak_resident_memory_bytes{{pid="{worker}",role="worker"}}'
             in metrics

@@ -1,6 +1,7 @@
 """The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
 
-The models are the single source of truth for the API's shape. `hooks.cli.crdgen` turns them
+The models are the single source of truth for the API's shape: the two kinds people and autoscalers
+write, and the record of one revision in a set's history. `hooks.cli.crdgen` turns them
 (field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
 owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
 
@@ -39,6 +40,7 @@ _DATE_TIME: Final[JsonDict] = {"format": "date-time"}
 EMBED_KEY: Final = "x-crdgen-embed"
 REQUIRED_KEY: Final = "x-crdgen-required"
 EMBED_LWS_SPEC: Final = "leaderworkerset-spec"
+EMBED_STORED_OBJECT: Final = "stored-object"
 
 
 def _list_map(*keys: str) -> JsonDict:
@@ -341,7 +343,7 @@ class CreatingChild(_Model):
     """A child the set asked Metacontroller to create that it has not observed yet."""
 
     kind: str
-    """LeaderWorkerSet, ControllerRevision or DisaggregatedSetRoleScaler (a Service is not
+    """LeaderWorkerSet, DisaggregatedSetRevision or DisaggregatedSetRoleScaler (a Service is not
     tracked: it is asked for whenever its revision turns ready)."""
 
     name: str
@@ -421,16 +423,32 @@ class DisaggregatedSetRoleScalerStatus(_Model):
     """Ready: True (reason Bound) when the owning set exists and the role is External."""
 
 
+class RevisionRecord(_Model):
+    """A DisaggregatedSetRevision: one revision in a DisaggregatedSet's history, as the set's
+    controller writes it (besides apiVersion, kind and metadata: named <set>-<revision>, labelled
+    with the set's name and the revision, controller-owned by the set)."""
+
+    revision: int = Field(ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64)
+    """The revision's place in the set's history: 1 for the first revision the set ran, the
+    next number for each revision it moves to, a recorded one included (the number changes,
+    nothing else does)."""
+
+    roles: list[
+        Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_OBJECT})]
+    ] = Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
+    stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
+    undo` restores them. Immutable."""
+
+
 _RECORDED_ROLES: Final = TypeAdapter(list[Role])
 
 
 def recorded_roles(data: object) -> tuple[Role, ...] | None:
-    """The roles a ControllerRevision of the set records (`hooks.core.history` writes its data
-    as `{"roles": [...]}`), or None when its data is not of that shape."""
-    if not isinstance(data, dict):
-        return None
+    """The roles a DisaggregatedSetRevision of the set records (its `roles`), or None when
+    they are not of that shape."""
     try:
-        return tuple(_RECORDED_ROLES.validate_python(data.get("roles")))
+        return tuple(_RECORDED_ROLES.validate_python(data))
     except ValueError:
         return None
 

@@ -2,9 +2,10 @@
 
 The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
 it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
-message, for clusters that run an older or hand-edited CRD. The numbers in the CEL come from
-`hooks.api.limits` and `hooks.api.naming`, which the Python check reads too. Nothing here
-evaluates anything: it is a table of facts.
+message, for clusters that run an older or hand-edited CRD (the DisaggregatedSetRevision CRD's
+rules, `RECORD_CEL_RULES`, compare an update with the stored object and have no re-check). The
+numbers in the CEL come from `hooks.api.limits` and `hooks.api.naming`, which the Python check
+reads too. Nothing here evaluates anything: it is a table of facts.
 
 Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
 may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
@@ -30,6 +31,8 @@ class RuleNode(StrEnum):
     SPEC = "spec"
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
+    RECORD_ROLES = "roles"
+    """A DisaggregatedSetRevision's roles."""
 
 
 class RuleReason(StrEnum):
@@ -345,3 +348,18 @@ CEL_RULES: Final[tuple[CelRule, ...]] = (
     SCALER_NAME_FITS,
 )
 """Every CEL rule of the DisaggregatedSet CRD, in the order of the README's Validation section."""
+
+
+RECORD_ROLES_IMMUTABLE: Final = CelRule(
+    id="record-roles-immutable",
+    path=RuleNode.RECORD_ROLES,
+    rule="self == oldSelf",
+    message=(
+        "roles are immutable: a DisaggregatedSetRevision records the roles of its revision once;"
+        " to record other roles, delete it"
+    ),
+)
+
+RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (RECORD_ROLES_IMMUTABLE,)
+"""The CEL rules of the DisaggregatedSetRevision CRD: transition rules (they compare an update
+with the stored object), which the hook cannot re-check."""

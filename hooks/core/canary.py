@@ -7,12 +7,12 @@ view); this module decides what they mean for each slice of one pass:
   revision it runs, untouched (`rollout.plan_slice` then creates, drains and rolls nothing there;
   a slice steady on one old revision still scales). A slice added while partitioned, which has no
   LWS yet, is created at the *stable* revision, the one the other partitioned slices serve
-  (read from its ControllerRevision); without one it starts at the spec's revision.
+  (read from its DisaggregatedSetRevision); without one it starts at the spec's revision.
 - `rollout-hold-at: "P%"`: every rolling slice takes its planner steps until every spec role of
   the new revision has at least P% of its target (rounded up), then holds there, both revisions
   serving. A rollback is never held: when the target revision was recorded in the history before
-  some other revision the set has run (its ControllerRevision is the older), the set goes back to
-  something it ran, and a hold is for something new.
+  some other revision the set has run (its record is the older), the set goes back to something
+  it ran, and a hold is for something new.
 - `paused` goes before both; a partitioned slice is never held.
 
 Pure: reads its arguments only.
@@ -40,7 +40,7 @@ def slice_control(control: controls.Control, index: int, *, rollback: bool) -> r
 
 def is_rollback(target: str, history: Sequence[records.ObservedObject]) -> bool:
     """Whether the target revision is one the set ran before another it has run since: its
-    ControllerRevision was created before another revision's."""
+    DisaggregatedSetRevision was created before another revision's."""
     created = {
         item.labels.get(api.LABEL_REVISION, ""): times.parse(item.creation_timestamp)
         for item in history
@@ -82,7 +82,7 @@ def stable_revision(
         if (revision := item.labels.get(api.LABEL_REVISION, "")) in served
     )
     for _, revision, item in reversed(recorded):
-        roles = api.recorded_roles(item.applied.get("data"))
+        roles = api.recorded_roles(item.applied.get("roles"))
         if roles:
             return Stable(revision=revision, roles=roles)
     return None

@@ -12,7 +12,7 @@ related rule makes every event of its kind in the cluster cost Metacontroller a 
 parent (docs/operations.md, "Where Metacontroller's CPU goes"). So the hook finds it after the
 fact, at no cost to a set whose children appear:
 
-- LeaderWorkerSets, ControllerRevisions and scalers are asked for when the spec changes (a new
+- LeaderWorkerSets, DisaggregatedSetRevisions and scalers are asked for when the spec changes (a new
   revision, slice or External role). One the answer asks to create while the status already
   reflects this generation (`status.observedGeneration`) was asked for by an earlier pass and
   did not appear: it goes into `status.creating` with the time, and the pass asks for a sync

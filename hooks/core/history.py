@@ -1,24 +1,24 @@
-"""The revision history of a set: one ControllerRevision per revision it has run (docs/rollout.md).
+"""The revision history of a set: one record per revision it has run (docs/rollout.md).
 
-Each revision the set moves to gets an `apps/v1` ControllerRevision named `<set>-<revision>`,
+Each revision the set moves to gets a DisaggregatedSetRevision named `<set>-<revision>`,
 labelled with the set's name and the revision, controller-owned by the set (Metacontroller adds the
-ownerReference, so garbage collection removes the history with the set). Its `data` holds the roles
+ownerReference, so garbage collection removes the history with the set). Its `roles` are the roles
 as the spec had them (name, metadata, scaling and the whole LWS spec): enough to restore the
 revision exactly, its hash included (`kubectl ds rollout undo`). Its `revision` is the revision's
 place in the history, as for Deployments:
 
 - a revision the set moves to for the first time gets the next number (1 for the first);
-- moving back to a revision that is recorded already gives its ControllerRevision the next number
-  (its data, which the API server keeps immutable, is unchanged);
+- moving back to a revision that is recorded already gives its record the next number
+  (its roles, which the API server keeps immutable, are unchanged);
 - the set's `kubernetes.io/change-cause` annotation, when it has one, is copied onto the
-  ControllerRevision when it gets its number.
+  record when it gets its number.
 
 `disaggregatedset.x-k8s.io/revision-history-limit` (default 10) bounds the old revisions kept. The
 oldest go first, but never the current one and never one that still has LWS in some slice: pruning
 is a permitted deletion (docs/safety.md), and nothing else of the history ever goes. A
-ControllerRevision of the set whose labels do not match its name is kept as it is and never
+record of the set whose labels do not match its name is kept as it is and never
 counted. A name held by an object the set does not control is never overwritten, and the rollout
-goes on without its record: the customize hook asks for no ControllerRevision, so the set notices
+goes on without its record: the customize hook asks for no record, so the set notices
 that the record it asked for has not appeared (`core/creations.py`, NameConflict); a request that
 carries such an object as related is reported at once (HistoryConflict).
 
@@ -41,7 +41,7 @@ class HistoryPlan:
 
     children: tuple[api.JsonObject, ...]
     pruned: tuple[str, ...]
-    """Names of ControllerRevisions past the history limit, deleted."""
+    """Names of records past the history limit, deleted."""
     problems: tuple[problems.Problem, ...] = ()
 
 
@@ -56,7 +56,7 @@ def plan(
     annotations: Mapping[str, str],
     limit: int,
 ) -> HistoryPlan:
-    """The set's ControllerRevisions after this pass (`observed`: the ones it controls)."""
+    """The set's records after this pass (`observed`: the ones it controls)."""
     recorded = {
         item.labels[api.LABEL_REVISION]: item
         for item in observed
@@ -93,7 +93,7 @@ def plan(
 
 
 def _is_record_of(item: records.ObservedObject, *, set_name: str) -> bool:
-    """Whether a ControllerRevision is the record of the revision its label names."""
+    """Whether a DisaggregatedSetRevision is the record of the revision its label names."""
     revision = item.labels.get(api.LABEL_REVISION, "")
     return bool(revision) and item.name == naming.history_name(set_name=set_name, revision=revision)
 
@@ -122,6 +122,6 @@ def _past_the_limit(
 def _conflict(name: str) -> problems.Problem:
     return problems.Problem(
         api.Reason.HISTORY_CONFLICT,
-        f"ControllerRevision {name!r} exists and is not controlled by this DisaggregatedSet;"
+        f"{api.REVISION_KIND} {name!r} exists and is not controlled by this DisaggregatedSet;"
         " delete it so the set can record this revision in its history",
     )

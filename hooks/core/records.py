@@ -27,7 +27,7 @@ class ChildKind(StrEnum):
     LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
     SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
-    REVISION = f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}"
+    REVISION = f"{api.REVISION_KIND}.{api.API_VERSION}"
     DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
 
     @property
@@ -76,8 +76,8 @@ class ObservedObject:
     status_error: str | None = None
     """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
     history_number: int | None = None
-    """A ControllerRevision's `revision` (its place in the set's history); None for other kinds,
-    or when it is not a non-negative integer."""
+    """A DisaggregatedSetRevision's `revision` (its place in the set's history); None for other
+    kinds, or when it is not a whole number from 1 to the most a history holds."""
 
     @property
     def replicas(self) -> int:

@@ -45,7 +45,7 @@ POLL_SECONDS: Final = 1.0
 KUBECTL_TIMEOUT_SECONDS: Final = 120
 SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
-REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.REVISION_API_VERSION.split('/')[0]}"
+REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -204,7 +204,7 @@ def _add_history(actions: _Subcommands) -> None:
         actions,
         "history",
         help="list the set's revisions, or show one",
-        description="List the revisions the set has run (its ControllerRevisions): number, "
+        description="List the revisions the set has run (its DisaggregatedSetRevisions): number, "
         "revision hash, change-cause (the set's kubernetes.io/change-cause when it moved there) "
         "and creation time, the current revision marked. With --revision N, print that "
         "revision's roles and templates as YAML.",

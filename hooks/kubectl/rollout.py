@@ -1,9 +1,9 @@
 """What `kubectl ds rollout` decides, from the objects kubectl returns (hooks.kubectl.plugin).
 
 Pure: every function reads the JSON of a DisaggregatedSet, its LeaderWorkerSets or its
-ControllerRevisions and returns a value; none runs kubectl, reads the clock or prints.
+DisaggregatedSetRevisions and returns a value; none runs kubectl, reads the clock or prints.
 
-- **History.** A set's records are the ControllerRevisions it controls that are named
+- **History.** A set's records are the DisaggregatedSetRevisions it controls that are named
   `<set>-<revision>` after their revision label, as `hooks.core.history` writes them. The current
   revision is the one the spec hashes to (`hooks.gocompat.revision`), recorded or not yet.
 - **Undo** (`undo_target`, `restore`, `undone`), as `kubectl ds rollout undo --help` describes
@@ -133,9 +133,7 @@ def records_of(parent: JsonObject, revisions: Sequence[JsonObject]) -> tuple[Rec
                 revision=label,
                 change_cause=annotations_of(item).get(api.CHANGE_CAUSE_ANNOTATION),
                 created=str(metadata_of(item).get("creationTimestamp", "")),
-                roles=tuple(
-                    _object(role) for role in _list(_object(item.get("data")).get("roles"))
-                ),
+                roles=tuple(_object(role) for role in _list(item.get("roles"))),
             )
         )
     return tuple(sorted(found, key=lambda record: (record.number, record.revision)))
@@ -210,7 +208,7 @@ def restore(parent: JsonObject, record: Record) -> Restored:
     """The spec roles that give back `record`'s revision (see the module); RolloutError when the
     record cannot be restored or the result would hash to another revision."""
     current = {str(role.get("name")): role for role in roles_of(parent)}
-    if api.recorded_roles({"roles": list(record.roles)}) is None:
+    if api.recorded_roles(list(record.roles)) is None:
         raise RolloutError(f"revision {record.number} ({record.revision}) records no valid roles")
     roles: list[JsonObject] = []
     changes: list[str] = []

@@ -13,8 +13,8 @@ Metacontroller adds. When the annotation is missing or unreadable, or names anot
 (apiVersion, kind, name or namespace differ from the observed object's: anyone who can edit the
 child can edit the annotation, and Metacontroller deletes an observed child whose identity is
 missing from the answer), `applied` is a cleaned copy of the observed object (apiVersion, kind,
-name, labels, annotations, and its body: `spec`, or a ControllerRevision's `data` and
-`revision`). Never mutate it: copy the parts you change.
+name, labels, annotations, and its body: `spec`, or a DisaggregatedSetRevision's `revision` and
+`roles`). Never mutate it: copy the parts you change.
 """
 
 from __future__ import annotations
@@ -197,6 +197,12 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
     )
 
 
+# The key under which an older kit's wiring sends the apps/v1 ControllerRevisions that held the
+# history before DisaggregatedSetRevisions did. Such a request is refused (nothing changes): an
+# answer to it would leave them out, and Metacontroller would delete them.
+_CONTROLLER_REVISIONS: Final = "ControllerRevision.apps/v1"
+
+
 def _parse_object_groups(
     groups: object,
     where: str,
@@ -214,6 +220,12 @@ def _parse_object_groups(
     observed: list[records.ObservedObject] = []
     parents: list[records.Parent] = []
     for key, objects in groups.items():
+        if key == _CONTROLLER_REVISIONS:
+            raise RequestError(
+                f"{where} has {key!r} objects: the DisaggregatedSet CompositeController is an older"
+                f" kit's (the history is in {api.REVISION_PLURAL} now); apply this kit's"
+                " metacontroller/compositecontrollers.yaml"
+            )
         try:
             kind = records.ChildKind(key)
         except ValueError:
@@ -269,9 +281,14 @@ def _parse_observed(
 
 
 def _history_number(obj: JsonObject) -> int | None:
-    """A ControllerRevision's `revision`: a non-negative int64 (the API server's bounds)."""
+    """A DisaggregatedSetRevision's `revision`: a whole number from 1 to the most a history
+    holds."""
     value = obj.get("revision")
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and 1 <= value <= api.MAX_HISTORY_NUMBER
+    ):
         return value
     return None
 
@@ -337,7 +354,7 @@ def _applied_object(
         metadata["annotations"] = own_annotations
     cleaned: JsonObject = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
     for field in _BODY_FIELDS[kind]:
-        if isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
+        if isinstance(obj.get(field), dict | int | list) and not isinstance(obj[field], bool):
             cleaned[field] = obj[field]
     return cleaned
 
@@ -347,7 +364,7 @@ _BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
     records.ChildKind.LWS: ("spec",),
     records.ChildKind.SERVICE: ("spec",),
     records.ChildKind.SCALER: ("spec",),
-    records.ChildKind.REVISION: ("data", "revision"),
+    records.ChildKind.REVISION: ("revision", "roles"),
     records.ChildKind.DISAGGREGATED_SET: ("spec",),
 }
 

@@ -13,8 +13,8 @@ rules in those documents' words:
   "ready on all spec roles" = every spec role has an LWS of that revision in the slice with
   `status.readyReplicas >= 1`, and a drained revision, whose LWS go in this pass, never serves);
 - a DisaggregatedSetRoleScaler whose name is not `<set>-<role>` of an External spec role;
-- a ControllerRevision named `<set>-<revision>` after its revision label, of a revision that is
-  not the target and that no LWS of the set (in any slice) carries, when the set keeps more old
+- a DisaggregatedSetRevision named `<set>-<revision>` after its revision label, of a revision that
+  is not the target and that no LWS of the set (in any slice) carries, when the set keeps more old
   revisions than its history limit (`revision-history-limit`, 10 unless a whole number says
   otherwise): only the oldest of those (by `revision`, then name), as many as the old revisions
   exceed the limit, counting the old revisions that still have LWS but never deleting them.

@@ -27,9 +27,9 @@ the pass:
   replicas do too, unless the slice's last step was a force drain (whose floor counts new
   replicas it creates in the same pass, before they are ready) or readiness faults were injected
   while it ran (ready groups may turn unready then, whatever the controller does);
-- history: the target revision has its ControllerRevision after every pass (unless a foreign
+- history: the target revision has its DisaggregatedSetRevision after every pass (unless a foreign
   object holds the name), with the highest number of the set's history; an updated
-  ControllerRevision changes only its number (upwards) and its change-cause annotation;
+  DisaggregatedSetRevision changes only its number (upwards) and its change-cause annotation;
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
   Progressing Unknown; held or partitioned, Progressing Unknown and not Available; or past its
   progress deadline, both False), every condition a pass computes
@@ -225,7 +225,7 @@ class Invariants:
         )
         if target not in history:
             if not conflict:
-                fail(record, f"the target revision {target} has no ControllerRevision")
+                fail(record, f"the target revision {target} has no DisaggregatedSetRevision")
             return
         top = history[target]["revision"]
         if any(obj["revision"] >= top for rev, obj in history.items() if rev != target):
@@ -470,8 +470,8 @@ def without_mutable(lws: JsonObject) -> JsonObject:
 
 
 def without_history_mutable(record: JsonObject) -> JsonObject:
-    """A ControllerRevision without what a sync may change, nor server-managed fields (shares the
-    rest with `record`, as `without_mutable` does)."""
+    """A DisaggregatedSetRevision without what a sync may change, nor server-managed fields
+    (shares the rest with `record`, as `without_mutable` does)."""
     copied = {key: value for key, value in record.items() if key != "revision"}
     metadata = _without_server_fields(
         record["metadata"], (api.CHANGE_CAUSE_ANNOTATION, api.LAST_APPLIED_ANNOTATION)

@@ -56,7 +56,7 @@ def test_a_child_missing_past_its_grace_is_a_name_conflict_naming_it() -> None:
     again = creations.track([LWS], {LWS: T0}, asked_before=True, now=later(10 * 60))
     assert again.problems == awaited.problems
     assert [entry.name for entry in awaited.record] == [REVISION[1], LWS[1]]  # by kind, name
-    # The ControllerRevision's grace starts now; the missing LWS is looked at again as often.
+    # The DisaggregatedSetRevision's grace starts now; the missing LWS is looked at again as often.
     assert awaited.resync_after == creations.GRACE_SECONDS
 
 

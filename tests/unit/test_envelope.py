@@ -178,6 +178,16 @@ def test_malformed_child_raises_request_error() -> None:
         envelope.parse_sync_request(body)
 
 
+def test_controller_revisions_of_an_older_kits_wiring_are_refused_not_left_out() -> None:
+    """The earlier kit kept the history in ControllerRevision children. An answer to a request
+    that still carries them would leave them out and Metacontroller would delete them: the
+    request is refused (nothing changes) until this kit's CompositeController is applied."""
+    body = builders.make_request(builders.make_ds())
+    body["children"]["ControllerRevision.apps/v1"] = {}
+    with pytest.raises(envelope.RequestError, match="compositecontrollers.yaml"):
+        envelope.parse_sync_request(body)
+
+
 def test_empty_maps_and_null_children_groups_are_accepted() -> None:
     body = builders.make_request(builders.make_ds())
     body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"] = None
@@ -250,7 +260,7 @@ def test_a_steady_set_answers_its_observed_state() -> None:
 
 
 def test_a_first_sync_creates_every_child_and_writes_the_status() -> None:
-    # Two LWS, the scaler of the External role and the first ControllerRevision.
+    # Two LWS, the scaler of the External role and the first DisaggregatedSetRevision.
     assert _writes("ds-sync-first.json") == {"create": 4, "update": 0, "delete": 0, "status": 1}
 
 

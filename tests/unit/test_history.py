@@ -65,14 +65,14 @@ def _numbers(plan: history.HistoryPlan) -> dict[str, int]:
 def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored() -> None:
     plan = _plan("aaaaaaaa")
     (record,) = plan.children
-    assert record["apiVersion"] == "apps/v1" and record["kind"] == "ControllerRevision"
+    assert record["apiVersion"] == api.API_VERSION and record["kind"] == api.REVISION_KIND
     assert record["metadata"] == {
         "name": "llm-aaaaaaaa",
         "labels": {api.LABEL_NAME: SET, api.LABEL_REVISION: "aaaaaaaa"},
     }
     assert record["revision"] == 1
     roles = _spec().roles
-    assert record["data"]["roles"] == [
+    assert record["roles"] == [
         {"name": "prefill", "spec": roles[0].spec},
         {"name": "decode", "scaling": {"mode": "External"}, "spec": roles[1].spec},
     ]
@@ -97,7 +97,7 @@ def test_a_revert_gives_the_old_record_the_next_number_with_its_data_unchanged()
     plan = _plan("aaaaaaaa", old, _record("bbbbbbbb", 2))
     assert _numbers(plan) == {"llm-aaaaaaaa": 3, "llm-bbbbbbbb": 2}
     (reverted,) = [c for c in plan.children if c["metadata"]["name"] == "llm-aaaaaaaa"]
-    assert reverted["data"] == old["data"]
+    assert reverted["roles"] == old["roles"]
 
 
 def test_the_change_cause_is_copied_when_a_revision_gets_its_number() -> None:

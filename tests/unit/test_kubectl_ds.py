@@ -181,8 +181,8 @@ def a_set(
 def record(
     roles_: list[JsonObject], number: int, *, cause: str | None = None, label: str | None = None
 ) -> JsonObject:
-    """A ControllerRevision as the hooks write it and the API server returns it."""
-    parsed = api.recorded_roles({"roles": roles_})
+    """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
+    parsed = api.recorded_roles(roles_)
     assert parsed is not None
     name = revision_of(roles_) if label is None else label
     desired = children.render_history(
@@ -222,7 +222,7 @@ def test_connection_flags_go_to_kubectl_before_or_after_the_command(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     code, _, _ = run(
         capsys, "--kubeconfig", "/tmp/kc", "--context=lab", "rollout", "history", "llm", "-n", "ml"
     )
@@ -243,7 +243,7 @@ def test_without_connection_flags_kubectl_gets_none(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     assert run(capsys, "rollout", "history", "llm")[0] == 0
     assert kubectl.calls()[0]["argv"][0] == "get"
 
@@ -352,7 +352,7 @@ def test_history_lists_the_records_by_number_with_the_current_one_marked(
     renamed["metadata"]["name"] = "llm-renamed"
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(
             record(roles(V1), 3, cause="back to 0.11"),
             foreign,
@@ -374,7 +374,7 @@ def test_history_notes_a_spec_revision_not_recorded_yet(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(roles(V1), 1)))
     code, out, err = run(capsys, "rollout", "history", "llm")
     assert code == 0 and "(current)" not in out
     assert err == (
@@ -388,7 +388,7 @@ def test_history_of_one_revision_prints_its_roles_and_templates(
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(record(roles(V1), 1, cause="first"), record(roles(V2), 2)),
     )
     code, out, _ = run(capsys, "rollout", "history", "llm", "--revision", "1")
@@ -403,7 +403,9 @@ def test_history_of_an_unknown_revision_names_the_known_ones(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     code, _, err = run(capsys, "rollout", "history", "llm", "--revision", "7")
     assert (code, err) == (
         1,
@@ -415,7 +417,7 @@ def test_a_set_without_history_says_so(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     assert run(capsys, "rollout", "history", "llm")[:2] == (
         0,
         "No rollout history found for llm.\n",
@@ -437,7 +439,7 @@ def test_undo_restores_the_previous_templates_and_keeps_replicas_and_scaling(
     }
     now[0]["metadata"] = {"labels": {"team": "serving"}}
     kubectl.answer("get disaggregatedsets", a_set(now))
-    kubectl.answer("get controllerrevisions", listing(record(old, 1), record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(old, 1), record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, err) == (0, "")
@@ -472,14 +474,14 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     now = [roles(V2, decode=6)[1], roles(V2, prefill=7)[0], router]  # decode, prefill, router
     kubectl.answer("get disaggregatedsets", a_set(now))
     recorded = record(old, 1)
-    kubectl.answer("get controllerrevisions", listing(recorded, record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(recorded, record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, _ = run(capsys, "rollout", "undo", "llm")
     assert code == 0
     restored = kubectl.written()["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
-    assert restored[2] == recorded["data"]["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2] == recorded["roles"][2]  # name, metadata, scaling, spec
     assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
     assert revision_of(restored) == revision_of(old)
     assert "  role encode: added back as revision 1 records it" in out
@@ -495,7 +497,7 @@ def test_undo_to_a_given_revision_and_the_change_cause_follows_it(
         "get disaggregatedsets", a_set(now, annotations={api.CHANGE_CAUSE_ANNOTATION: "v3"})
     )
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(record(roles(V1), 1, cause="v1"), record(roles(V2), 2), record(now, 3, cause="v3")),
     )
     kubectl.answer(
@@ -519,7 +521,9 @@ def test_undo_with_the_current_revision_unrecorded_goes_to_the_latest_record(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V3)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V2), 1), record(roles(V1), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V2), 1), record(roles(V1), 2))
+    )
     kubectl.answer("get leaderworkersets", listing())
     assert run(capsys, "rollout", "undo", "llm")[0] == 0
     assert revision_of(kubectl.written()["spec"]["roles"]) == revision_of(roles(V1))
@@ -538,7 +542,7 @@ def test_undo_refuses_an_unknown_or_current_revision_and_writes_nothing(
 ) -> None:
     now = roles(V2)
     kubectl.answer("get disaggregatedsets", a_set(now))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(now, 2)))
     code, out, err = run(capsys, "rollout", "undo", "llm", *argv)
     assert (code, out) == (1, "")
     assert err == f"kubectl ds rollout undo: error: {message.format(now=revision_of(now))}\n"
@@ -550,7 +554,7 @@ def test_undo_refuses_without_an_earlier_revision(
 ) -> None:
     now = roles(V1)
     kubectl.answer("get disaggregatedsets", a_set(now))
-    kubectl.answer("get controllerrevisions", listing(record(now, 1)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(now, 1)))
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 1
     assert err == (
@@ -564,7 +568,7 @@ def test_undo_refuses_a_record_whose_roles_do_not_hash_to_its_revision(
 ) -> None:
     forged = record(roles(V1), 1, label="0badc0de")
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(forged, record(roles(V2), 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(forged, record(roles(V2), 2)))
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 1
     assert err == (
@@ -578,7 +582,9 @@ def test_undo_reports_a_set_changed_meanwhile(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     kubectl.answer("get leaderworkersets", listing())
     kubectl.fail(
         "replace",
@@ -599,7 +605,9 @@ def test_undo_of_a_paused_set_says_when_it_starts(
 ) -> None:
     paused = {api.ANNOTATION_PAUSED: "true"}
     kubectl.answer("get disaggregatedsets", a_set(roles(V2), annotations=paused))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     kubectl.answer("get leaderworkersets", listing())
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 0

@@ -187,9 +187,9 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
 
 
 def test_customize_asks_for_nothing_without_external_roles() -> None:
-    """LWS, Services and ControllerRevisions are not related objects: a rule for them would cost
-    Metacontroller a pass over every parent per event (a missing child is found from the
-    status instead, `hooks.core.creations`)."""
+    """LWS, Services and DisaggregatedSetRevisions are not related objects: a rule for them
+    would cost Metacontroller a pass over every parent per event (a missing child is found from
+    the status instead, `hooks.core.creations`)."""
     ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
     assert customize(ds) == []
 

@@ -388,24 +388,37 @@ def test_revision_names_columns_and_fields(crds: dict[str, JsonObject]) -> None:
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
     root = _root(crd)
-    assert root["required"] == ["revision", "roles"]
-    number = root["properties"]["revision"]
-    assert (number["minimum"], number["maximum"], number["format"]) == (
-        1,
-        api.MAX_HISTORY_NUMBER,
-        "int64",
-    )
+    assert root["required"] == ["firstRevision", "revision", "roles"]
+    for field in ("revision", "firstRevision"):
+        number = root["properties"][field]
+        assert (number["minimum"], number["maximum"], number["format"]) == (
+            1,
+            api.MAX_HISTORY_NUMBER,
+            "int64",
+        )
+    assert root["properties"]["complete"] == {
+        "default": False,
+        "description": root["properties"]["complete"]["description"],
+        "type": "boolean",
+    }
 
 
 def test_recorded_roles_are_stored_as_written_and_immutable(crds: dict[str, JsonObject]) -> None:
     """No pruning and no default inside a recorded role: a default the API server added when it
-    reads the record back would change what the roles hash to."""
-    roles = _root(crds[crdgen.REVISION_FILE])["properties"]["roles"]
+    reads the record back would change what the roles hash to. The roles and the number a
+    record was created with never change."""
+    root = _root(crds[crdgen.REVISION_FILE])
+    roles = root["properties"]["roles"]
     assert roles["items"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     assert (roles["minItems"], roles["maxItems"]) == (api.MIN_ROLES, api.MAX_ROLES)
     assert _defaults(roles) == {}
-    assert [entry["rule"] for entry in roles["x-kubernetes-validations"]] == ["self == oldSelf"]
-    assert [rule.path for rule in rules.RECORD_CEL_RULES] == [rules.RuleNode.RECORD_ROLES]
+    for field in ("roles", "firstRevision"):
+        rules_there = root["properties"][field]["x-kubernetes-validations"]
+        assert [entry["rule"] for entry in rules_there] == ["self == oldSelf"]
+    assert [rule.path for rule in rules.RECORD_CEL_RULES] == [
+        rules.RuleNode.RECORD_ROLES,
+        rules.RuleNode.RECORD_FIRST_REVISION,
+    ]
 
 
 def test_scaler_spec_replicas_is_required_with_default_zero(scaler_root: JsonObject) -> None:

@@ -98,7 +98,6 @@ if TYPE_CHECKING:
         RolloutStatus,
         ScalingMode,
         Violation,
-        recorded_roles,
     )
 
 __all__ = [
@@ -177,7 +176,6 @@ __all__ = [
     "RolloutStatus",
     "ScalingMode",
     "Violation",
-    "recorded_roles",
 ]
 
 
@@ -209,7 +207,6 @@ _MODEL_NAMES = frozenset(
         "RolloutStatus",
         "ScalingMode",
         "Violation",
-        "recorded_roles",
     )
 )
 

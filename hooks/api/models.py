@@ -200,6 +200,19 @@ class Role(_Model):
         return config
 
     @property
+    def rolling_update_budget(self) -> tuple[int | str, int | str] | None:
+        """maxSurge and maxUnavailable of the rollingUpdateConfiguration, one left out read as
+        the LWS CRD defaults it (0 and 1), so that an object the API server has not defaulted
+        reads as a stored one; None without a rollingUpdateConfiguration. The one defaulting
+        rule of both: validation and the planner read them here."""
+        config = self.rolling_update_configuration
+        if config is None:
+            return None
+        surge: int | str = config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE)
+        unavailable: int | str = config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE)
+        return surge, unavailable
+
+    @property
     def labels(self) -> dict[str, str]:
         return self.metadata.labels if self.metadata is not None else {}
 
@@ -433,24 +446,24 @@ class RevisionRecord(_Model):
     next number for each revision it moves to, a recorded one included (the number changes,
     nothing else does)."""
 
+    first_revision: int = Field(
+        ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64
+    )
+    """The number the record was created with. Immutable. A revision whose firstRevision is
+    below the number of another recorded revision ran before that one: moving back to it is a
+    rollback, which a rollout-hold-at never holds."""
+
+    complete: bool = Field(default=False, strict=True)
+    """True once every slice of the set has run this revision (all of them steady on it at
+    once). The newest complete revision is the stable one, at which a slice past a
+    rollout-partition is created."""
+
     roles: list[
         Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_OBJECT})]
     ] = Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
     """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
     stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
     undo` restores them. Immutable."""
-
-
-_RECORDED_ROLES: Final = TypeAdapter(list[Role])
-
-
-def recorded_roles(data: object) -> tuple[Role, ...] | None:
-    """The roles a DisaggregatedSetRevision of the set records (its `roles`), or None when
-    they are not of that shape."""
-    try:
-        return tuple(_RECORDED_ROLES.validate_python(data))
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,8 @@ class RuleNode(StrEnum):
     ROLE = "spec.roles[]"
     RECORD_ROLES = "roles"
     """A DisaggregatedSetRevision's roles."""
+    RECORD_FIRST_REVISION = "firstRevision"
+    """The number a DisaggregatedSetRevision was created with."""
 
 
 class RuleReason(StrEnum):
@@ -360,6 +362,20 @@ RECORD_ROLES_IMMUTABLE: Final = CelRule(
     ),
 )
 
-RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (RECORD_ROLES_IMMUTABLE,)
+RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
+    id="record-first-revision-immutable",
+    path=RuleNode.RECORD_FIRST_REVISION,
+    rule="self == oldSelf",
+    message=(
+        "firstRevision is immutable: it is the number the DisaggregatedSetRevision was created"
+        " with, which tells a rollback from a new revision"
+    ),
+)
+
+RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
+    RECORD_ROLES_IMMUTABLE,
+    RECORD_FIRST_REVISION_IMMUTABLE,
+)
 """The CEL rules of the DisaggregatedSetRevision CRD: transition rules (they compare an update
-with the stored object), which the hook cannot re-check."""
+with the stored object), which the hook cannot re-check; it checks instead that a record's roles
+hash to the revision its name and labels claim (docs/safety.md)."""

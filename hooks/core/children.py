@@ -9,8 +9,8 @@ Existing children are never re-rendered from the current spec: that would rewrit
 template and restart every group. They are re-emitted from what this hook returned before
 (`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
 may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
-autoscaler owns it), for a DisaggregatedSetRevision only its number and change-cause. Nothing here
-mutates its inputs: every change is made on a copy.
+autoscaler owns it), for a DisaggregatedSetRevision only its number, change-cause and `complete`
+mark. Nothing here mutates its inputs: every change is made on a copy.
 """
 
 from __future__ import annotations
@@ -92,8 +92,10 @@ def render_history(
     number: int,
     roles: Sequence[api.Role],
     change_cause: str | None,
+    complete: bool = False,
 ) -> JsonObject:
-    """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`)."""
+    """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`),
+    numbered `number` (which is also its `firstRevision`)."""
     metadata: JsonObject = {
         "name": naming.history_name(set_name=set_name, revision=revision),
         "labels": naming.history_labels(set_name=set_name, revision=revision),
@@ -105,6 +107,8 @@ def render_history(
         "kind": api.REVISION_KIND,
         "metadata": metadata,
         "revision": number,
+        "firstRevision": number,
+        "complete": complete,
         "roles": [history_role(role) for role in roles],
     }
 
@@ -123,14 +127,14 @@ def history_role(role: api.Role) -> JsonObject:
     return recorded
 
 
-def renumber_history(
-    child: records.ObservedObject, *, number: int, change_cause: str | None
+def update_history(
+    child: records.ObservedObject, *, number: int, complete: bool, change_cause: str | None = None
 ) -> JsonObject:
-    """An existing DisaggregatedSetRevision given the next number in the history (its roles,
-    which the API server keeps immutable, unchanged), with the set's change-cause when it has
-    one."""
+    """An existing DisaggregatedSetRevision with its number and `complete` mark (its roles and
+    firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause
+    when one is given."""
     applied = child.applied
-    result = {**applied, "revision": number}
+    result = {**applied, "revision": number, "complete": complete}
     if change_cause is not None:
         metadata = dict(applied["metadata"])
         annotations = metadata.get("annotations")

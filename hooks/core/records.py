@@ -8,7 +8,8 @@ built only by `hooks.wire.envelope`, from a request body, and answers become JSO
 (pure: no I/O, clock, logging or state).
 
 An observed child's `applied` is the object as this hook last returned it
-(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change.
+(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change. A
+DisaggregatedSetRevision's body is parsed once, from the object itself, into `stored`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ class ReplicaStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRevision:
+    """What a DisaggregatedSetRevision stores, as read from the object itself: its numbers, its
+    `complete` mark, its roles, and the revision those roles hash to (which its name and labels
+    claim; `hooks.core.history` checks that they agree)."""
+
+    number: int
+    """`revision`: its place in the set's history."""
+    first_number: int
+    """`firstRevision`: the number it was created with."""
+    complete: bool
+    """Every slice of the set has run this revision."""
+    roles: tuple[api.Role, ...]
+    roles_json: tuple[api.JsonObject, ...]
+    """The roles exactly as stored (what `kubectl ds rollout undo` restores)."""
+    hash: str
+    """The revision the roles hash to (`hooks.gocompat.revision`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedObject:
     """A child or related object as Metacontroller observed it."""
 
@@ -75,9 +95,11 @@ class ObservedObject:
     it is not a canonical decimal number (such a child is kept but never planned)."""
     status_error: str | None = None
     """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
-    history_number: int | None = None
-    """A DisaggregatedSetRevision's `revision` (its place in the set's history); None for other
-    kinds, or when it is not a whole number from 1 to the most a history holds."""
+    stored: StoredRevision | None = None
+    """A DisaggregatedSetRevision's body; None for other kinds, or when it is not a record's
+    (`stored_error` says why)."""
+    stored_error: str | None = None
+    """Why a DisaggregatedSetRevision's body is not a record's."""
 
     @property
     def replicas(self) -> int:

@@ -28,9 +28,11 @@ def plan_slice(
     lws: Sequence[records.ObservedObject],
     services: Sequence[records.ObservedObject],
     frozen: bool = False,
+    keep_others: bool = False,
 ) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services, and the names of the observed ones that go (none when `frozen`: a
-    paused rollout keeps its Services as they are)."""
+    """The slice's Services, and the names of the observed ones that go: none when `frozen` (the
+    Services stay as they are) or `keep_others` (those of `revision` are created when it is
+    ready, and every other one stays)."""
     groups = rollout.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:
@@ -61,7 +63,7 @@ def plan_slice(
     for service in services:
         if service.name in wanted:
             continue
-        if service.labels.get(api.LABEL_REVISION, "") in serving:
+        if keep_others or service.labels.get(api.LABEL_REVISION, "") in serving:
             result.append(children.reemit(service))
         else:
             dropped.append(service.name)

@@ -48,12 +48,14 @@ def compute(
     progressing: ConditionUpdate | None = None,
     rollout: api.RolloutStatus | None = None,
     creating: Sequence[api.CreatingChild] = (),
+    note: str = "",
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
     past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
-    `creating` the children asked for and not observed yet (`core/creations.py`).
+    `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
+    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     lagging = [
@@ -69,6 +71,8 @@ def compute(
             for status, role in zip(role_statuses, roles, strict=True)
             if status in lagging
         )
+        if note:
+            message += f" ({note})"
     else:
         reason = api.Reason.ALL_ROLES_READY
         message = f"All roles run revision {revision} with every replica ready"

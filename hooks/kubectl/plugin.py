@@ -38,7 +38,7 @@ from hooks import api
 from hooks.cli import commands, console
 from hooks.core import controls
 from hooks.kubectl import rollout
-from hooks.wire import version
+from hooks.wire import envelope, version
 
 PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0
@@ -115,6 +115,14 @@ class Kubectl:
 
     def get_set(self, name: str) -> JsonObject:
         return self.get(SETS, name)
+
+    def history(self, parent: JsonObject) -> rollout.History:
+        """The set's history, its records read as the hooks read them."""
+        try:
+            observed = envelope.parse_records(self.children(REVISIONS, parent))
+        except envelope.RequestError as error:
+            raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
+        return rollout.records_of(parent, observed)
 
     def children(self, resource: str, parent: JsonObject) -> list[JsonObject]:
         """The objects of `resource` with the set's name label that the set controls."""
@@ -216,7 +224,10 @@ def _add_history(actions: _Subcommands) -> None:
 def _run_history(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
     parent = kubectl.get_set(args.set)
-    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    known = kubectl.history(parent)
+    records = known.records
+    for text in known.notes:
+        _note(args, text)
     try:
         current: str | None = rollout.spec_revision(parent)
     except rollout.RolloutError as error:
@@ -264,10 +275,12 @@ def _add_undo(actions: _Subcommands) -> None:
 def _run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
     parent = kubectl.get_set(args.set)
-    records = rollout.records_of(parent, kubectl.children(REVISIONS, parent))
+    known = kubectl.history(parent)
+    for text in known.notes:
+        _note(args, text)
     try:
         current = rollout.spec_revision(parent)
-        record = rollout.undo_target(records, current=current, number=args.to_revision)
+        record = rollout.undo_target(known, current=current, number=args.to_revision)
         restored = rollout.restore(parent, record)
     except rollout.RolloutError as error:
         raise console.CliError(str(error)) from None

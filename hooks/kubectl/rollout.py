@@ -1,14 +1,17 @@
 """What `kubectl ds rollout` decides, from the objects kubectl returns (hooks.kubectl.plugin).
 
-Pure: every function reads the JSON of a DisaggregatedSet, its LeaderWorkerSets or its
-DisaggregatedSetRevisions and returns a value; none runs kubectl, reads the clock or prints.
+Pure: every function reads the JSON of a DisaggregatedSet or its LeaderWorkerSets, or its
+DisaggregatedSetRevisions as `hooks.wire.envelope` parsed them, and returns a value; none runs
+kubectl, reads the clock or prints.
 
-- **History.** A set's records are the DisaggregatedSetRevisions it controls that are named
-  `<set>-<revision>` after their revision label, as `hooks.core.history` writes them. The current
-  revision is the one the spec hashes to (`hooks.gocompat.revision`), recorded or not yet.
+- **History.** A set's records are the DisaggregatedSetRevisions that count by the predicate the
+  hooks use (`hooks.core.history.problem_with`): the others are named in notes and never listed
+  or restored. The current revision is the one the spec hashes to (`hooks.gocompat.revision`),
+  recorded or not yet.
 - **Undo** (`undo_target`, `restore`, `undone`), as `kubectl ds rollout undo --help` describes
   it. The previous revision is the highest number below the current's (the highest of all while
-  the current one is not recorded). The restored spec must hash to the recorded revision. The
+  the current one is not recorded); a history with two records of one number restores nothing.
+  The restored spec must hash to the recorded revision. The
   set's `kubernetes.io/change-cause` becomes the revision's (or goes when it has none), so the
   record renumbered by the rollback keeps its own cause.
 - **Status** (`judge`). Only a status of the current generation counts. Degraded=True and
@@ -30,8 +33,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
-from hooks.api import naming
-from hooks.core import controls, rollout
+from hooks.core import controls, history, records, rollout
 from hooks.gocompat import gotext, revision
 
 JsonObject = dict[str, Any]
@@ -114,29 +116,41 @@ class Record:
     roles: tuple[JsonObject, ...]
 
 
-def records_of(parent: JsonObject, revisions: Sequence[JsonObject]) -> tuple[Record, ...]:
-    """The set's history, by number (see the module)."""
-    set_name = name_of(parent)
-    found = []
-    for item in revisions:
-        label = labels_of(item).get(api.LABEL_REVISION, "")
-        if (
-            not label
-            or labels_of(item).get(api.LABEL_NAME) != set_name
-            or name_of(item) != naming.history_name(set_name=set_name, revision=label)
-            or not is_controlled_by(item, parent=parent)
-        ):
-            continue
-        found.append(
+@dataclass(frozen=True, slots=True)
+class History:
+    """A set's history as the plugin shows it."""
+
+    records: tuple[Record, ...]
+    """The records that count, by number."""
+    notes: tuple[str, ...]
+    """Records that do not count and why; numbers two records hold."""
+    ordered: bool
+    """No two records hold one number."""
+
+
+def records_of(parent: JsonObject, observed: Sequence[records.ObservedObject]) -> History:
+    """The set's history from its DisaggregatedSetRevisions (see the module)."""
+    uid = str(metadata_of(parent).get("uid", ""))
+    found = history.read(observed, set_name=name_of(parent), set_uid=uid)
+    notes = [f"{item.name} is not counted: {why}" for item, why in found.uncounted]
+    notes.extend(
+        f"{first.item.name} and {second.item.name} both hold number {first.number}"
+        for first, second in found.ties
+    )
+    return History(
+        records=tuple(
             Record(
-                number=_int(item.get("revision")),
-                revision=label,
-                change_cause=annotations_of(item).get(api.CHANGE_CAUSE_ANNOTATION),
-                created=str(metadata_of(item).get("creationTimestamp", "")),
-                roles=tuple(_object(role) for role in _list(item.get("roles"))),
+                number=record.number,
+                revision=record.revision,
+                change_cause=record.item.annotations.get(api.CHANGE_CAUSE_ANNOTATION),
+                created=record.item.creation_timestamp,
+                roles=tuple(copy.deepcopy(role) for role in record.stored.roles_json),
             )
-        )
-    return tuple(sorted(found, key=lambda record: (record.number, record.revision)))
+            for record in found.counted
+        ),
+        notes=tuple(notes),
+        ordered=found.is_ordered,
+    )
 
 
 def history_table(records: Sequence[Record], *, current: str | None) -> str:
@@ -177,8 +191,14 @@ def find(records: Sequence[Record], number: int) -> Record:
 # --- undo ----------------------------------------------------------------------------------------
 
 
-def undo_target(records: Sequence[Record], *, current: str, number: int | None) -> Record:
+def undo_target(known: History, *, current: str, number: int | None) -> Record:
     """The record to restore: revision `number`, or (None or 0) the previous one."""
+    if not known.ordered:
+        raise RolloutError(
+            f"the history cannot tell which revision is newer ({'; '.join(known.notes)}):"
+            " nothing was changed"
+        )
+    records = known.records
     if number:
         chosen = find(records, number)
     else:
@@ -208,8 +228,6 @@ def restore(parent: JsonObject, record: Record) -> Restored:
     """The spec roles that give back `record`'s revision (see the module); RolloutError when the
     record cannot be restored or the result would hash to another revision."""
     current = {str(role.get("name")): role for role in roles_of(parent)}
-    if api.recorded_roles(list(record.roles)) is None:
-        raise RolloutError(f"revision {record.number} ({record.revision}) records no valid roles")
     roles: list[JsonObject] = []
     changes: list[str] = []
     for recorded in record.roles:

@@ -182,8 +182,7 @@ def record(
     roles_: list[JsonObject], number: int, *, cause: str | None = None, label: str | None = None
 ) -> JsonObject:
     """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
-    parsed = api.recorded_roles(roles_)
-    assert parsed is not None
+    parsed = [api.Role.model_validate(role) for role in roles_]
     name = revision_of(roles_) if label is None else label
     desired = children.render_history(
         set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
@@ -361,7 +360,13 @@ def test_history_lists_the_records_by_number_with_the_current_one_marked(
         ),
     )
     code, out, err = run(capsys, "rollout", "history", "llm")
-    assert (code, err) == (0, "")
+    # The record another object controls is not the set's; the renamed one does not count.
+    assert (code, err) == (
+        0,
+        "kubectl ds rollout history: note: llm-renamed is not counted: its name is not"
+        " <set>-<its label disaggregatedset.x-k8s.io/revision> "
+        f"({revision_of(roles(V3))!r})\n",
+    )
     first, second = revision_of(roles(V2)), revision_of(roles(V1))
     assert out.splitlines() == [
         "REVISION  HASH      CHANGE-CAUSE  CREATED",
@@ -563,17 +568,39 @@ def test_undo_refuses_without_an_earlier_revision(
     )
 
 
-def test_undo_refuses_a_record_whose_roles_do_not_hash_to_its_revision(
+def test_issue25_item3_undo_never_restores_a_record_that_does_not_count(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A record named and labelled 0badc0de whose roles hash to another revision: the plugin
+    reads records with the hooks' predicate, so it is neither listed nor restored."""
     forged = record(roles(V1), 1, label="0badc0de")
+    forged["metadata"]["name"] = "llm-0badc0de"
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
     kubectl.answer("get disaggregatedsetrevisions", listing(forged, record(roles(V2), 2)))
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 1
     assert err == (
-        "kubectl ds rollout undo: error: the restored spec hashes to revision "
-        f"{revision_of(roles(V1))}, not to the recorded 0badc0de; nothing was changed\n"
+        "kubectl ds rollout undo: note: llm-0badc0de is not counted: the roles it stores hash to"
+        f" revision {revision_of(roles(V1))}, not 0badc0de\n"
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(roles(V2))}) in the history\n"
+    )
+    assert "replace" not in kubectl.verbs()
+
+
+def test_issue25_item4_undo_refuses_a_history_with_two_records_of_one_number(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V3)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 2), record(roles(V2), 2))
+    )
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    first, second = sorted(revision_of(roles(image)) for image in (V1, V2))
+    assert err.endswith(
+        "kubectl ds rollout undo: error: the history cannot tell which revision is newer"
+        f" (llm-{first} and llm-{second} both hold number 2): nothing was changed\n"
     )
     assert "replace" not in kubectl.verbs()
 

@@ -147,9 +147,9 @@ def customize(ds: JsonObject) -> list[JsonObject]:
 
 def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None:
     """An LWS the first pass of a rollout asked for and that is still not observed after the
-    grace: an object the set does not see holds the name (Metacontroller's create found it
-    taken). The role waits, Degraded names the LWS, every serving child stays, and the LWS
-    stays in the answer for when the name is free."""
+    grace: an object the set does not see holds the name, or the API server refuses it. The role
+    waits, Degraded (ChildNotCreated) names the LWS, every serving child stays, and the LWS stays
+    in the answer for when it can be created."""
     request = settled()
     template = request["parent"]["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]
     template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
@@ -174,7 +174,7 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
     rendered = envelope.render_answer(result.answer)
     degraded = next(c for c in rendered["status"]["conditions"] if c["type"] == "Degraded")
-    assert degraded["status"] == "True" and degraded["reason"] == "NameConflict"
+    assert degraded["status"] == "True" and degraded["reason"] == "ChildNotCreated"
     assert wanted in degraded["message"]
     assert rendered["status"]["creating"] == second["status"]["creating"]
     assert rendered["resyncAfterSeconds"] == creations.GRACE_SECONDS

@@ -364,8 +364,7 @@ class CreatingChild(_Model):
 
     since: str = Field(json_schema_extra=_DATE_TIME)
     """When the set first asked for it. A child missing for 30 s makes the set Degraded
-    (reason NameConflict): the name is held by an object the set does not control, or the API
-    server refuses the object."""
+    (reason ChildNotCreated)."""
 
 
 class DisaggregatedSetStatus(_Model):

@@ -5,7 +5,8 @@ reports at least one ready replica. When the target revision is ready, its Servi
 created (named after the LWS, `<lws>-prv`, selecting name, role, revision and slice) and the
 Services of revisions that are neither the target nor ready go; until then every existing Service
 of the slice stays, so clients keep reaching the revision that still serves. A Service is never
-updated once created. `lws` must be the slice's LWS that remain after this pass.
+updated once created. `lws` must be the slice's LWS that remain after this pass; which revision a
+slice plans its Services for is `hooks.core.slices`'s to say.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 of this slice, `canary`), re-emits the LWS that stay with their new replicas (`children`), renders
 the ones the plan creates, and plans the slice's Services (`services`). A slice past the partition
 that runs nothing it may keep plans for the stable revision, or for nothing when none is known
-(docs/rollout.md, "Canary rollouts"); one that stands steady on a revision gets that revision's
-Services. `split_by_slice` sorts observed children by their slice label. Pure: reads its
-arguments only.
+(docs/rollout.md, "Canary rollouts"); one whose LWS all run one revision gets that revision's
+Services, whatever the annotations say. `split_by_slice` sorts observed children by their slice
+label. Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -173,27 +173,19 @@ def _services(
     kept: Objects,
     observed: Objects,
 ) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services. A slice that rolls while paused, or stands mid-way past the
-    partition, keeps its Services as they are; one past the partition that stands steady on a
-    revision gets that revision's (and lets none go); every other slice plans for its target."""
-    if plan.phase is rollout.Phase.PARTITIONED:
-        groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
-        if len(groups) != 1:
-            return services.plan_slice(
-                set_name=context.set_name,
-                slice_index=index,
-                revision=target.revision,
-                role_names=[],
-                lws=kept,
-                services=observed,
-                frozen=True,
-            )
-        ((revision, by_role),) = groups.items()
+    """The slice's Services. A slice whose LWS all run one revision other than the one it plans
+    for (past the partition, paused before its rollout starts, or starting it) gets that
+    revision's, and lets none go; one mid-way between revisions keeps its Services as they are
+    while paused or partitioned; every other slice plans for its target."""
+    groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
+    standing = [revision for revision in groups if revision != target.revision]
+    if len(groups) == 1 and standing:
+        by_role = groups[standing[0]]
         spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
         return services.plan_slice(
             set_name=context.set_name,
             slice_index=index,
-            revision=revision,
+            revision=standing[0],
             role_names=[*spec_roles, *sorted(set(by_role) - set(spec_roles))],
             lws=kept,
             services=observed,
@@ -206,7 +198,7 @@ def _services(
         role_names=[role.name for role in target.roles],
         lws=kept,
         services=observed,
-        frozen=plan.phase is rollout.Phase.PAUSED,
+        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
     )
 
 

@@ -217,6 +217,12 @@ def test_issue25_item2_a_slice_past_the_partition_steady_on_its_revision_gets_it
     assert services_of(answer, 0) == {f"llm-0-{B}-prefill-prv", f"llm-0-{B}-decode-prv"}
 
 
+def test_issue25_item2_a_paused_slice_standing_on_its_revision_gets_its_services() -> None:
+    answer = sync_answer(a_set(V2, paused="true"), [*steady(A, 0), record(V1, 1)])
+    assert services_of(answer, 0) == {f"llm-0-{A}-prefill-prv", f"llm-0-{A}-decode-prv"}
+    assert set(lws_of(answer, 0)) == {f"llm-0-{A}-prefill", f"llm-0-{A}-decode"}
+
+
 def test_issue25_item2_a_slice_past_the_partition_mid_way_keeps_its_services_as_they_are() -> None:
     children = [*steady(B, 0), *mid_rollout(1), record(V1, 1), record(V2, 2, complete=False)]
     answer = sync_answer(a_set(V2, slices=2, partition="1"), children)

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from hooks.api.models import (
         EMBED_KEY,
         EMBED_LWS_SPEC,
-        EMBED_STORED_OBJECT,
+        EMBED_STORED_ROLE,
         REQUIRED_KEY,
         Condition,
         CreatingChild,
@@ -117,7 +117,7 @@ __all__ = [
     "DS_SHORT_NAME",
     "EMBED_KEY",
     "EMBED_LWS_SPEC",
-    "EMBED_STORED_OBJECT",
+    "EMBED_STORED_ROLE",
     "EXCLUSIVE_ANNOTATIONS",
     "EXCLUSIVE_TOPOLOGY_ANNOTATION",
     "GROUP",
@@ -186,7 +186,7 @@ _MODEL_NAMES = frozenset(
     (
         "EMBED_KEY",
         "EMBED_LWS_SPEC",
-        "EMBED_STORED_OBJECT",
+        "EMBED_STORED_ROLE",
         "REQUIRED_KEY",
         "Condition",
         "CreatingChild",

@@ -40,7 +40,7 @@ _DATE_TIME: Final[JsonDict] = {"format": "date-time"}
 EMBED_KEY: Final = "x-crdgen-embed"
 REQUIRED_KEY: Final = "x-crdgen-required"
 EMBED_LWS_SPEC: Final = "leaderworkerset-spec"
-EMBED_STORED_OBJECT: Final = "stored-object"
+EMBED_STORED_ROLE: Final = "stored-role"
 
 
 def _list_map(*keys: str) -> JsonDict:
@@ -457,9 +457,13 @@ class RevisionRecord(_Model):
     once). The newest complete revision is the stable one, at which a slice past a
     rollout-partition is created."""
 
-    roles: list[
-        Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_OBJECT})]
-    ] = Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
+        Field(
+            min_length=limits.MIN_ROLES,
+            max_length=limits.MAX_ROLES,
+            json_schema_extra=_list_map("name"),
+        )
+    )
     """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
     stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
     undo` restores them. Immutable."""

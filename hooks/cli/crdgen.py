@@ -91,9 +91,21 @@ _REVISION_DESCRIPTION: Final = (
     " <set>-<revision>, owned by the set; `kubectl ds rollout history` lists them and `kubectl ds"
     " rollout undo` restores one."
 )
-# An object stored exactly as written: no pruning, no defaults (a default the API server added
-# on reading a record back would change what its roles hash to).
-_STORED_OBJECT: Final = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+# A recorded role, stored exactly as written: no pruning, no defaults (a default the API server
+# added on reading a record back would change what its roles hash to); only its name is checked,
+# which keys the list (no two roles of one name, which a merge by name would fold into one).
+_STORED_ROLE: Final = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["name"],
+    "properties": {
+        "name": {
+            "type": "string",
+            "maxLength": api.ROLE_NAME_MAX_LENGTH,
+            "pattern": api.ROLE_NAME_PATTERN,
+        }
+    },
+}
 _API_VERSION_PROPERTY: Final = {
     "description": "The versioned schema of this representation of an object.",
     "type": "string",
@@ -473,7 +485,7 @@ def build_scaler_crd() -> JsonObject:
 def build_revision_crd() -> JsonObject:
     """The DisaggregatedSetRevision CRD as a JSON object: the record's fields at the top level
     (as a ControllerRevision has them), no spec and no status."""
-    fields = model_schema(api.RevisionRecord, embedded={api.EMBED_STORED_OBJECT: _STORED_OBJECT})
+    fields = model_schema(api.RevisionRecord, embedded={api.EMBED_STORED_ROLE: _STORED_ROLE})
     root: JsonObject = {
         "description": _REVISION_DESCRIPTION,
         "type": "object",

@@ -389,18 +389,14 @@ def test_revision_names_columns_and_fields(crds: dict[str, JsonObject]) -> None:
     ]
     root = _root(crd)
     assert root["required"] == ["firstRevision", "revision", "roles"]
-    for field in ("revision", "firstRevision"):
+    for field in ("revision", "firstRevision", "completedAs"):
         number = root["properties"][field]
         assert (number["minimum"], number["maximum"], number["format"]) == (
             1,
             api.MAX_HISTORY_NUMBER,
             "int64",
         )
-    assert root["properties"]["complete"] == {
-        "default": False,
-        "description": root["properties"]["complete"]["description"],
-        "type": "boolean",
-    }
+    assert "default" not in root["properties"]["completedAs"]
 
 
 def test_recorded_roles_are_stored_as_written_and_immutable(crds: dict[str, JsonObject]) -> None:

@@ -452,10 +452,12 @@ class RevisionRecord(_Model):
     below the number of another recorded revision ran before that one: moving back to it is a
     rollback, which a rollout-hold-at never holds."""
 
-    complete: bool = Field(default=False, strict=True)
-    """True once every slice of the set has run this revision (all of them steady on it at
-    once). The newest complete revision is the stable one, at which a slice past a
-    rollout-partition is created."""
+    completed_as: int | None = Field(
+        default=None, ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64
+    )
+    """The number the record held when every slice of the set last ran its revision together
+    (absent until then). The revision that did so last before the current rollout began is the
+    stable one, at which a slice past a rollout-partition is created."""
 
     roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
         Field(

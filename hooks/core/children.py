@@ -9,8 +9,8 @@ Existing children are never re-rendered from the current spec: that would rewrit
 template and restart every group. They are re-emitted from what this hook returned before
 (`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
 may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
-autoscaler owns it), for a DisaggregatedSetRevision only its number, change-cause and `complete`
-mark. Nothing here mutates its inputs: every change is made on a copy.
+autoscaler owns it), for a DisaggregatedSetRevision only its number, change-cause and
+`completedAs`. Nothing here mutates its inputs: every change is made on a copy.
 """
 
 from __future__ import annotations
@@ -92,25 +92,28 @@ def render_history(
     number: int,
     roles: Sequence[api.Role],
     change_cause: str | None,
-    complete: bool = False,
+    completed: bool = False,
 ) -> JsonObject:
     """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`),
-    numbered `number` (which is also its `firstRevision`)."""
+    numbered `number` (which is also its `firstRevision`, and its `completedAs` when every slice
+    runs it already)."""
     metadata: JsonObject = {
         "name": naming.history_name(set_name=set_name, revision=revision),
         "labels": naming.history_labels(set_name=set_name, revision=revision),
     }
     if change_cause is not None:
         metadata["annotations"] = {api.CHANGE_CAUSE_ANNOTATION: change_cause}
-    return {
+    record: JsonObject = {
         "apiVersion": api.API_VERSION,
         "kind": api.REVISION_KIND,
         "metadata": metadata,
         "revision": number,
         "firstRevision": number,
-        "complete": complete,
         "roles": [history_role(role) for role in roles],
     }
+    if completed:
+        record["completedAs"] = number
+    return record
 
 
 def history_role(role: api.Role) -> JsonObject:
@@ -128,13 +131,19 @@ def history_role(role: api.Role) -> JsonObject:
 
 
 def update_history(
-    child: records.ObservedObject, *, number: int, complete: bool, change_cause: str | None = None
+    child: records.ObservedObject,
+    *,
+    number: int,
+    completed_as: int | None,
+    change_cause: str | None = None,
 ) -> JsonObject:
-    """An existing DisaggregatedSetRevision with its number and `complete` mark (its roles and
+    """An existing DisaggregatedSetRevision with its number and `completedAs` (its roles and
     firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause
     when one is given."""
     applied = child.applied
-    result = {**applied, "revision": number, "complete": complete}
+    result = {**applied, "revision": number}
+    if completed_as is not None:
+        result["completedAs"] = completed_as
     if change_cause is not None:
         metadata = dict(applied["metadata"])
         annotations = metadata.get("annotations")

@@ -1,8 +1,8 @@
 """The revision history of a set: its DisaggregatedSetRevisions, which of them count, what they say.
 
 docs/rollout.md ("Revision history") has the rules this module follows: the numbering (a new
-revision gets the next number, a move back renumbers its record), the change-cause, the
-`complete` mark, pruning past the limit, what a rollback is and which revision is stable.
+revision gets the next number, a move back renumbers its record), the change-cause,
+`completedAs`, pruning past the limit, what a rollback is and which revision is stable.
 docs/safety.md ("Hostile records and the canary controls") says which records count and why.
 This module owns:
 
@@ -97,15 +97,23 @@ class History:
     def stable(
         self, target: str, *, spec_roles: Sequence[api.Role], running: AbstractSet[str]
     ) -> Stable | None:
-        """The stable revision: the newest one every slice has run (its record is complete);
-        while nothing but the target is recorded or runs, the target (nothing older exists to
-        hold back); otherwise, or when the history cannot tell, none. `running`: the revisions
-        some LWS of the set carries."""
+        """The stable revision: the one every slice ran together last before the rollout to
+        `target` began (the highest `completedAs`, the target's only when it was reached before
+        its latest number); while nothing but the target is recorded or runs, the target
+        (nothing older exists to hold back); otherwise, or when the history cannot tell, none.
+        `running`: the revisions some LWS of the set carries."""
         if not self.is_ordered:
             return None
-        complete = [record for record in self.counted if record.stored.complete]
-        if complete:
-            newest = complete[-1]
+        ran = [
+            (record.stored.completed_as, record)
+            for record in self.counted
+            if record.stored.completed_as is not None
+            and not (record.revision == target and record.stored.completed_as == record.number)
+        ]
+        if ran:
+            last, newest = max(ran, key=lambda entry: entry[0])
+            if sum(1 for entry in ran if entry[0] == last) > 1:
+                return None
             if newest.revision == target:
                 return Stable(revision=target, roles=tuple(spec_roles))
             return Stable(revision=newest.revision, roles=newest.stored.roles)
@@ -137,6 +145,9 @@ def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -
             f"it was created with number {stored.first_number}, above its number"
             f" {stored.number}, which numbering never does"
         )
+    completed = stored.completed_as
+    if completed is not None and not stored.first_number <= completed <= stored.number:
+        return f"its completedAs {completed} is not a number it has held"
     return None
 
 
@@ -177,7 +188,8 @@ def plan(
     complete: bool,
 ) -> HistoryPlan:
     """The set's records after this pass. `in_use`: the revisions some LWS of the set carries;
-    `complete`: every slice runs the target after this pass (its record is marked)."""
+    `complete`: every slice runs the target after this pass (its record's `completedAs` becomes
+    its number)."""
     kept = [children.reemit(item) for item, _ in history.uncounted]
     found = [_uncounted(item, why) for item, why in history.uncounted]
     if not history.is_ordered:
@@ -191,8 +203,10 @@ def plan(
     cause = annotations.get(api.CHANGE_CAUSE_ANNOTATION)
     name = naming.history_name(set_name=set_name, revision=target)
     if current is not None and current is top:
-        marked = complete or current.stored.complete
-        kept.append(children.update_history(current.item, number=current.number, complete=marked))
+        completed = current.number if complete else current.stored.completed_as
+        kept.append(
+            children.update_history(current.item, number=current.number, completed_as=completed)
+        )
     elif current is None and name in foreign_names:
         found.append(_conflict(name))
     elif current is None and name in {item.name for item, _ in history.uncounted}:
@@ -208,14 +222,14 @@ def plan(
                 number=following,
                 roles=spec.roles,
                 change_cause=cause,
-                complete=complete,
+                completed=complete,
             )
         )
     else:
-        marked = complete or current.stored.complete
+        completed = following if complete else current.stored.completed_as
         kept.append(
             children.update_history(
-                current.item, number=following, change_cause=cause, complete=marked
+                current.item, number=following, change_cause=cause, completed_as=completed
             )
         )
     pruned = _past_the_limit(others, in_use=in_use, limit=limit)
@@ -249,7 +263,7 @@ def _tie(first: Record, second: Record) -> problems.Problem:
         api.Reason.INVALID_HISTORY,
         f"{api.REVISION_KIND}s {first.item.name!r} and {second.item.name!r} both hold number"
         f" {first.number}, so the history cannot tell which is newer: it holds (no record is"
-        " created, renumbered, marked or pruned), a rollout-hold-at applies to every rollout and"
+        " created, renumbered or pruned), a rollout-hold-at applies to every rollout and"
         " a new slice past a rollout-partition waits, until one of them is deleted",
     )
 

@@ -57,15 +57,15 @@ class ReplicaStatus:
 @dataclass(frozen=True, slots=True)
 class StoredRevision:
     """What a DisaggregatedSetRevision stores, as read from the object itself: its numbers, its
-    `complete` mark, its roles, and the revision those roles hash to (which its name and labels
-    claim; `hooks.core.history` checks that they agree)."""
+    roles, and the revision those roles hash to (which its name and labels claim;
+    `hooks.core.history` checks that they agree)."""
 
     number: int
     """`revision`: its place in the set's history."""
     first_number: int
     """`firstRevision`: the number it was created with."""
-    complete: bool
-    """Every slice of the set has run this revision."""
+    completed_as: int | None
+    """`completedAs`: its number when every slice of the set last ran it together."""
     roles: tuple[api.Role, ...]
     roles_json: tuple[api.JsonObject, ...]
     """The roles exactly as stored (what `kubectl ds rollout undo` restores)."""

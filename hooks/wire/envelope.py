@@ -324,7 +324,7 @@ def _stored_revision(obj: JsonObject) -> tuple[records.StoredRevision | None, st
     stored = records.StoredRevision(
         number=body.revision,
         first_number=body.first_revision,
-        complete=body.complete,
+        completed_as=body.completed_as,
         roles=tuple(roles),
         roles_json=tuple(body.roles),
         hash=hashed,
@@ -405,7 +405,7 @@ _BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
     records.ChildKind.LWS: ("spec",),
     records.ChildKind.SERVICE: ("spec",),
     records.ChildKind.SCALER: ("spec",),
-    records.ChildKind.REVISION: ("revision", "firstRevision", "complete", "roles"),
+    records.ChildKind.REVISION: ("revision", "firstRevision", "completedAs", "roles"),
     records.ChildKind.DISAGGREGATED_SET: ("spec",),
 }
 

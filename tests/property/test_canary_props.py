@@ -61,9 +61,14 @@ def stable_of(parent: JsonObject, children: list[JsonObject], target: str) -> st
     numbers = [record["revision"] for record in records.values()]
     if len(set(numbers)) != len(numbers):
         return None
-    complete = [(r["revision"], rev) for rev, r in records.items() if r["complete"] is True]
-    if complete:
-        return max(complete)[1]
+    ran = [
+        (r["completedAs"], rev)
+        for rev, r in records.items()
+        if "completedAs" in r and not (rev == target and r["completedAs"] == r["revision"])
+    ]
+    if ran:
+        last = max(ran)
+        return None if [entry[0] for entry in ran].count(last[0]) > 1 else last[1]
     running = {
         views.labels_of(child).get(api.LABEL_REVISION, "")
         for child in children
@@ -211,7 +216,7 @@ def test_issue25_item9_records_that_do_not_count_change_no_decision(
             roles,
             number=number,
             first=number + 1 if kind == "first-late" else number,
-            complete=True,
+            completed=number,
             name=name,
         )
         if kind == "orphan":
@@ -262,8 +267,8 @@ def held_slices(draw: st.DrawFn) -> tuple[JsonObject, list[JsonObject], int]:
     old_roles = roles_with_image(parent, IMAGES[0])
     old = hash_of(old_roles)
     children = [
-        record_child(old, old_roles, number=1, first=1, complete=True),
-        record_child(target, parent["spec"]["roles"], number=2, first=2, complete=False),
+        record_child(old, old_roles, number=1, first=1, completed=1),
+        record_child(target, parent["spec"]["roles"], number=2, first=2),
     ]
     for name, wanted in zip(names, targets, strict=True):
         initial = draw(st.integers(1, 6))

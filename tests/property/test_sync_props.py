@@ -5,8 +5,8 @@ malformed) and a random `status.creating`. The observed children are what Metaco
 send: LWS of the target and of other revisions, of spec roles and removed ones, in kept and
 removed slices, with random replicas, readiness and `initial-replicas` annotations (some
 garbage); Services of random revisions; scalers of External, Static and removed roles;
-DisaggregatedSetRevisions, valid (numbered, some complete) and hostile (mislabelled, storing
-another revision's roles, another set's, numbered past what a history holds or before they were
+DisaggregatedSetRevisions, valid (numbered, some run by every slice) and hostile (mislabelled,
+storing another revision's roles, orphaned, numbered past what a history holds or before they were
 created, two of one number); some objects with malformed or missing labels, some under the legacy
 name `<set>-<revision>-<role>`. Related objects include foreign LWS and scalers at desired names.
 
@@ -285,24 +285,24 @@ def record_child(
     *,
     number: object,
     first: object,
-    complete: bool,
+    completed: object = None,
     name: str | None = None,
 ) -> JsonObject:
-    """A DisaggregatedSetRevision as Metacontroller observes it."""
-    return observe(
-        {
-            "apiVersion": api.API_VERSION,
-            "kind": api.REVISION_KIND,
-            "metadata": {
-                "name": name or f"llm-{revision_}",
-                "labels": {api.LABEL_NAME: "llm", api.LABEL_REVISION: revision_},
-            },
-            "revision": number,
-            "firstRevision": first,
-            "complete": complete,
-            "roles": roles,
-        }
-    )
+    """A DisaggregatedSetRevision as Metacontroller observes it (`completed`: its completedAs)."""
+    body: JsonObject = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.REVISION_KIND,
+        "metadata": {
+            "name": name or f"llm-{revision_}",
+            "labels": {api.LABEL_NAME: "llm", api.LABEL_REVISION: revision_},
+        },
+        "revision": number,
+        "firstRevision": first,
+        "roles": roles,
+    }
+    if completed is not None:
+        body["completedAs"] = completed
+    return observe(body)
 
 
 HOSTILE = ("mislabelled", "another-revisions-roles", "orphan", "huge", "first-late", "tie")
@@ -312,7 +312,8 @@ HOSTILE = ("mislabelled", "another-revisions-roles", "orphan", "huge", "first-la
 def history_records(
     draw: st.DrawFn, parent: JsonObject, target: str, others: dict[str, list[JsonObject]]
 ) -> list[JsonObject]:
-    """Records that count (some complete) of the target and the other revisions, and hostile ones
+    """Records that count (some run by every slice) of the target and the other revisions, and
+    hostile ones
     (`HOSTILE`). None when the roles share a name, which the CRD refuses."""
     by_revision = {target: parent["spec"]["roles"], **others}
     names = [role["name"] for role in parent["spec"]["roles"]]
@@ -322,12 +323,13 @@ def history_records(
     for revision_, roles in by_revision.items():
         if draw(st.booleans()):
             number = draw(st.integers(1, 6))
+            first = draw(st.integers(1, number))
             found[f"llm-{revision_}"] = record_child(
                 revision_,
                 roles,
                 number=number,
-                first=draw(st.integers(1, number)),
-                complete=draw(st.booleans()),
+                first=first,
+                completed=draw(st.one_of(st.none(), st.integers(first, number))),
             )
     for kind in draw(st.lists(st.sampled_from(HOSTILE), max_size=2)):
         revision_ = draw(st.sampled_from(sorted(by_revision)))
@@ -347,7 +349,7 @@ def history_records(
             roles,
             number=number,
             first=number + 1 if kind == "first-late" else number,
-            complete=draw(st.booleans()),
+            completed=draw(st.sampled_from([None, number, number + 1])),
             name=name,
         )
         if kind == "orphan":  # carries the set's label, no controller: the set does not own it

@@ -31,7 +31,7 @@ the pass:
   with the highest number of the records that count, unless the set is Degraded over its history
   (a foreign object or a record that does not count holds the name, two records share a number,
   the numbers ran out); an updated DisaggregatedSetRevision changes only its number (never
-  downwards), its change-cause annotation and its `complete` mark (never unset);
+  downwards), its change-cause annotation and its `completedAs` (never unset, never lowered);
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
   Progressing Unknown; held or partitioned, Progressing Unknown and not Available; or past its
   progress deadline, both False), every condition a pass computes
@@ -239,8 +239,8 @@ class Invariants:
             before, after = record.before[key], record.after[key]
             if after["revision"] < before["revision"]:
                 fail(record, f"{key} was renumbered downwards")
-            if before.get("complete") is True and after.get("complete") is not True:
-                fail(record, f"{key} lost its complete mark")
+            if after.get("completedAs", 0) < before.get("completedAs", 0):
+                fail(record, f"{key} lost or lowered its completedAs")
             if without_history_mutable(before) != without_history_mutable(after):
                 fail(record, f"{key} changed more than its number, change-cause and mark")
 
@@ -477,7 +477,7 @@ def without_mutable(lws: JsonObject) -> JsonObject:
 def without_history_mutable(record: JsonObject) -> JsonObject:
     """A DisaggregatedSetRevision without what a sync may change, nor server-managed fields
     (shares the rest with `record`, as `without_mutable` does)."""
-    copied = {key: value for key, value in record.items() if key not in ("revision", "complete")}
+    copied = {k: v for k, v in record.items() if k not in ("revision", "completedAs")}
     metadata = _without_server_fields(
         record["metadata"], (api.CHANGE_CAUSE_ANNOTATION, api.LAST_APPLIED_ANNOTATION)
     )

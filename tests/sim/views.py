@@ -95,8 +95,9 @@ def record_of(obj: Mapping[str, Any], *, parent: Mapping[str, Any]) -> str | Non
     """The revision a DisaggregatedSetRevision is the set's record of, when it counts
     (docs/safety.md, "Hostile records"): controlled by the set, labelled with its name, named
     `<set>-<revision>` after its revision label, numbered 1 to the most a history holds with
-    firstRevision at most its number, and storing 2 to 10 roles with unique names and a
-    leaderWorkerTemplate each that hash to that revision. None otherwise."""
+    firstRevision at most its number (and a completedAs between the two), and storing 2 to 10
+    roles with unique names and a leaderWorkerTemplate each that hash to that revision. None
+    otherwise."""
     metadata = obj.get("metadata", {})
     set_name = parent["metadata"]["name"]
     label = labels_of(obj).get(api.LABEL_REVISION, "")
@@ -110,8 +111,11 @@ def record_of(obj: Mapping[str, Any], *, parent: Mapping[str, Any]) -> str | Non
     ):
         return None
     number, first, roles = obj.get("revision"), obj.get("firstRevision"), obj.get("roles")
-    numbers = [value for value in (number, first) if type(value) is int]
-    if len(numbers) != 2 or not 1 <= numbers[1] <= numbers[0] <= api.MAX_HISTORY_NUMBER:
+    completed = obj.get("completedAs", first)
+    numbers = [value for value in (number, first, completed) if type(value) is int]
+    if len(numbers) != 3 or not 1 <= numbers[1] <= numbers[2] <= numbers[0]:
+        return None
+    if numbers[0] > api.MAX_HISTORY_NUMBER:
         return None
     if not isinstance(roles, list) or not api.MIN_ROLES <= len(roles) <= api.MAX_ROLES:
         return None

@@ -215,7 +215,7 @@ def test_a_record_is_read_from_the_object_never_from_its_last_applied_annotation
         builders.make_request(builders.make_ds(), children=[record])
     ).children
     assert item.stored is not None and item.stored_error is None
-    assert (item.stored.number, item.stored.first_number, item.stored.complete) == (3, 3, False)
+    assert (item.stored.number, item.stored.first_number, item.stored.completed_as) == (3, 3, None)
     assert item.stored.roles_json == tuple(record["roles"])
     assert item.stored.hash == record["metadata"]["labels"][api.LABEL_REVISION]
     assert item.applied["roles"] == record["roles"] and item.applied["revision"] == 3

@@ -1,6 +1,6 @@
-"""The revision history (`hooks.core.history`): which records count, numbering, the `complete`
-mark, pruning, rollbacks, the stable revision, and records that are forged, tied or numbered past
-what a history holds (issue 25, items 3, 4, 5 and 10)."""
+"""The revision history (`hooks.core.history`): which records count, numbering, `completedAs`,
+pruning, rollbacks, the stable revision, and records that are forged, tied or numbered past what a
+history holds (issue 25, items 3, 4, 5 and 10)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _record(
     number: int,
     *,
     first: int | None = None,
-    complete: bool = False,
+    completed: int | None = None,
     name: str | None = None,
     label: str | None = None,
     created: str = builders.CREATED,
@@ -53,9 +53,10 @@ def _record(
         number=first or number,
         roles=_spec(image).roles,
         change_cause=None,
-        complete=complete,
     )
     rendered["revision"] = number
+    if completed is not None:
+        rendered["completedAs"] = completed
     if name is not None:
         rendered["metadata"]["name"] = name
     if label is not None:
@@ -99,7 +100,7 @@ def _numbers(plan: history.HistoryPlan) -> dict[str, int]:
     return {child["metadata"]["name"]: child["revision"] for child in plan.children}
 
 
-# --- numbering, change-cause, the complete mark, pruning ---------------------------------------
+# --- numbering, change-cause, completedAs, pruning ------------------------------------------------
 
 
 def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored() -> None:
@@ -110,7 +111,7 @@ def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored()
         "name": f"llm-{A}",
         "labels": {api.LABEL_NAME: SET, api.LABEL_REVISION: A},
     }
-    assert (record["revision"], record["firstRevision"], record["complete"]) == (1, 1, False)
+    assert (record["revision"], record["firstRevision"]) == (1, 1) and "completedAs" not in record
     roles = _spec().roles
     assert record["roles"] == [
         {"name": "prefill", "spec": roles[0].spec},
@@ -153,13 +154,16 @@ def test_the_change_cause_is_copied_when_a_revision_gets_its_number() -> None:
     assert "annotations" not in kept["metadata"]
 
 
-def test_the_target_is_marked_complete_once_every_slice_runs_it_and_stays_so() -> None:
+def test_the_target_records_its_number_when_every_slice_runs_it() -> None:
     (fresh,) = _plan(A, complete=True).children
-    assert fresh["complete"] is True
-    marked = _plan(A, _record(V1, 1), complete=True)
-    assert [child["complete"] for child in marked.children] == [True]
-    kept = _plan(A, _record(V1, 1, complete=True), complete=False)
-    assert [child["complete"] for child in kept.children] == [True]
+    assert fresh["completedAs"] == 1
+    (marked,) = _plan(A, _record(V1, 1), complete=True).children
+    assert marked["completedAs"] == 1
+    (kept,) = _plan(A, _record(V1, 3, first=1, completed=1), complete=False).children
+    assert (kept["revision"], kept["completedAs"]) == (3, 1)
+    back = _plan(A, _record(V1, 1, completed=1), _record(V2, 2, completed=2), complete=True)
+    (renumbered,) = [c for c in back.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert (renumbered["revision"], renumbered["completedAs"]) == (3, 3)
 
 
 def test_old_revisions_past_the_limit_go_oldest_first() -> None:
@@ -219,6 +223,7 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_not_created() -> None:
             id="roles-of-another-template",
         ),
         pytest.param(lambda r: r.update(firstRevision=2), "created with number 2", id="first-late"),
+        pytest.param(lambda r: r.update(completedAs=2), "completedAs 2", id="completed-late"),
         pytest.param(lambda r: r.update(revision=0), "revision", id="number-zero"),
         pytest.param(lambda r: r.update(revision=2**63 - 1), "revision", id="number-past-int64"),
         pytest.param(lambda r: r.update(revision="1"), "revision", id="number-a-string"),
@@ -345,12 +350,28 @@ def test_issue25_item10_creation_times_decide_nothing() -> None:
 # --- the stable revision (item 1) ----------------------------------------------------------
 
 
-def test_the_stable_revision_is_the_newest_complete_one() -> None:
-    found = _read(_record(V1, 1, complete=True), _record(V2, 2, complete=False), _record(V3, 3))
-    stable = found.stable(C, spec_roles=_spec(V3).roles, running=frozenset({A, B, C}))
+def test_the_stable_revision_is_the_one_every_slice_ran_last_before_this_rollout() -> None:
+    running = frozenset({A, B, C})
+    found = _read(_record(V1, 1, completed=1), _record(V2, 2), _record(V3, 3))
+    stable = found.stable(C, spec_roles=_spec(V3).roles, running=running)
     assert stable is not None and stable.revision == A
-    assert [role.name for role in stable.roles] == ["prefill", "decode"]
     assert stable.roles == tuple(_spec(V1).roles)
+    # B ran everywhere during its own rollout (its slices past the partition were removed):
+    # not before that rollout began, so A stays the stable one.
+    during = _read(_record(V1, 1, completed=1), _record(V2, 2, completed=2))
+    stable = during.stable(B, spec_roles=_spec(V2).roles, running=running)
+    assert stable is not None and stable.revision == A
+    # Back to A from B, which every slice ran since: B is the stable one.
+    back = _read(_record(V1, 3, first=1, completed=1), _record(V2, 2, completed=2))
+    stable = back.stable(A, spec_roles=_spec(V1).roles, running=running)
+    assert stable is not None and stable.revision == B
+    # Back to A, which every slice ran last: A (the spec's roles).
+    again = _read(_record(V1, 3, first=1, completed=1), _record(V2, 2))
+    stable = again.stable(A, spec_roles=_spec(V1).roles, running=running)
+    assert stable is not None and (stable.revision, stable.roles) == (A, tuple(_spec(V1).roles))
+    # Two records claiming one completion: the history cannot tell.
+    tied = _read(_record(V1, 2, first=1, completed=2), _record(V2, 3, first=2, completed=2))
+    assert tied.stable(C, spec_roles=(), running=running) is None
 
 
 def test_the_stable_revision_is_the_target_only_while_nothing_else_was_recorded_or_runs() -> None:

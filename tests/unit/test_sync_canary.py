@@ -53,7 +53,7 @@ def record(
     number: int,
     *,
     first: int | None = None,
-    complete: bool = True,
+    completed: bool = True,
     name: str | None = None,
     label: str | None = None,
     stored: list[JsonObject] | None = None,
@@ -70,9 +70,10 @@ def record(
         },
         "revision": number,
         "firstRevision": first or number,
-        "complete": complete,
         "roles": stored if stored is not None else roles(image),
     }
+    if completed:  # every slice ran it when it held this number
+        body["completedAs"] = number
     return builders.observe(body, created=created)
 
 
@@ -161,7 +162,7 @@ def steady(revision_: str, index: int) -> list[JsonObject]:
 def test_issue25_item1_a_slice_past_the_partition_never_gets_the_held_back_revision(
     how: str,
 ) -> None:
-    children = [*mid_rollout(0), record(V1, 1), record(V2, 2, complete=False)]
+    children = [*mid_rollout(0), record(V1, 1), record(V2, 2, completed=False)]
     if how == "its-lws-drained":
         children += [lws("prefill", A, 0, index=1), lws("decode", A, 0, index=1)]
     answer = sync_answer(a_set(V2, slices=2, partition="1"), children)
@@ -179,7 +180,7 @@ def test_issue25_item1_a_slice_past_the_partition_never_gets_the_held_back_revis
 def test_issue25_item1_without_a_stable_revision_a_slice_past_the_partition_runs_nothing() -> None:
     """No record says every slice ran a revision (A's is not complete): slice 1 waits, empty,
     rather than get B."""
-    children = [*mid_rollout(0), record(V1, 1, complete=False), record(V2, 2, complete=False)]
+    children = [*mid_rollout(0), record(V1, 1, completed=False), record(V2, 2, completed=False)]
     answer = sync_answer(a_set(V2, slices=2, partition="1"), children)
     assert lws_of(answer, 1) == {}
     slices = {
@@ -202,7 +203,7 @@ def test_issue25_item1_a_new_set_with_a_partition_creates_every_slice_at_its_rev
             f"llm-{index}-{A}-decode",
         }
     (created,) = [c for c in answer["children"] if c["kind"] == api.REVISION_KIND]
-    assert created["complete"] is True  # every slice runs it from the first pass
+    assert created["completedAs"] == 1  # every slice runs it from the first pass
 
 
 # --- item 2: a steady ready slice has its Services, whatever the annotations say -------------
@@ -211,7 +212,7 @@ def test_issue25_item1_a_new_set_with_a_partition_creates_every_slice_at_its_rev
 def test_issue25_item2_a_slice_past_the_partition_steady_on_its_revision_gets_its_services() -> (
     None
 ):
-    children = [*steady(B, 0), *steady(A, 1), record(V1, 1), record(V2, 2, complete=False)]
+    children = [*steady(B, 0), *steady(A, 1), record(V1, 1), record(V2, 2, completed=False)]
     answer = sync_answer(a_set(V2, slices=2, partition="1"), children)
     assert services_of(answer, 1) == {f"llm-1-{A}-prefill-prv", f"llm-1-{A}-decode-prv"}
     assert services_of(answer, 0) == {f"llm-0-{B}-prefill-prv", f"llm-0-{B}-decode-prv"}
@@ -224,7 +225,7 @@ def test_issue25_item2_a_paused_slice_standing_on_its_revision_gets_its_services
 
 
 def test_issue25_item2_a_slice_past_the_partition_mid_way_keeps_its_services_as_they_are() -> None:
-    children = [*steady(B, 0), *mid_rollout(1), record(V1, 1), record(V2, 2, complete=False)]
+    children = [*steady(B, 0), *mid_rollout(1), record(V1, 1), record(V2, 2, completed=False)]
     answer = sync_answer(a_set(V2, slices=2, partition="1"), children)
     assert services_of(answer, 1) == set()
 
@@ -234,7 +235,7 @@ def test_issue25_item2_a_slice_past_the_partition_mid_way_keeps_its_services_as_
 
 def test_issue25_item3a_a_mislabelled_record_from_2099_does_not_release_a_hold() -> None:
     forged = record(V1, 1, name="llm-zzzzzzzz", label=A, created="2099-01-01T00:00:00Z")
-    children = [*mid_rollout(), record(V1, 1), record(V2, 2, complete=False), forged]
+    children = [*mid_rollout(), record(V1, 1), record(V2, 2, completed=False), forged]
     answer = sync_answer(a_set(V2, hold="25%"), children)
     progressing = condition(answer, "Progressing")
     assert (progressing["status"], progressing["reason"]) == ("Unknown", "RolloutHeld")
@@ -254,7 +255,7 @@ def test_issue25_item3b_a_record_with_the_stable_label_and_another_template_rend
         *mid_rollout(0),
         *steady(A, 1),
         record(V1, 1),
-        record(V2, 2, complete=False),
+        record(V2, 2, completed=False),
         forged,
     ]
     answer = sync_answer(a_set(V2, slices=3, partition="1"), children)
@@ -276,7 +277,7 @@ def test_issue25_item3b_an_lws_is_never_created_with_a_template_that_is_not_its_
         *mid_rollout(0),
         record(V1, 5, stored=evil),
         record(V1, 7, name="llm-evil", label=A, stored=evil),
-        record(V2, 2, complete=False),
+        record(V2, 2, completed=False),
     ]
     answer = sync_answer(a_set(V2, slices=3, partition="1"), children)
     for child in answer["children"]:
@@ -342,7 +343,7 @@ def test_issue25_item8_a_budget_left_out_reads_as_the_lws_defaults_in_the_planne
         lws("prefill", B, 0),
         lws("decode", B, 0),
         record(V1, 1),
-        record(V2, 2, complete=False),
+        record(V2, 2, completed=False),
     ]
     replicas = {
         name: child["spec"]["replicas"]

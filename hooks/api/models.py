@@ -460,11 +460,7 @@ class RevisionRecord(_Model):
     stable one, at which a slice past a rollout-partition is created."""
 
     roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
-        Field(
-            min_length=limits.MIN_ROLES,
-            max_length=limits.MAX_ROLES,
-            json_schema_extra=_list_map("name"),
-        )
+        Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
     )
     """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
     stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout

@@ -3,7 +3,7 @@
 The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
 it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
 message, for clusters that run an older or hand-edited CRD (the DisaggregatedSetRevision CRD's
-rules, `RECORD_CEL_RULES`, compare an update with the stored object and have no re-check). The
+rules, `RECORD_CEL_RULES`, are the hook's to re-check only in part: see there). The
 numbers in the CEL come from `hooks.api.limits` and `hooks.api.naming`, which the Python check
 reads too. Nothing here evaluates anything: it is a table of facts.
 
@@ -362,6 +362,13 @@ RECORD_ROLES_IMMUTABLE: Final = CelRule(
     ),
 )
 
+RECORD_ROLE_NAMES_UNIQUE: Final = CelRule(
+    id="record-role-names-unique",
+    path=RuleNode.RECORD_ROLES,
+    rule="self.all(r, self.filter(s, s.name == r.name).size() == 1)",
+    message="roles[].name must be unique: a record holds each role of its revision once",
+)
+
 RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
     id="record-first-revision-immutable",
     path=RuleNode.RECORD_FIRST_REVISION,
@@ -374,8 +381,10 @@ RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
 
 RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
     RECORD_ROLES_IMMUTABLE,
+    RECORD_ROLE_NAMES_UNIQUE,
     RECORD_FIRST_REVISION_IMMUTABLE,
 )
-"""The CEL rules of the DisaggregatedSetRevision CRD: transition rules (they compare an update
-with the stored object), which the hook cannot re-check; it checks instead that a record's roles
-hash to the revision its name and labels claim (docs/safety.md)."""
+"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names (a record with
+two roles of one name does not count) but not the transition rules (they compare an update with
+the stored object); it checks instead that a record's roles hash to the revision its name and
+labels claim (docs/safety.md)."""

@@ -92,8 +92,9 @@ _REVISION_DESCRIPTION: Final = (
     " rollout undo` restores one."
 )
 # A recorded role, stored exactly as written: no pruning, no defaults (a default the API server
-# added on reading a record back would change what its roles hash to); only its name is checked,
-# which keys the list (no two roles of one name, which a merge by name would fold into one).
+# added on reading a record back would change what its roles hash to); only its name is checked
+# (a CEL rule keeps it unique: Metacontroller merges a list of named objects by name, and would
+# fold two roles of one name into one).
 _STORED_ROLE: Final = {
     "type": "object",
     "x-kubernetes-preserve-unknown-fields": True,

@@ -160,7 +160,7 @@ def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
         f"llm-{second}": ["2", second],
     }
     assert all("first model" in line for line in lines)
-    changed = json.dumps({"roles": list(reversed(record["roles"]))})
+    changed = json.dumps({"roles": list(reversed(record["roles"]))})  # the order is the revision's
     refused = control_plane.kubectl(
         "patch",
         api.REVISION_SHORT_NAME,

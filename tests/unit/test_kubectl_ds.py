@@ -700,6 +700,36 @@ def test_status_prints_progress_as_it_changes_and_exits_0_once_available(
     assert clock.slept == [1.0, 1.0, 1.0]
 
 
+def test_issue25_item10_status_says_when_a_hold_does_not_apply_to_a_rollback(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hooks say in Progressing that the target is a rollback, which the hold does not
+    hold; `rollout status` prints it while it waits."""
+    old, new = revision_of(roles(V2)), revision_of(roles(V1))
+    note = (
+        f"Waiting for prefill: 1 updated (a rollback to revision {new}, which annotation"
+        f" {api.ANNOTATION_ROLLOUT_HOLD_AT} (25%) does not hold)"
+    )
+    rolling = a_set(
+        roles(V1),
+        conditions=progressing("True", "RolloutInProgress", note),
+        annotations={api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"},
+        rollout={
+            "revision": new,
+            "slices": [{"index": 0, "phase": "Rolling", "revisions": [old, new]}],
+        },
+    )
+    kubectl.answer("get disaggregatedsets", rolling, a_set(roles(V1), conditions=AVAILABLE))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", old, 1, 1), lws("prefill", new, 1, 1)),
+        listing(lws("prefill", new, 2, 2), lws("decode", new, 1, 1)),
+    )
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=FakeClock())
+    assert code == 0
+    assert out.splitlines()[0] == f"waiting for llm to roll out to revision {new}: {note}"
+
+
 def test_status_waits_for_the_controller_to_see_the_generation(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -76,28 +76,14 @@ def progressing(
     if not standing or any(plan.phase not in _CANARY for plan in standing):
         return None
     held = [plan.slice_index for plan in standing if plan.phase is rollout.Phase.HELD]
-    partitioned = [
-        plan.slice_index
-        for plan in standing
-        if plan.phase is rollout.Phase.PARTITIONED and plan.slice_index not in empty
-    ]
-    waiting = sorted(index for index in empty if index not in held)
+    partitioned = [plan.slice_index for plan in standing if plan.phase is rollout.Phase.PARTITIONED]
     parts = []
     if held:
         parts.append(
             f"slices {_indexes(held)} hold at {hold_at}% of revision {revision} ({share}), both"
             " revisions serving"
         )
-    if partitioned:
-        parts.append(
-            f"slices {_indexes(partitioned)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
-            " and keep the revision they run"
-        )
-    if waiting:
-        parts.append(
-            f"slices {_indexes(waiting)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
-            " and run nothing: the history records no revision every slice has run"
-        )
+    parts.extend(_partitioned(partitioned, empty=empty))
     reason = api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED
     message = "; ".join(parts) + (
         f"; raise or remove annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} or"
@@ -109,6 +95,25 @@ def progressing(
         reason=reason,
         message=message,
     )
+
+
+def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str]:
+    """What the status says of the partitioned slices: those that keep what they run, and those
+    that run nothing."""
+    keeping = [index for index in indexes if index not in empty]
+    waiting = [index for index in indexes if index in empty]
+    parts = []
+    if keeping:
+        parts.append(
+            f"slices {_indexes(keeping)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            " and keep the revision they run"
+        )
+    if waiting:
+        parts.append(
+            f"slices {_indexes(waiting)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            " and run nothing: the history records no revision every slice has run"
+        )
+    return parts
 
 
 _CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})

@@ -196,45 +196,76 @@ def plan(
         found.extend(_tie(first, second) for first, second in history.ties)
         kept.extend(children.reemit(record.item) for record in history.counted)
         return HistoryPlan(children=tuple(kept), pruned=(), problems=tuple(found))
-    current = history.of(target)
     others = [record for record in history.counted if record.revision != target]
-    top = history.top
-    following = 1 if top is None else top.number + 1
-    cause = annotations.get(api.CHANGE_CAUSE_ANNOTATION)
-    name = naming.history_name(set_name=set_name, revision=target)
-    if current is not None and current is top:
-        completed = current.number if complete else current.stored.completed_as
-        kept.append(
-            children.update_history(current.item, number=current.number, completed_as=completed)
-        )
-    elif current is None and name in foreign_names:
-        found.append(_conflict(name))
-    elif current is None and name in {item.name for item, _ in history.uncounted}:
-        pass  # a record that does not count holds the name: kept as it is, and reported
-    elif top is not None and following > api.MAX_HISTORY_NUMBER:
-        found.append(_exhausted(top))
-        kept.extend(children.reemit(record.item) for record in (current,) if record is not None)
-    elif current is None:
-        kept.append(
-            children.render_history(
-                set_name=set_name,
-                revision=target,
-                number=following,
-                roles=spec.roles,
-                change_cause=cause,
-                completed=complete,
-            )
-        )
-    else:
-        completed = following if complete else current.stored.completed_as
-        kept.append(
-            children.update_history(
-                current.item, number=following, change_cause=cause, completed_as=completed
-            )
-        )
+    own, problem = _target_record(
+        history,
+        set_name=set_name,
+        spec=spec,
+        target=target,
+        foreign_names=foreign_names,
+        cause=annotations.get(api.CHANGE_CAUSE_ANNOTATION),
+        complete=complete,
+    )
+    kept.extend(own)
+    found.extend(problem)
     pruned = _past_the_limit(others, in_use=in_use, limit=limit)
     kept.extend(children.reemit(record.item) for record in others if record.item.name not in pruned)
     return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found))
+
+
+def _target_record(
+    history: History,
+    *,
+    set_name: str,
+    spec: api.DisaggregatedSetSpec,
+    target: str,
+    foreign_names: frozenset[str],
+    cause: str | None,
+    complete: bool,
+) -> tuple[list[api.JsonObject], list[problems.Problem]]:
+    """The target's record after this pass (kept, renumbered, created, or none when its name is
+    held or the numbers ran out), and what stops it."""
+    current, top = history.of(target), history.top
+    if current is not None and current is top:
+        completed = current.number if complete else current.stored.completed_as
+        return [
+            children.update_history(current.item, number=current.number, completed_as=completed)
+        ], []
+    name = naming.history_name(set_name=set_name, revision=target)
+    stopped = _not_numbered(history, name=name, current=current, foreign_names=foreign_names)
+    if stopped is not None:
+        return [children.reemit(record.item) for record in (current,) if record], stopped
+    following = 1 if top is None else top.number + 1
+    if current is None:
+        created = children.render_history(
+            set_name=set_name,
+            revision=target,
+            number=following,
+            roles=spec.roles,
+            change_cause=cause,
+            completed=complete,
+        )
+        return [created], []
+    completed = following if complete else current.stored.completed_as
+    renumbered = children.update_history(
+        current.item, number=following, change_cause=cause, completed_as=completed
+    )
+    return [renumbered], []
+
+
+def _not_numbered(
+    history: History, *, name: str, current: Record | None, foreign_names: frozenset[str]
+) -> list[problems.Problem] | None:
+    """Why the target's record gets no new number (an empty list: a record that does not count
+    holds its name, reported already), or None when it does."""
+    if current is None and name in foreign_names:
+        return [_conflict(name)]
+    if current is None and name in {item.name for item, _ in history.uncounted}:
+        return []
+    top = history.top
+    if top is not None and top.number >= api.MAX_HISTORY_NUMBER:
+        return [_exhausted(top)]
+    return None
 
 
 def _past_the_limit(

@@ -177,15 +177,19 @@ def _services(
     for (past the partition, paused before its rollout starts, or starting it) gets that
     revision's, and lets none go; one mid-way between revisions keeps its Services as they are
     while paused or partitioned; every other slice plans for its target."""
-    groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
-    standing = [revision for revision in groups if revision != target.revision]
-    if len(groups) == 1 and standing:
-        by_role = groups[standing[0]]
+    revisions = {
+        item.labels.get(api.LABEL_REVISION, "")
+        for item in kept
+        if item.labels.get(api.LABEL_ROLE) and item.labels.get(api.LABEL_REVISION)
+    }
+    if len(revisions) == 1 and target.revision not in revisions:
+        groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
+        ((standing, by_role),) = groups.items()
         spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
         return services.plan_slice(
             set_name=context.set_name,
             slice_index=index,
-            revision=standing[0],
+            revision=standing,
             role_names=[*spec_roles, *sorted(set(by_role) - set(spec_roles))],
             lws=kept,
             services=observed,

@@ -204,7 +204,7 @@ KIT_CHILD_TYPES: Final = (
     (f"{api.SCALER_KIND}.{api.API_VERSION}", api.SCALER_PLURAL),
     (f"{api.LWS_KIND}.{api.LWS_API_VERSION}", api.LWS_PLURAL),
     (f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}", api.SERVICE_PLURAL),
-    (f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}", api.REVISION_PLURAL),
+    (f"{api.REVISION_KIND}.{api.API_VERSION}", api.REVISION_PLURAL),
 )
 
 

@@ -22,6 +22,9 @@ KUBECTL_ANNOTATION_LIMIT = 262144  # bytes: the total size of an object's annota
 REGENERATE = f"`{crdgen.REGENERATE_COMMAND}`"
 
 
+ALL_FILES = [crdgen.DS_FILE, crdgen.SCALER_FILE, crdgen.REVISION_FILE]
+
+
 @pytest.fixture(scope="module")
 def crds() -> dict[str, JsonObject]:
     return crdgen.build_crds()
@@ -74,7 +77,7 @@ def _upstream_lws_spec() -> JsonObject:
 # --- drift ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [crdgen.DS_FILE, crdgen.SCALER_FILE])
+@pytest.mark.parametrize("name", ALL_FILES)
 def test_committed_crd_equals_generated(name: str) -> None:
     path = CRD_DIR / name
     assert path.is_file(), f"crds/{name} is missing: run {REGENERATE}"
@@ -91,6 +94,7 @@ def test_check_crds_names_stale_and_missing_files(tmp_path: Path) -> None:
     (tmp_path / crdgen.DS_FILE).write_text("# edited by hand\n")
     (tmp_path / crdgen.SCALER_FILE).unlink()
     assert crdgen.check_crds(tmp_path) == [crdgen.DS_FILE, crdgen.SCALER_FILE]
+    assert sorted(path.name for path in CRD_DIR.glob("*.yaml")) == sorted(ALL_FILES)
 
 
 def test_defaults_are_applied_as_the_api_server_stores_objects() -> None:
@@ -250,7 +254,7 @@ def test_strip_descriptions_keeps_data_and_property_names() -> None:
 # --- structure ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [crdgen.DS_FILE, crdgen.SCALER_FILE])
+@pytest.mark.parametrize("name", ALL_FILES)
 def test_every_node_is_typed(crds: dict[str, JsonObject], name: str) -> None:
     untyped = [
         path
@@ -263,7 +267,7 @@ def test_every_node_is_typed(crds: dict[str, JsonObject], name: str) -> None:
     assert untyped == []
 
 
-@pytest.mark.parametrize("name", [crdgen.DS_FILE, crdgen.SCALER_FILE])
+@pytest.mark.parametrize("name", ALL_FILES)
 def test_structural_schema_shape(crds: dict[str, JsonObject], name: str) -> None:
     for path, node in _nodes(_root(crds[name])):
         if "anyOf" in node:
@@ -362,6 +366,61 @@ def test_scaler_names_columns_and_scale_subresource(crds: dict[str, JsonObject])
         ("Current", ".status.replicas"),
         ("Age", ".metadata.creationTimestamp"),
     ]
+
+
+def test_revision_names_columns_and_fields(crds: dict[str, JsonObject]) -> None:
+    """A record keeps its fields at the top level (no spec, no status, no subresource), and
+    `kubectl get disaggregatedsetrevisions` lists a history without the plugin."""
+    crd = crds[crdgen.REVISION_FILE]
+    assert crd["metadata"]["name"] == "disaggregatedsetrevisions.disaggregatedset.x-k8s.io"
+    names = crd["spec"]["names"]
+    assert (names["kind"], names["plural"], names["shortNames"]) == (
+        "DisaggregatedSetRevision",
+        "disaggregatedsetrevisions",
+        ["dsrev"],
+    )
+    [version] = crd["spec"]["versions"]
+    assert "subresources" not in version
+    assert [(c["name"], c["jsonPath"], c["type"]) for c in version["additionalPrinterColumns"]] == [
+        ("Revision", ".revision", "integer"),
+        ("Hash", ".metadata.labels.disaggregatedset\\.x-k8s\\.io/revision", "string"),
+        ("Change-Cause", ".metadata.annotations.kubernetes\\.io/change-cause", "string"),
+        ("Age", ".metadata.creationTimestamp", "date"),
+    ]
+    root = _root(crd)
+    assert root["required"] == ["firstRevision", "revision", "roles"]
+    for field in ("revision", "firstRevision", "completedAs"):
+        number = root["properties"][field]
+        assert (number["minimum"], number["maximum"], number["format"]) == (
+            1,
+            api.MAX_HISTORY_NUMBER,
+            "int64",
+        )
+    assert "default" not in root["properties"]["completedAs"]
+
+
+def test_recorded_roles_are_stored_as_written_and_immutable(crds: dict[str, JsonObject]) -> None:
+    """No pruning and no default inside a recorded role: a default the API server added when it
+    reads the record back would change what the roles hash to. Only a role's name is checked,
+    once each (Metacontroller merges a list of named objects by name, which would fold two roles
+    of one name into one). The roles, in their order, and the number a record was created with
+    never change."""
+    root = _root(crds[crdgen.REVISION_FILE])
+    roles = root["properties"]["roles"]
+    assert roles["items"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert roles["items"]["required"] == ["name"] and list(roles["items"]["properties"]) == ["name"]
+    assert "x-kubernetes-list-type" not in roles  # atomic: the order is part of the roles
+    assert (roles["minItems"], roles["maxItems"]) == (api.MIN_ROLES, api.MAX_ROLES)
+    assert _defaults(roles) == {}
+    attached = {
+        field: [entry["rule"] for entry in root["properties"][field]["x-kubernetes-validations"]]
+        for field in ("roles", "firstRevision")
+    }
+    assert attached == {
+        "roles": [rules.RECORD_ROLES_IMMUTABLE.rule, rules.RECORD_ROLE_NAMES_UNIQUE.rule],
+        "firstRevision": ["self == oldSelf"],
+    }
+    assert rules.RECORD_ROLES_IMMUTABLE.rule == "self == oldSelf"
 
 
 def test_scaler_spec_replicas_is_required_with_default_zero(scaler_root: JsonObject) -> None:
@@ -468,7 +527,8 @@ def test_cel_rule_entries_carry_message_reason_and_an_existing_field_path(
 
 
 def test_cel_rule_ids_are_unique_kebab_case() -> None:
-    ids = [rule.id for rule in rules.CEL_RULES] + [rules.ROLE_NAMES_UNIQUE.id]
+    ids = [rule.id for rule in (*rules.CEL_RULES, *rules.RECORD_CEL_RULES)]
+    ids.append(rules.ROLE_NAMES_UNIQUE.id)
     assert len(set(ids)) == len(ids)
     for rule_id in ids:
         assert rule_id == rule_id.lower() and " " not in rule_id and "_" not in rule_id

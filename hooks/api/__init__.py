@@ -47,9 +47,9 @@ from hooks.api.keys import (
     LWS_KIND,
     LWS_PLURAL,
     LWS_WORKER_INDEX_LABEL,
-    REVISION_API_VERSION,
     REVISION_KIND,
     REVISION_PLURAL,
+    REVISION_SHORT_NAME,
     SCALER_KIND,
     SCALER_PLURAL,
     SCALER_SHORT_NAME,
@@ -66,6 +66,7 @@ from hooks.api.limits import (
     INT_OR_PERCENT_MAX_LENGTH,
     LWS_DEFAULT_REPLICAS,
     LWS_MAX_REPLICAS,
+    MAX_HISTORY_NUMBER,
     MAX_ROLES,
     MAX_SLICES,
     MIN_ROLES,
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from hooks.api.models import (
         EMBED_KEY,
         EMBED_LWS_SPEC,
+        EMBED_STORED_ROLE,
         REQUIRED_KEY,
         Condition,
         CreatingChild,
@@ -88,6 +90,7 @@ if TYPE_CHECKING:
         JsonDict,
         PlacementPolicy,
         PlacementType,
+        RevisionRecord,
         Role,
         RoleMetadata,
         RoleScaling,
@@ -96,7 +99,6 @@ if TYPE_CHECKING:
         RolloutStatus,
         ScalingMode,
         Violation,
-        recorded_roles,
     )
 
 __all__ = [
@@ -116,6 +118,7 @@ __all__ = [
     "DS_SHORT_NAME",
     "EMBED_KEY",
     "EMBED_LWS_SPEC",
+    "EMBED_STORED_ROLE",
     "EXCLUSIVE_ANNOTATIONS",
     "EXCLUSIVE_TOPOLOGY_ANNOTATION",
     "GROUP",
@@ -133,14 +136,15 @@ __all__ = [
     "LWS_MAX_REPLICAS",
     "LWS_PLURAL",
     "LWS_WORKER_INDEX_LABEL",
+    "MAX_HISTORY_NUMBER",
     "MAX_ROLES",
     "MAX_SLICES",
     "MIN_ROLES",
     "QUANTITY_MAX_LENGTH",
     "REQUIRED_KEY",
-    "REVISION_API_VERSION",
     "REVISION_KIND",
     "REVISION_PLURAL",
+    "REVISION_SHORT_NAME",
     "ROLE_NAME_MAX_LENGTH",
     "ROLE_NAME_PATTERN",
     "SCALER_KIND",
@@ -164,6 +168,7 @@ __all__ = [
     "PlacementPolicy",
     "PlacementType",
     "Reason",
+    "RevisionRecord",
     "Role",
     "RoleMetadata",
     "RoleScaling",
@@ -172,7 +177,6 @@ __all__ = [
     "RolloutStatus",
     "ScalingMode",
     "Violation",
-    "recorded_roles",
 ]
 
 
@@ -183,6 +187,7 @@ _MODEL_NAMES = frozenset(
     (
         "EMBED_KEY",
         "EMBED_LWS_SPEC",
+        "EMBED_STORED_ROLE",
         "REQUIRED_KEY",
         "Condition",
         "CreatingChild",
@@ -198,10 +203,10 @@ _MODEL_NAMES = frozenset(
         "RoleScaling",
         "RoleStatus",
         "RolloutSlice",
+        "RevisionRecord",
         "RolloutStatus",
         "ScalingMode",
         "Violation",
-        "recorded_roles",
     )
 )
 

@@ -40,11 +40,13 @@ class Reason(StrEnum):
     INVALID_METADATA = "InvalidMetadata"
     INVALID_ANNOTATION = "InvalidAnnotation"
     NAME_CONFLICT = "NameConflict"
+    CHILD_NOT_CREATED = "ChildNotCreated"
     SCALER_CONFLICT = "ScalerConflict"
     CHILD_CONFLICT = "ChildConflict"
     INVALID_CHILD_STATUS = "InvalidChildStatus"
     NAME_BUDGET_EXCEEDED = "NameBudgetExceeded"
     HISTORY_CONFLICT = "HistoryConflict"
+    INVALID_HISTORY = "InvalidHistory"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

@@ -1,8 +1,8 @@
 """The API's well-known strings: group, kinds, resources, label and annotation keys.
 
-Ours (the `disaggregatedset.x-k8s.io` group, its labels and annotations) and the foreign ones the
-controller reads or writes (LeaderWorkerSet, Service, ControllerRevision, Metacontroller's
-annotation and label, the LWS placement annotations). Data only: no imports from `hooks`.
+Ours (the `disaggregatedset.x-k8s.io` group, its kinds, labels and annotations) and the foreign
+ones the controller reads or writes (LeaderWorkerSet, Service, Metacontroller's annotation and
+label, the LWS placement annotations). Data only: no imports from `hooks`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ DS_SHORT_NAME: Final = "dset"  # `ds` is DaemonSet's
 SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
 SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
 SCALER_SHORT_NAME: Final = "dsrs"
+REVISION_KIND: Final = "DisaggregatedSetRevision"
+REVISION_PLURAL: Final = "disaggregatedsetrevisions"
+REVISION_SHORT_NAME: Final = "dsrev"
 
 LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
 LWS_KIND: Final = "LeaderWorkerSet"
@@ -25,9 +28,6 @@ LWS_PLURAL: Final = "leaderworkersets"
 SERVICE_API_VERSION: Final = "v1"
 SERVICE_KIND: Final = "Service"
 SERVICE_PLURAL: Final = "services"
-REVISION_API_VERSION: Final = "apps/v1"
-REVISION_KIND: Final = "ControllerRevision"
-REVISION_PLURAL: Final = "controllerrevisions"
 
 LABEL_NAME: Final = f"{GROUP}/name"
 LABEL_ROLE: Final = f"{GROUP}/role"
@@ -43,7 +43,7 @@ ANNOTATION_HISTORY_LIMIT: Final = f"{GROUP}/revision-history-limit"
 ANNOTATION_ROLLOUT_PARTITION: Final = f"{GROUP}/rollout-partition"
 ANNOTATION_ROLLOUT_HOLD_AT: Final = f"{GROUP}/rollout-hold-at"
 # The kubectl convention a set's change-cause annotation follows; it is copied onto the
-# ControllerRevision of each revision the set moves to.
+# DisaggregatedSetRevision of each revision the set moves to.
 CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
 
 LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"

@@ -42,6 +42,10 @@ CONDITION_MESSAGE_MAX_LENGTH: Final = 32768
 
 DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
 DEFAULT_REVISION_HISTORY_LIMIT: Final = 10  # old revisions kept, as Deployments keep
+# The highest number a revision's record holds: the largest whole number every JSON reader
+# (JavaScript's included) holds exactly. A history numbers one revision at a time, so none gets
+# near it; a record that claims more was written by hand.
+MAX_HISTORY_NUMBER: Final = 2**53 - 1
 # The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
 # asked for again by a later sync.
 MAX_RESYNC_SECONDS: Final = 3600

@@ -1,6 +1,7 @@
 """The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
 
-The models are the single source of truth for the API's shape. `hooks.cli.crdgen` turns them
+The models are the single source of truth for the API's shape: the two kinds people and autoscalers
+write, and the record of one revision in a set's history. `hooks.cli.crdgen` turns them
 (field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
 owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
 
@@ -39,6 +40,7 @@ _DATE_TIME: Final[JsonDict] = {"format": "date-time"}
 EMBED_KEY: Final = "x-crdgen-embed"
 REQUIRED_KEY: Final = "x-crdgen-required"
 EMBED_LWS_SPEC: Final = "leaderworkerset-spec"
+EMBED_STORED_ROLE: Final = "stored-role"
 
 
 def _list_map(*keys: str) -> JsonDict:
@@ -198,6 +200,19 @@ class Role(_Model):
         return config
 
     @property
+    def rolling_update_budget(self) -> tuple[int | str, int | str] | None:
+        """maxSurge and maxUnavailable of the rollingUpdateConfiguration, one left out read as
+        the LWS CRD defaults it (0 and 1), so that an object the API server has not defaulted
+        reads as a stored one; None without a rollingUpdateConfiguration. The one defaulting
+        rule of both: validation and the planner read them here."""
+        config = self.rolling_update_configuration
+        if config is None:
+            return None
+        surge: int | str = config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE)
+        unavailable: int | str = config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE)
+        return surge, unavailable
+
+    @property
     def labels(self) -> dict[str, str]:
         return self.metadata.labels if self.metadata is not None else {}
 
@@ -341,7 +356,7 @@ class CreatingChild(_Model):
     """A child the set asked Metacontroller to create that it has not observed yet."""
 
     kind: str
-    """LeaderWorkerSet, ControllerRevision or DisaggregatedSetRoleScaler (a Service is not
+    """LeaderWorkerSet, DisaggregatedSetRevision or DisaggregatedSetRoleScaler (a Service is not
     tracked: it is asked for whenever its revision turns ready)."""
 
     name: str
@@ -349,8 +364,7 @@ class CreatingChild(_Model):
 
     since: str = Field(json_schema_extra=_DATE_TIME)
     """When the set first asked for it. A child missing for 30 s makes the set Degraded
-    (reason NameConflict): the name is held by an object the set does not control, or the API
-    server refuses the object."""
+    (reason ChildNotCreated)."""
 
 
 class DisaggregatedSetStatus(_Model):
@@ -421,18 +435,36 @@ class DisaggregatedSetRoleScalerStatus(_Model):
     """Ready: True (reason Bound) when the owning set exists and the role is External."""
 
 
-_RECORDED_ROLES: Final = TypeAdapter(list[Role])
+class RevisionRecord(_Model):
+    """A DisaggregatedSetRevision: one revision in a DisaggregatedSet's history, as the set's
+    controller writes it (besides apiVersion, kind and metadata: named <set>-<revision>, labelled
+    with the set's name and the revision, controller-owned by the set)."""
 
+    revision: int = Field(ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64)
+    """The revision's place in the set's history: 1 for the first revision the set ran, the
+    next number for each revision it moves to, a recorded one included (the number changes,
+    nothing else does)."""
 
-def recorded_roles(data: object) -> tuple[Role, ...] | None:
-    """The roles a ControllerRevision of the set records (`hooks.core.history` writes its data
-    as `{"roles": [...]}`), or None when its data is not of that shape."""
-    if not isinstance(data, dict):
-        return None
-    try:
-        return tuple(_RECORDED_ROLES.validate_python(data.get("roles")))
-    except ValueError:
-        return None
+    first_revision: int = Field(
+        ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64
+    )
+    """The number the record was created with. Immutable. A revision whose firstRevision is
+    below the number of another recorded revision ran before that one: moving back to it is a
+    rollback, which a rollout-hold-at never holds."""
+
+    completed_as: int | None = Field(
+        default=None, ge=1, le=limits.MAX_HISTORY_NUMBER, strict=True, json_schema_extra=_INT64
+    )
+    """The number the record held when every slice of the set last ran its revision together
+    (absent until then). The revision that did so last before the current rollout began is the
+    stable one, at which a slice past a rollout-partition is created."""
+
+    roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
+        Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    )
+    """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
+    stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
+    undo` restores them. Immutable."""
 
 
 @dataclass(frozen=True, slots=True)

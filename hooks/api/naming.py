@@ -55,7 +55,7 @@ def scaler_name(*, set_name: str, role: str) -> str:
 
 
 def history_name(*, set_name: str, revision: str) -> str:
-    """The ControllerRevision of one revision of a set: `<set>-<revision>`."""
+    """The DisaggregatedSetRevision of one revision of a set: `<set>-<revision>`."""
     return f"{set_name}-{revision}"
 
 
@@ -129,7 +129,7 @@ def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
 
 
 def history_labels(*, set_name: str, revision: str) -> dict[str, str]:
-    """Labels of a ControllerRevision: the set's name and the revision it records."""
+    """Labels of a DisaggregatedSetRevision: the set's name and the revision it records."""
     return {keys.LABEL_NAME: set_name, keys.LABEL_REVISION: revision}
 
 

@@ -2,9 +2,10 @@
 
 The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
 it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
-message, for clusters that run an older or hand-edited CRD. The numbers in the CEL come from
-`hooks.api.limits` and `hooks.api.naming`, which the Python check reads too. Nothing here
-evaluates anything: it is a table of facts.
+message, for clusters that run an older or hand-edited CRD (the DisaggregatedSetRevision CRD's
+rules, `RECORD_CEL_RULES`, are the hook's to re-check only in part: see there). The
+numbers in the CEL come from `hooks.api.limits` and `hooks.api.naming`, which the Python check
+reads too. Nothing here evaluates anything: it is a table of facts.
 
 Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
 may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
@@ -30,6 +31,10 @@ class RuleNode(StrEnum):
     SPEC = "spec"
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
+    RECORD_ROLES = "roles"
+    """A DisaggregatedSetRevision's roles."""
+    RECORD_FIRST_REVISION = "firstRevision"
+    """The number a DisaggregatedSetRevision was created with."""
 
 
 class RuleReason(StrEnum):
@@ -345,3 +350,41 @@ CEL_RULES: Final[tuple[CelRule, ...]] = (
     SCALER_NAME_FITS,
 )
 """Every CEL rule of the DisaggregatedSet CRD, in the order of the README's Validation section."""
+
+
+RECORD_ROLES_IMMUTABLE: Final = CelRule(
+    id="record-roles-immutable",
+    path=RuleNode.RECORD_ROLES,
+    rule="self == oldSelf",
+    message=(
+        "roles are immutable: a DisaggregatedSetRevision records the roles of its revision once;"
+        " to record other roles, delete it"
+    ),
+)
+
+RECORD_ROLE_NAMES_UNIQUE: Final = CelRule(
+    id="record-role-names-unique",
+    path=RuleNode.RECORD_ROLES,
+    rule="self.all(r, self.filter(s, s.name == r.name).size() == 1)",
+    message="roles[].name must be unique: a record holds each role of its revision once",
+)
+
+RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
+    id="record-first-revision-immutable",
+    path=RuleNode.RECORD_FIRST_REVISION,
+    rule="self == oldSelf",
+    message=(
+        "firstRevision is immutable: it is the number the DisaggregatedSetRevision was created"
+        " with, which tells a rollback from a new revision"
+    ),
+)
+
+RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
+    RECORD_ROLES_IMMUTABLE,
+    RECORD_ROLE_NAMES_UNIQUE,
+    RECORD_FIRST_REVISION_IMMUTABLE,
+)
+"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names (a record with
+two roles of one name does not count) but not the transition rules (they compare an update with
+the stored object); it checks instead that a record's roles hash to the revision its name and
+labels claim (docs/safety.md)."""

@@ -32,6 +32,7 @@ JsonObject = dict[str, Any]
 
 DS_FILE: Final = "disaggregatedsets.yaml"
 SCALER_FILE: Final = "disaggregatedsetrolescalers.yaml"
+REVISION_FILE: Final = "disaggregatedsetrevisions.yaml"
 LWS_SPEC_SCHEMA_FILE: Final = "lws_spec_schema.json"
 REGENERATE_COMMAND: Final = "python -m hooks crds"
 
@@ -84,6 +85,28 @@ _SCALER_DESCRIPTION: Final = (
     " DisaggregatedSet. The DisaggregatedSet controller creates it as <set>-<role>; an HPA, KEDA or"
     " `kubectl scale` writes spec.replicas, which drives the role."
 )
+_REVISION_DESCRIPTION: Final = (
+    "DisaggregatedSetRevision records one revision a DisaggregatedSet has run: its roles, and its"
+    " number in the set's history. The set's controller creates one per revision as"
+    " <set>-<revision>, owned by the set; `kubectl ds rollout history` lists them and `kubectl ds"
+    " rollout undo` restores one."
+)
+# A recorded role, stored exactly as written: no pruning, no defaults (a default the API server
+# added on reading a record back would change what its roles hash to); only its name is checked
+# (a CEL rule keeps it unique: Metacontroller merges a list of named objects by name, and would
+# fold two roles of one name into one).
+_STORED_ROLE: Final = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["name"],
+    "properties": {
+        "name": {
+            "type": "string",
+            "maxLength": api.ROLE_NAME_MAX_LENGTH,
+            "pattern": api.ROLE_NAME_PATTERN,
+        }
+    },
+}
 _API_VERSION_PROPERTY: Final = {
     "description": "The versioned schema of this representation of an object.",
     "type": "string",
@@ -343,7 +366,7 @@ def _crd(
     short_names: Sequence[str],
     root: JsonObject,
     columns: list[JsonObject],
-    subresources: JsonObject,
+    subresources: JsonObject | None,
 ) -> JsonObject:
     names: JsonObject = {
         "kind": kind,
@@ -353,6 +376,15 @@ def _crd(
     }
     if short_names:
         names["shortNames"] = list(short_names)
+    version: JsonObject = {
+        "name": api.VERSION,
+        "served": True,
+        "storage": True,
+        "additionalPrinterColumns": columns,
+        "schema": {"openAPIV3Schema": root},
+    }
+    if subresources is not None:
+        version["subresources"] = subresources
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -361,16 +393,7 @@ def _crd(
             "group": api.GROUP,
             "names": names,
             "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": api.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "additionalPrinterColumns": columns,
-                    "schema": {"openAPIV3Schema": root},
-                    "subresources": subresources,
-                }
-            ],
+            "versions": [version],
         },
     }
 
@@ -472,6 +495,45 @@ def build_scaler_crd() -> JsonObject:
     )
 
 
+def build_revision_crd() -> JsonObject:
+    """The DisaggregatedSetRevision CRD as a JSON object: the record's fields at the top level
+    (as a ControllerRevision has them), no spec and no status."""
+    fields = model_schema(api.RevisionRecord, embedded={api.EMBED_STORED_ROLE: _STORED_ROLE})
+    root: JsonObject = {
+        "description": _REVISION_DESCRIPTION,
+        "type": "object",
+        "properties": {
+            "apiVersion": dict(_API_VERSION_PROPERTY),
+            "kind": dict(_KIND_PROPERTY),
+            "metadata": {"type": "object"},
+            **fields["properties"],
+        },
+        "required": fields["required"],
+    }
+    _attach_rules(root, rules.RECORD_CEL_RULES)
+    columns = [
+        _column("Revision", ".revision", "integer"),
+        _column("Hash", _metadata_path("labels", api.LABEL_REVISION), "string"),
+        _column(
+            "Change-Cause", _metadata_path("annotations", api.CHANGE_CAUSE_ANNOTATION), "string"
+        ),
+        _AGE_COLUMN,
+    ]
+    return _crd(
+        kind=api.REVISION_KIND,
+        plural=api.REVISION_PLURAL,
+        short_names=(api.REVISION_SHORT_NAME,),
+        root=root,
+        columns=columns,
+        subresources=None,
+    )
+
+
+def _metadata_path(field: str, key: str) -> str:
+    """The JSONPath of a label or annotation (`field`) whose key has dots (escaped)."""
+    return f".metadata.{field}." + key.replace(".", "\\.")
+
+
 class _Dumper(yaml.SafeDumper):
     """SafeDumper without anchors (shared sub-schemas are written out) and with block text."""
 
@@ -505,6 +567,7 @@ def build_crds() -> dict[str, JsonObject]:
     return {
         DS_FILE: build_ds_crd(load_lws_spec_schema()),
         SCALER_FILE: build_scaler_crd(),
+        REVISION_FILE: build_revision_crd(),
     }
 
 

@@ -1,31 +1,21 @@
-"""Canary rollouts: a partition across slices, and a hold at a share of the new revision.
+"""Canary rollouts: what a partition and a hold mean for each slice of one pass.
 
-Both are annotations on the set (`hooks.core.controls` reads them; docs/rollout.md has the user's
-view); this module decides what they mean for each slice of one pass:
-
-- `rollout-partition: "K"`: a slice with index K or more is *partitioned*: it keeps serving the
-  revision it runs, untouched (`rollout.plan_slice` then creates, drains and rolls nothing there;
-  a slice steady on one old revision still scales). A slice added while partitioned, which has no
-  LWS yet, is created at the *stable* revision, the one the other partitioned slices serve
-  (read from its ControllerRevision); without one it starts at the spec's revision.
-- `rollout-hold-at: "P%"`: every rolling slice takes its planner steps until every spec role of
-  the new revision has at least P% of its target (rounded up), then holds there, both revisions
-  serving. A rollback is never held: when the target revision was recorded in the history before
-  some other revision the set has run (its ControllerRevision is the older), the set goes back to
-  something it ran, and a hold is for something new.
-- `paused` goes before both; a partitioned slice is never held.
+The rules are docs/rollout.md's ("Canary rollouts: a partition and a hold"). `hooks.core.controls`
+reads the annotations, and the history (`hooks.core.history`) says whether the target is a
+rollback and which revision is stable. This module decides, per slice, what the controls ask
+(`slice_control`), what the held slices reached (`share`), what the status says when every slice
+that is not steady stands still on purpose (`progressing`) and when a hold does not apply because
+the target is a rollback (`rollback_note`).
 
 Pure: reads its arguments only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 from hooks import api
-from hooks.api import times
 from hooks.core import controls, problems, records, rollout, status
 
 
@@ -38,54 +28,14 @@ def slice_control(control: controls.Control, index: int, *, rollback: bool) -> r
     )
 
 
-def is_rollback(target: str, history: Sequence[records.ObservedObject]) -> bool:
-    """Whether the target revision is one the set ran before another it has run since: its
-    ControllerRevision was created before another revision's."""
-    created = {
-        item.labels.get(api.LABEL_REVISION, ""): times.parse(item.creation_timestamp)
-        for item in history
-    }
-    mine = created.get(target)
-    return mine is not None and any(
-        other is not None and other > mine
-        for revision, other in created.items()
-        if revision != target
+def rollback_note(control: controls.Control, *, rollback: bool, revision: str) -> str:
+    """What the status adds while a rollback runs past a hold (empty when none does)."""
+    if not rollback or control.hold_at_percent is None:
+        return ""
+    return (
+        f"a rollback to revision {revision}, which annotation {api.ANNOTATION_ROLLOUT_HOLD_AT}"
+        f" ({control.hold_at_percent}%) does not hold"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Stable:
-    """The revision a partitioned slice serves, and its roles as recorded."""
-
-    revision: str
-    roles: tuple[api.Role, ...]
-
-
-def stable_revision(
-    lws_by_slice: Mapping[int, Sequence[records.ObservedObject]],
-    *,
-    partition: int,
-    target: str,
-    history: Sequence[records.ObservedObject],
-) -> Stable | None:
-    """The revision partitioned slices serve, for a new partitioned slice: of the revisions
-    other than the target that some partitioned slice runs alone, the one latest in the
-    history, when its roles are recorded."""
-    served = set()
-    for index, items in lws_by_slice.items():
-        revisions = {item.labels.get(api.LABEL_REVISION, "") for item in items if item.replicas}
-        if index >= partition and len(revisions) == 1 and target not in revisions:
-            served |= revisions
-    recorded = sorted(
-        (item.history_number or 0, revision, item)
-        for item in history
-        if (revision := item.labels.get(api.LABEL_REVISION, "")) in served
-    )
-    for _, revision, item in reversed(recorded):
-        roles = api.recorded_roles(item.applied.get("data"))
-        if roles:
-            return Stable(revision=revision, roles=roles)
-    return None
 
 
 def share(
@@ -111,11 +61,17 @@ def share(
 
 
 def progressing(
-    plans: Sequence[rollout.SlicePlan], *, revision: str, hold_at: int | None, share: str
+    plans: Sequence[rollout.SlicePlan],
+    *,
+    revision: str,
+    hold_at: int | None,
+    share: str,
+    empty: AbstractSet[int] = frozenset(),
 ) -> status.ConditionUpdate | None:
     """Progressing Unknown when every slice that is not steady stands still on purpose: held
     (RolloutHeld, also when others are partitioned) or partitioned (RolloutPartitioned); None
-    while some slice still moves."""
+    while some slice still moves. `empty`: partitioned slices that run nothing, no revision
+    being stable."""
     standing = [plan for plan in plans if plan.phase is not rollout.Phase.STEADY]
     if not standing or any(plan.phase not in _CANARY for plan in standing):
         return None
@@ -127,11 +83,7 @@ def progressing(
             f"slices {_indexes(held)} hold at {hold_at}% of revision {revision} ({share}), both"
             " revisions serving"
         )
-    if partitioned:
-        parts.append(
-            f"slices {_indexes(partitioned)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
-            " and keep the revision they run"
-        )
+    parts.extend(_partitioned(partitioned, empty=empty))
     reason = api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED
     message = "; ".join(parts) + (
         f"; raise or remove annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} or"
@@ -143,6 +95,25 @@ def progressing(
         reason=reason,
         message=message,
     )
+
+
+def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str]:
+    """What the status says of the partitioned slices: those that keep what they run, and those
+    that run nothing."""
+    keeping = [index for index in indexes if index not in empty]
+    waiting = [index for index in indexes if index in empty]
+    parts = []
+    if keeping:
+        parts.append(
+            f"slices {_indexes(keeping)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            " and keep the revision they run"
+        )
+    if waiting:
+        parts.append(
+            f"slices {_indexes(waiting)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            " and run nothing: the history records no revision every slice has run"
+        )
+    return parts
 
 
 _CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})

@@ -2,15 +2,15 @@
 
 New LWS are rendered from the role's spec exactly as stored, with `replicas` set, the five labels
 on the LWS and on both pod templates, the role's metadata copied, and placement injected. New
-Services and scalers are rendered from names and labels only; a new ControllerRevision records the
-roles of its revision.
+Services and scalers are rendered from names and labels only; a new DisaggregatedSetRevision records
+the roles of its revision.
 
 Existing children are never re-rendered from the current spec: that would rewrite a live pod
 template and restart every group. They are re-emitted from what this hook returned before
 (`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
 may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
-autoscaler owns it), for a ControllerRevision only its number and change-cause. Nothing here
-mutates its inputs: every change is made on a copy.
+autoscaler owns it), for a DisaggregatedSetRevision only its number, change-cause and
+`completedAs`. Nothing here mutates its inputs: every change is made on a copy.
 """
 
 from __future__ import annotations
@@ -92,25 +92,32 @@ def render_history(
     number: int,
     roles: Sequence[api.Role],
     change_cause: str | None,
+    completed: bool = False,
 ) -> JsonObject:
-    """A new ControllerRevision recording the roles of `revision` (`hooks.core.history`)."""
+    """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`),
+    numbered `number` (which is also its `firstRevision`, and its `completedAs` when every slice
+    runs it already)."""
     metadata: JsonObject = {
         "name": naming.history_name(set_name=set_name, revision=revision),
         "labels": naming.history_labels(set_name=set_name, revision=revision),
     }
     if change_cause is not None:
         metadata["annotations"] = {api.CHANGE_CAUSE_ANNOTATION: change_cause}
-    return {
-        "apiVersion": api.REVISION_API_VERSION,
+    record: JsonObject = {
+        "apiVersion": api.API_VERSION,
         "kind": api.REVISION_KIND,
         "metadata": metadata,
-        "data": {"roles": [history_role(role) for role in roles]},
         "revision": number,
+        "firstRevision": number,
+        "roles": [history_role(role) for role in roles],
     }
+    if completed:
+        record["completedAs"] = number
+    return record
 
 
 def history_role(role: api.Role) -> JsonObject:
-    """A role as a ControllerRevision records it: name, metadata, scaling and the LWS spec as
+    """A role as a DisaggregatedSetRevision records it: name, metadata, scaling and the LWS spec as
     stored (the template unchanged, so that a restore gives the same revision)."""
     recorded: JsonObject = {"name": role.name}
     if role.metadata is not None:
@@ -123,13 +130,20 @@ def history_role(role: api.Role) -> JsonObject:
     return recorded
 
 
-def renumber_history(
-    child: records.ObservedObject, *, number: int, change_cause: str | None
+def update_history(
+    child: records.ObservedObject,
+    *,
+    number: int,
+    completed_as: int | None,
+    change_cause: str | None = None,
 ) -> JsonObject:
-    """An existing ControllerRevision given the next number in the history (its data, which the
-    API server keeps immutable, unchanged), with the set's change-cause when it has one."""
+    """An existing DisaggregatedSetRevision with its number and `completedAs` (its roles and
+    firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause
+    when one is given."""
     applied = child.applied
     result = {**applied, "revision": number}
+    if completed_as is not None:
+        result["completedAs"] = completed_as
     if change_cause is not None:
         metadata = dict(applied["metadata"])
         annotations = metadata.get("annotations")

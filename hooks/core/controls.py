@@ -1,20 +1,12 @@
-"""What a set's annotations ask of its rollouts and its history (docs/rollout.md).
+"""What a set's annotations ask of its rollouts and its history, read cautiously.
 
-The controls beyond upstream are annotations on the DisaggregatedSet, so its spec stays
-upstream's and a manifest works with either controller:
-
-- `disaggregatedset.x-k8s.io/paused`: `"true"` freezes rollouts, `"false"` (or none) runs them;
-- `disaggregatedset.x-k8s.io/progress-deadline-seconds`: whole seconds, default 1800, `"0"` off;
-- `disaggregatedset.x-k8s.io/revision-history-limit`: old revisions kept, default 10;
-- `disaggregatedset.x-k8s.io/rollout-partition`: `"K"`, only slices below index K roll;
-- `disaggregatedset.x-k8s.io/rollout-hold-at`: `"P%"`, every rolling slice holds once every role
-  of the new revision reaches P% of its target (`"100%"`: no hold).
-
-A malformed value is reported (Degraded, reason InvalidAnnotation, naming the annotation) and
-never stops the reconcile. What applies instead is chosen to be safe: not paused, the default
-deadline and history limit, and for the two canary controls the most cautious reading (a
-partition of 0, a hold at 0%: nothing more rolls until the value is fixed), because an operator
-who wrote one asked to limit what the new revision reaches.
+The controls beyond upstream are annotations on the DisaggregatedSet, so its spec stays upstream's;
+docs/rollout.md says what each one does and what applies when one is malformed. This module owns
+how each is read (`control_of`): its syntax, its default, and the cautious value that applies in
+place of a malformed one, which is reported (Degraded, reason InvalidAnnotation, naming it) and
+never stops the reconcile: a mistake never lets a rollout go further than a correct value would
+(paused for `paused`, a partition of 0 and a hold at 0%), and falls back to the default for the
+deadline and the history limit.
 
 Pure: reads only the annotations it is given.
 """
@@ -72,8 +64,9 @@ def _annotations() -> tuple[_Annotation, ...]:
             api.ANNOTATION_PAUSED,
             "paused",
             _boolean,
-            0,
-            'use "true" to pause rollouts and "false" (or no annotation) to run them; not paused',
+            1,
+            'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
+            " is fixed rollouts are paused",
         ),
         _Annotation(
             api.ANNOTATION_PROGRESS_DEADLINE,

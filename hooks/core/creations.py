@@ -1,29 +1,11 @@
-"""Children the set asked for that never appeared: how a name held by someone else is found.
+"""Children the set asked for that never appeared: `status.creating` and `ChildNotCreated`.
 
-Metacontroller creates each child of the answer that it has not observed. When the name is
-taken by an object this set does not control, the API server answers AlreadyExists and
-Metacontroller drops the error: the other object is left exactly as it is (never adopted, never
-overwritten) and the child simply never shows up among the observed children. When the API
-server refuses the object for another reason (an admission webhook, a quota), Metacontroller
-posts a Warning event on the set and retries.
-
-Reading those names through customize's related objects would find the holder at once, but a
-related rule makes every event of its kind in the cluster cost Metacontroller a pass over every
-parent (docs/operations.md, "Where Metacontroller's CPU goes"). So the hook finds it after the
-fact, at no cost to a set whose children appear:
-
-- LeaderWorkerSets, ControllerRevisions and scalers are asked for when the spec changes (a new
-  revision, slice or External role). One the answer asks to create while the status already
-  reflects this generation (`status.observedGeneration`) was asked for by an earlier pass and
-  did not appear: it goes into `status.creating` with the time, and the pass asks for a sync
-  when `GRACE_SECONDS` have passed. (A child deleted by someone and created again looks the
-  same, and leaves the record at its next pass, when it has appeared.)
-- A child in `status.creating` for `GRACE_SECONDS` or more is a problem (Degraded, reason
-  NameConflict); every pass keeps it in the answer, so it is created as soon as the name is
-  free, and asks for another look `GRACE_SECONDS` later, since the holder is no related object
-  and its deletion syncs nothing.
-- Services are asked for when their revision becomes ready, in any pass, so the rule cannot
-  tell an earlier ask from this one; a Service whose name is taken is not reported.
+docs/safety.md ("Objects the set does not own") tells the story: why the hook does not see who
+holds a name, what Metacontroller does with a create the API server refuses, and where an operator
+finds out why. This module owns the bookkeeping: which asked-for children of the kinds asked for
+only when the spec changes (`TRACKED_KINDS`) go into `status.creating` and since when, which have
+been missing for `GRACE_SECONDS` (a problem, reason ChildNotCreated, with what is known and where
+to look), and when to look again.
 
 Pure: reads `now` from the caller; trusts the recorded times only as far as they are possible.
 """
@@ -97,18 +79,23 @@ def track(
             continue
         waits.append(GRACE_SECONDS)
         missing.add((kind, name))
-        found.append(
-            problems.Problem(
-                api.Reason.NAME_CONFLICT,
-                f"{kind} {name!r} has not appeared although this DisaggregatedSet has asked for"
-                f" it since {times.format_utc(asked.seconds)}: an object the set does not control"
-                " holds the name (delete or rename it), or the API server refuses to create it"
-                " (the set's events say why)",
-            )
-        )
+        found.append(_not_created(kind, name, since=times.format_utc(asked.seconds)))
     return Creations(
         record=tuple(record),
         missing=frozenset(missing),
         problems=tuple(found),
         resync_after=min(waits, default=None),
+    )
+
+
+def _not_created(kind: str, name: str, *, since: str) -> problems.Problem:
+    """What is known about a child that never appeared, and where an operator finds out why."""
+    return problems.Problem(
+        api.Reason.CHILD_NOT_CREATED,
+        f"{kind} {name!r} has not appeared although this DisaggregatedSet has asked for it since"
+        f" {since}. Either the API server refuses to create it (a quota, an admission webhook):"
+        " `kubectl describe` of this DisaggregatedSet then shows a SyncError event that says"
+        f" why; or an object the set does not control holds the name (`kubectl get {kind} {name}`"
+        " shows it; Metacontroller logs only 'child object already exists', and posts no"
+        " event): delete or rename that object. The set keeps asking for it.",
     )

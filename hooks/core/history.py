@@ -1,26 +1,16 @@
-"""The revision history of a set: one ControllerRevision per revision it has run (docs/rollout.md).
+"""The revision history of a set: its DisaggregatedSetRevisions, which of them count, what they say.
 
-Each revision the set moves to gets an `apps/v1` ControllerRevision named `<set>-<revision>`,
-labelled with the set's name and the revision, controller-owned by the set (Metacontroller adds the
-ownerReference, so garbage collection removes the history with the set). Its `data` holds the roles
-as the spec had them (name, metadata, scaling and the whole LWS spec): enough to restore the
-revision exactly, its hash included (`kubectl ds rollout undo`). Its `revision` is the revision's
-place in the history, as for Deployments:
+docs/rollout.md ("Revision history") has the rules this module follows: the numbering (a new
+revision gets the next number, a move back renumbers its record), the change-cause,
+`completedAs`, pruning past the limit, what a rollback is and which revision is stable.
+docs/safety.md ("Hostile records and the canary controls") says which records count and why.
+This module owns:
 
-- a revision the set moves to for the first time gets the next number (1 for the first);
-- moving back to a revision that is recorded already gives its ControllerRevision the next number
-  (its data, which the API server keeps immutable, is unchanged);
-- the set's `kubernetes.io/change-cause` annotation, when it has one, is copied onto the
-  ControllerRevision when it gets its number.
-
-`disaggregatedset.x-k8s.io/revision-history-limit` (default 10) bounds the old revisions kept. The
-oldest go first, but never the current one and never one that still has LWS in some slice: pruning
-is a permitted deletion (docs/safety.md), and nothing else of the history ever goes. A
-ControllerRevision of the set whose labels do not match its name is kept as it is and never
-counted. A name held by an object the set does not control is never overwritten, and the rollout
-goes on without its record: the customize hook asks for no ControllerRevision, so the set notices
-that the record it asked for has not appeared (`core/creations.py`, NameConflict); a request that
-carries such an object as related is reported at once (HistoryConflict).
+- `problem_with`, the one predicate "this record counts", which `kubectl ds` shares
+  (`hooks.kubectl.rollout`);
+- `read`, the set's `History`: the records that count, the ones that do not and why, and the
+  queries every decision reads (`is_rollback`, `stable`, `of`);
+- `plan`, the records of one pass and the ones that go.
 
 Pure: reads its arguments only, renders through `children`.
 """
@@ -28,6 +18,7 @@ Pure: reads its arguments only, renders through `children`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from hooks import api
@@ -36,92 +27,289 @@ from hooks.core import children, problems, records
 
 
 @dataclass(frozen=True, slots=True)
+class Record:
+    """A record that counts: the set's record of `revision`."""
+
+    item: records.ObservedObject
+    stored: records.StoredRevision
+
+    @property
+    def revision(self) -> str:
+        return self.stored.hash
+
+    @property
+    def number(self) -> int:
+        return self.stored.number
+
+
+@dataclass(frozen=True, slots=True)
+class Stable:
+    """The stable revision, and its roles as recorded (or as the spec has them)."""
+
+    revision: str
+    roles: tuple[api.Role, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A set's records: those that count, by number then revision, and those that do not."""
+
+    counted: tuple[Record, ...]
+    uncounted: tuple[tuple[records.ObservedObject, str], ...]
+    """Records of the set that do not count, and why: kept as they are, never read."""
+
+    def of(self, revision: str) -> Record | None:
+        """The record of `revision`, when one counts."""
+        return next((record for record in self.counted if record.revision == revision), None)
+
+    @property
+    def ties(self) -> tuple[tuple[Record, Record], ...]:
+        """Pairs of records that hold one number."""
+        return tuple(
+            (first, second)
+            for first, second in zip(self.counted, self.counted[1:], strict=False)
+            if first.number == second.number
+        )
+
+    @property
+    def is_ordered(self) -> bool:
+        """Whether the numbers tell which record is newer (no two records share one)."""
+        return not self.ties
+
+    @property
+    def top(self) -> Record | None:
+        """The record with the highest number."""
+        return self.counted[-1] if self.counted else None
+
+    def is_rollback(self, target: str) -> bool:
+        """Whether moving to `target` goes back to something the set ran: its record was
+        created with a number below another recorded revision's number. False when the
+        history cannot tell (two records share a number): a hold then applies."""
+        mine = self.of(target)
+        if mine is None or not self.is_ordered:
+            return False
+        return any(
+            other.number > mine.stored.first_number
+            for other in self.counted
+            if other.revision != target
+        )
+
+    def stable(
+        self, target: str, *, spec_roles: Sequence[api.Role], running: AbstractSet[str]
+    ) -> Stable | None:
+        """The stable revision: the one every slice ran together last before the rollout to
+        `target` began (the highest `completedAs`, the target's only when it was reached before
+        its latest number); while nothing but the target is recorded or runs, the target
+        (nothing older exists to hold back); otherwise, or when the history cannot tell, none.
+        `running`: the revisions some LWS of the set carries."""
+        if not self.is_ordered:
+            return None
+        ran = [
+            (record.stored.completed_as, record)
+            for record in self.counted
+            if record.stored.completed_as is not None
+            and not (record.revision == target and record.stored.completed_as == record.number)
+        ]
+        if ran:
+            last, newest = max(ran, key=lambda entry: entry[0])
+            if sum(1 for entry in ran if entry[0] == last) > 1:
+                return None
+            if newest.revision == target:
+                return Stable(revision=target, roles=tuple(spec_roles))
+            return Stable(revision=newest.revision, roles=newest.stored.roles)
+        recorded = {record.revision for record in self.counted}
+        if recorded <= {target} and running <= {target}:
+            return Stable(revision=target, roles=tuple(spec_roles))
+        return None
+
+
+def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -> str | None:
+    """Why a DisaggregatedSetRevision does not count as the set's record of a revision, or None
+    when it does: it is controlled by the set, labelled with the set's name, named
+    `<set>-<revision>` after its revision label, its body is a record's, the roles it stores hash
+    to that revision, and it was not created with a number above its own."""
+    label = item.labels.get(api.LABEL_REVISION, "")
+    stored = item.stored
+    if not item.is_controlled_by(set_uid):
+        return "it is not controlled by this DisaggregatedSet"
+    if item.labels.get(api.LABEL_NAME) != set_name:
+        return f"its label {api.LABEL_NAME} is not {set_name!r}"
+    if not label or item.name != naming.history_name(set_name=set_name, revision=label):
+        return f"its name is not <set>-<its label {api.LABEL_REVISION}> ({label!r})"
+    if stored is None:
+        return f"it holds no record ({item.stored_error})"
+    if stored.hash != label:
+        return f"the roles it stores hash to revision {stored.hash}, not {label}"
+    if stored.first_number > stored.number:
+        return (
+            f"it was created with number {stored.first_number}, above its number"
+            f" {stored.number}, which numbering never does"
+        )
+    completed = stored.completed_as
+    if completed is not None and not stored.first_number <= completed <= stored.number:
+        return f"its completedAs {completed} is not a number it has held"
+    return None
+
+
+def read(items: Sequence[records.ObservedObject], *, set_name: str, set_uid: str) -> History:
+    """The set's history from its observed DisaggregatedSetRevisions."""
+    counted = []
+    uncounted = []
+    for item in items:
+        why = problem_with(item, set_name=set_name, set_uid=set_uid)
+        if why is not None or item.stored is None:
+            uncounted.append((item, why or ""))
+        else:
+            counted.append(Record(item=item, stored=item.stored))
+    counted.sort(key=lambda record: (record.number, record.revision))
+    return History(counted=tuple(counted), uncounted=tuple(uncounted))
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryPlan:
     """The history children of one pass and what goes."""
 
     children: tuple[api.JsonObject, ...]
     pruned: tuple[str, ...]
-    """Names of ControllerRevisions past the history limit, deleted."""
+    """Names of records past the history limit, deleted."""
     problems: tuple[problems.Problem, ...] = ()
 
 
 def plan(
+    history: History,
     *,
     set_name: str,
     spec: api.DisaggregatedSetSpec,
     target: str,
-    observed: Sequence[records.ObservedObject],
-    lws: Sequence[records.ObservedObject],
+    in_use: AbstractSet[str],
     foreign_names: frozenset[str],
     annotations: Mapping[str, str],
     limit: int,
+    complete: bool,
 ) -> HistoryPlan:
-    """The set's ControllerRevisions after this pass (`observed`: the ones it controls)."""
-    recorded = {
-        item.labels[api.LABEL_REVISION]: item
-        for item in observed
-        if _is_record_of(item, set_name=set_name)
-    }
-    kept = [
-        children.reemit(item) for item in observed if not _is_record_of(item, set_name=set_name)
-    ]
-    current = recorded.get(target)
-    others = [item for revision, item in recorded.items() if revision != target]
-    top = max((item.history_number or 0 for item in recorded.values()), default=0)
-    change_cause = annotations.get(api.CHANGE_CAUSE_ANNOTATION)
-    name = naming.history_name(set_name=set_name, revision=target)
-    found: list[problems.Problem] = []
-    if current is None and name in foreign_names:
-        found.append(_conflict(name))
-    elif current is None:
-        kept.append(
-            children.render_history(
-                set_name=set_name,
-                revision=target,
-                number=top + 1,
-                roles=spec.roles,
-                change_cause=change_cause,
-            )
-        )
-    elif _is_latest(current, others):
-        kept.append(children.reemit(current))
-    else:
-        kept.append(children.renumber_history(current, number=top + 1, change_cause=change_cause))
-    pruned = _past_the_limit(others, in_use=_revisions_with_lws(lws), limit=limit)
-    kept.extend(children.reemit(item) for item in others if item.name not in pruned)
+    """The set's records after this pass. `in_use`: the revisions some LWS of the set carries;
+    `complete`: every slice runs the target after this pass (its record's `completedAs` becomes
+    its number)."""
+    kept = [children.reemit(item) for item, _ in history.uncounted]
+    found = [_uncounted(item, why) for item, why in history.uncounted]
+    if not history.is_ordered:
+        found.extend(_tie(first, second) for first, second in history.ties)
+        kept.extend(children.reemit(record.item) for record in history.counted)
+        return HistoryPlan(children=tuple(kept), pruned=(), problems=tuple(found))
+    others = [record for record in history.counted if record.revision != target]
+    own, problem = _target_record(
+        history,
+        set_name=set_name,
+        spec=spec,
+        target=target,
+        foreign_names=foreign_names,
+        cause=annotations.get(api.CHANGE_CAUSE_ANNOTATION),
+        complete=complete,
+    )
+    kept.extend(own)
+    found.extend(problem)
+    pruned = _past_the_limit(others, in_use=in_use, limit=limit)
+    kept.extend(children.reemit(record.item) for record in others if record.item.name not in pruned)
     return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found))
 
 
-def _is_record_of(item: records.ObservedObject, *, set_name: str) -> bool:
-    """Whether a ControllerRevision is the record of the revision its label names."""
-    revision = item.labels.get(api.LABEL_REVISION, "")
-    return bool(revision) and item.name == naming.history_name(set_name=set_name, revision=revision)
+def _target_record(
+    history: History,
+    *,
+    set_name: str,
+    spec: api.DisaggregatedSetSpec,
+    target: str,
+    foreign_names: frozenset[str],
+    cause: str | None,
+    complete: bool,
+) -> tuple[list[api.JsonObject], list[problems.Problem]]:
+    """The target's record after this pass (kept, renumbered, created, or none when its name is
+    held or the numbers ran out), and what stops it."""
+    current, top = history.of(target), history.top
+    if current is not None and current is top:
+        completed = current.number if complete else current.stored.completed_as
+        return [
+            children.update_history(current.item, number=current.number, completed_as=completed)
+        ], []
+    name = naming.history_name(set_name=set_name, revision=target)
+    stopped = _not_numbered(history, name=name, current=current, foreign_names=foreign_names)
+    if stopped is not None:
+        return [children.reemit(record.item) for record in (current,) if record], stopped
+    following = 1 if top is None else top.number + 1
+    if current is None:
+        created = children.render_history(
+            set_name=set_name,
+            revision=target,
+            number=following,
+            roles=spec.roles,
+            change_cause=cause,
+            completed=complete,
+        )
+        return [created], []
+    completed = following if complete else current.stored.completed_as
+    renumbered = children.update_history(
+        current.item, number=following, change_cause=cause, completed_as=completed
+    )
+    return [renumbered], []
 
 
-def _is_latest(current: records.ObservedObject, others: Sequence[records.ObservedObject]) -> bool:
-    number = current.history_number
-    return number is not None and all((other.history_number or 0) < number for other in others)
-
-
-def _revisions_with_lws(lws: Sequence[records.ObservedObject]) -> frozenset[str]:
-    return frozenset(item.labels.get(api.LABEL_REVISION, "") for item in lws)
+def _not_numbered(
+    history: History, *, name: str, current: Record | None, foreign_names: frozenset[str]
+) -> list[problems.Problem] | None:
+    """Why the target's record gets no new number (an empty list: a record that does not count
+    holds its name, reported already), or None when it does."""
+    if current is None and name in foreign_names:
+        return [_conflict(name)]
+    if current is None and name in {item.name for item, _ in history.uncounted}:
+        return []
+    top = history.top
+    if top is not None and top.number >= api.MAX_HISTORY_NUMBER:
+        return [_exhausted(top)]
+    return None
 
 
 def _past_the_limit(
-    old: Sequence[records.ObservedObject], *, in_use: frozenset[str], limit: int
+    old: Sequence[Record], *, in_use: AbstractSet[str], limit: int
 ) -> tuple[str, ...]:
-    """The oldest old revisions beyond `limit`, skipping those that still have LWS."""
+    """The oldest old records beyond `limit` (by number, then name), skipping those whose
+    revision still has LWS."""
     excess = len(old) - limit
     if excess <= 0:
         return ()
-    oldest_first = sorted(old, key=lambda item: (item.history_number or 0, item.name))
-    prunable = [item.name for item in oldest_first if item.labels[api.LABEL_REVISION] not in in_use]
+    oldest_first = sorted(old, key=lambda record: (record.number, record.item.name))
+    prunable = [record.item.name for record in oldest_first if record.revision not in in_use]
     return tuple(sorted(prunable[:excess]))
+
+
+def _uncounted(item: records.ObservedObject, why: str) -> problems.Problem:
+    return problems.Problem(
+        api.Reason.INVALID_HISTORY,
+        f"{api.REVISION_KIND} {item.name!r} is not this set's record of a revision: {why}; it"
+        " is kept as it is and never read (delete it: a record the set needs is created again)",
+    )
+
+
+def _tie(first: Record, second: Record) -> problems.Problem:
+    return problems.Problem(
+        api.Reason.INVALID_HISTORY,
+        f"{api.REVISION_KIND}s {first.item.name!r} and {second.item.name!r} both hold number"
+        f" {first.number}, so the history cannot tell which is newer: it holds (no record is"
+        " created, renumbered or pruned), a rollout-hold-at applies to every rollout and"
+        " a new slice past a rollout-partition waits, until one of them is deleted",
+    )
+
+
+def _exhausted(top: Record) -> problems.Problem:
+    return problems.Problem(
+        api.Reason.INVALID_HISTORY,
+        f"{api.REVISION_KIND} {top.item.name!r} holds number {top.number}, the highest a"
+        " history holds, so no later revision can be numbered: delete it",
+    )
 
 
 def _conflict(name: str) -> problems.Problem:
     return problems.Problem(
         api.Reason.HISTORY_CONFLICT,
-        f"ControllerRevision {name!r} exists and is not controlled by this DisaggregatedSet;"
+        f"{api.REVISION_KIND} {name!r} exists and is not controlled by this DisaggregatedSet;"
         " delete it so the set can record this revision in its history",
     )

@@ -10,8 +10,9 @@ Both are annotations on the DisaggregatedSet, so its spec stays upstream's:
   False with reason ProgressDeadlineExceeded and a message naming what is not ready since when.
   The rollout is not aborted; progress turns Progressing back to True.
 
-A malformed value is reported (Degraded, reason InvalidAnnotation, naming the annotation) and the
-default applies; it never stops the reconcile.
+A malformed value is reported (Degraded, reason InvalidAnnotation, naming the annotation) and read
+as `hooks.core.controls` says (a malformed `paused` pauses, a malformed deadline is the default);
+it never stops the reconcile.
 
 Progress means the rollout moved: it started (or changed target), a slice took a rollout step,
 the new revision's ready or updated replicas rose, or it was resumed. The time of the last

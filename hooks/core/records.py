@@ -8,7 +8,8 @@ built only by `hooks.wire.envelope`, from a request body, and answers become JSO
 (pure: no I/O, clock, logging or state).
 
 An observed child's `applied` is the object as this hook last returned it
-(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change.
+(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change. A
+DisaggregatedSetRevision's body is parsed once, from the object itself, into `stored`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class ChildKind(StrEnum):
     LWS = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
     SERVICE = f"{api.SERVICE_KIND}.{api.SERVICE_API_VERSION}"
     SCALER = f"{api.SCALER_KIND}.{api.API_VERSION}"
-    REVISION = f"{api.REVISION_KIND}.{api.REVISION_API_VERSION}"
+    REVISION = f"{api.REVISION_KIND}.{api.API_VERSION}"
     DISAGGREGATED_SET = f"{api.DS_KIND}.{api.API_VERSION}"
 
     @property
@@ -67,6 +68,25 @@ class ReplicaStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRevision:
+    """What a DisaggregatedSetRevision stores, as read from the object itself: its numbers, its
+    roles, and the revision those roles hash to (which its name and labels claim;
+    `hooks.core.history` checks that they agree)."""
+
+    number: int
+    """`revision`: its place in the set's history."""
+    first_number: int
+    """`firstRevision`: the number it was created with."""
+    completed_as: int | None
+    """`completedAs`: its number when every slice of the set last ran it together."""
+    roles: tuple[api.Role, ...]
+    roles_json: tuple[api.JsonObject, ...]
+    """The roles exactly as stored (what `kubectl ds rollout undo` restores)."""
+    hash: str
+    """The revision the roles hash to (`hooks.gocompat.revision`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedObject:
     """A child or related object as Metacontroller observed it."""
 
@@ -88,9 +108,11 @@ class ObservedObject:
     it is not a canonical decimal number (such a child is kept but never planned)."""
     status_error: str | None = None
     """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
-    history_number: int | None = None
-    """A ControllerRevision's `revision` (its place in the set's history); None for other kinds,
-    or when it is not a non-negative integer."""
+    stored: StoredRevision | None = None
+    """A DisaggregatedSetRevision's body; None for other kinds, or when it is not a record's
+    (`stored_error` says why)."""
+    stored_error: str | None = None
+    """Why a DisaggregatedSetRevision's body is not a record's."""
 
     @property
     def replicas(self) -> int:

@@ -6,7 +6,7 @@ from a scaler that never exists (docs/rollout.md, "External roles"). Names, not 
 selector: Metacontroller matches every event of a related kind against every parent's rules, and
 a name costs it a string comparison where a selector is parsed anew each time.
 
-LeaderWorkerSets, Services and ControllerRevisions are not asked for, though a name of theirs
+LeaderWorkerSets, Services and DisaggregatedSetRevisions are not asked for, though a name of theirs
 can be held too: their events are most of a rollout's, and a related rule makes each of them cost
 Metacontroller a pass over every parent in the cluster. A child that cannot be created at its
 name is found after the fact instead (`hooks.core.creations`). A sync still honours related

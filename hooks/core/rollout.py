@@ -89,14 +89,13 @@ def initial_of(lws: records.ObservedObject) -> int:
 
 
 def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
-    """The planner's surge/unavailable for a role, resolved against its target replicas."""
-    config = role.rolling_update_configuration
-    if config is None:
+    """The planner's surge/unavailable for a role (`api.Role.rolling_update_budget`), resolved
+    against its target replicas."""
+    budget = role.rolling_update_budget
+    if budget is None:
         return planner.DEFAULT_CONFIG
     return planner.resolve_config(
-        replicas=target or 0,
-        max_surge=config.get("maxSurge"),
-        max_unavailable=config.get("maxUnavailable"),
+        replicas=target or 0, max_surge=budget[0], max_unavailable=budget[1]
     )
 
 
@@ -209,7 +208,7 @@ def plan_slice(
     as it is while paused, keeps serving its revision while partitioned, and holds once its new
     revision reaches the hold's share (`hooks.core.canary`)."""
     state = take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
-    if not _old_serves_spec_roles(state, roles):
+    if not serves_spec_roles(state, roles):
         return _steady(state, roles)
     if control.paused:
         return state.plan(Phase.PAUSED)
@@ -222,7 +221,7 @@ def plan_slice(
     return _step(state, roles, hold_at=control.hold_at_percent)
 
 
-def _old_serves_spec_roles(state: SliceState, roles: Sequence[RoleInput]) -> bool:
+def serves_spec_roles(state: SliceState, roles: Sequence[RoleInput]) -> bool:
     """Whether an old revision still has replicas on a spec role (removed roles do not count)."""
     return any(
         by_role[role.name].replicas > 0

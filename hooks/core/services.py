@@ -5,7 +5,8 @@ reports at least one ready replica. When the target revision is ready, its Servi
 created (named after the LWS, `<lws>-prv`, selecting name, role, revision and slice) and the
 Services of revisions that are neither the target nor ready go; until then every existing Service
 of the slice stays, so clients keep reaching the revision that still serves. A Service is never
-updated once created. `lws` must be the slice's LWS that remain after this pass.
+updated once created. `lws` must be the slice's LWS that remain after this pass; which revision a
+slice plans its Services for is `hooks.core.slices`'s to say.
 
 A set has Services only while they are one of its child types (`is_child_type`): an install
 may leave them out of the CompositeController (components/no-services, docs/operations.md).
@@ -40,9 +41,11 @@ def plan_slice(
     lws: Sequence[records.ObservedObject],
     services: Sequence[records.ObservedObject],
     frozen: bool = False,
+    keep_others: bool = False,
 ) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services, and the names of the observed ones that go (none when `frozen`: a
-    paused rollout keeps its Services as they are)."""
+    """The slice's Services, and the names of the observed ones that go: none when `frozen` (the
+    Services stay as they are) or `keep_others` (those of `revision` are created when it is
+    ready, and every other one stays)."""
     groups = rollout.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:
@@ -73,7 +76,7 @@ def plan_slice(
     for service in services:
         if service.name in wanted:
             continue
-        if service.labels.get(api.LABEL_REVISION, "") in serving:
+        if keep_others or service.labels.get(api.LABEL_REVISION, "") in serving:
             result.append(children.reemit(service))
         else:
             dropped.append(service.name)

@@ -3,8 +3,10 @@
 `reconcile_slice` asks `rollout.plan_slice` for the slice's pass (with what the set's controls ask
 of this slice, `canary`), re-emits the LWS that stay with their new replicas (`children`), renders
 the ones the plan creates, and plans the slice's Services (`services`, when they are a child
-type). A new slice past the partition plans for the revision the other partitioned slices serve.
-`split_by_slice` sorts observed children by their slice label. Pure: reads its arguments only.
+type). A slice past the partition that runs nothing it may keep plans for the stable revision, or
+for nothing when none is known (docs/rollout.md, "Canary rollouts"); one whose LWS all run one
+revision gets that revision's Services, whatever the annotations say. `split_by_slice` sorts
+observed children by their slice label. Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Final
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import canary, children, controls, desired, records, rollout, services
+from hooks.core import canary, children, controls, desired, history, records, rollout, services
 
 JsonObject = api.JsonObject
 Objects = Sequence[records.ObservedObject]
@@ -35,9 +37,9 @@ class SetContext:
     control: controls.Control
     """What the set's annotations ask (pause, partition, hold)."""
     rollback: bool = False
-    """The target is a revision the set ran before another one: no hold (`canary`)."""
-    stable: canary.Stable | None = None
-    """The revision partitioned slices serve, for one that is new."""
+    """The target is a revision the set ran before another one: no hold (`history`)."""
+    stable: history.Stable | None = None
+    """The stable revision, for a slice past the partition that runs nothing it may keep."""
     services: bool = True
     """Whether Services are a child type of the set (`services.is_child_type`)."""
 
@@ -49,6 +51,10 @@ class SliceTarget:
     revision: str
     roles: tuple[rollout.RoleInput, ...]
     specs: Mapping[str, api.Role]
+
+
+NOTHING: Final = SliceTarget(revision="", roles=(), specs={})
+"""What a slice past the partition plans for when it runs nothing and no revision is stable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +73,8 @@ class SliceResult:
     foreign: Mapping[str, str]
     """LWS name -> role, for LWS this slice wants but a foreign object holds."""
     revision: str
-    """The revision the slice planned for (the spec's, or for a new slice past the partition
-    the stable one)."""
+    """The revision the slice planned for: the spec's, or past the partition the stable one
+    (empty when none is known)."""
 
 
 def reconcile_slice(
@@ -76,15 +82,22 @@ def reconcile_slice(
 ) -> SliceResult:
     """One slice, one pass: its rollout step, its LWS and its Services."""
     control = canary.slice_control(context.control, index, rollback=context.rollback)
-    target = _slice_target(context, partitioned=control.partitioned, lws=lws)
-    plan = rollout.plan_slice(
-        set_name=context.set_name,
-        slice_index=index,
-        revision=target.revision,
-        roles=target.roles,
-        lws=lws,
-        control=control,
-    )
+    target = _slice_target(context, index, partitioned=control.partitioned, lws=lws)
+    if target is NOTHING:
+        plan = rollout.SlicePlan(
+            slice_index=index,
+            phase=rollout.Phase.PARTITIONED,
+            replicas={item.name: item.replicas for item in lws},
+        )
+    else:
+        plan = rollout.plan_slice(
+            set_name=context.set_name,
+            slice_index=index,
+            revision=target.revision,
+            roles=target.roles,
+            lws=lws,
+            control=control,
+        )
     if target.revision != context.revision:
         plan = dataclasses.replace(plan, phase=rollout.Phase.PARTITIONED)
     dropped = set(plan.dropped)
@@ -98,18 +111,9 @@ def reconcile_slice(
         for item in kept
     ]
     new, created, foreign = _new_lws(context, index, plan, target)
-    slice_services: list[JsonObject] = []
-    dropped_services: list[str] = []
-    if context.services:
-        slice_services, dropped_services = services.plan_slice(
-            set_name=context.set_name,
-            slice_index=index,
-            revision=target.revision,
-            role_names=[role.name for role in target.roles],
-            lws=kept,
-            services=services_,
-            frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
-        )
+    slice_services, dropped_services = (
+        _services(context, index, plan, target, kept, services_) if context.services else ([], [])
+    )
     return SliceResult(
         plan=plan,
         children=(*existing, *new, *slice_services),
@@ -124,15 +128,30 @@ def reconcile_slice(
     )
 
 
-def _slice_target(context: SetContext, *, partitioned: bool, lws: Objects) -> SliceTarget:
-    """The spec's revision; for a new slice past the partition, the stable revision."""
+def _slice_target(
+    context: SetContext, index: int, *, partitioned: bool, lws: Objects
+) -> SliceTarget:
+    """The spec's revision; for a slice past the partition that runs nothing it may keep (no LWS
+    of the spec's revision, and no old revision serving a spec role: it is new, was removed and
+    added again, or its LWS were deleted or drained by hand), the stable revision, or nothing
+    when none is known. Such a slice never gets the spec's revision unless it is the stable one."""
+    spec_target = SliceTarget(
+        revision=context.revision,
+        roles=context.roles,
+        specs={role.name: role for role in context.spec.roles},
+    )
+    if not partitioned:
+        return spec_target
+    state = rollout.take_stock(
+        lws, set_name=context.set_name, slice_index=index, revision=context.revision
+    )
+    if state.new or rollout.serves_spec_roles(state, context.roles):
+        return spec_target
     stable = context.stable
-    if not partitioned or lws or stable is None:
-        return SliceTarget(
-            revision=context.revision,
-            roles=context.roles,
-            specs={role.name: role for role in context.spec.roles},
-        )
+    if stable is None:
+        return NOTHING
+    if stable.revision == context.revision:
+        return spec_target
     targets = {role.name: role.target for role in context.roles}
     roles = []
     for role in stable.roles:
@@ -147,6 +166,47 @@ def _slice_target(context: SetContext, *, partitioned: bool, lws: Objects) -> Sl
         revision=stable.revision,
         roles=tuple(roles),
         specs={role.name: role for role in stable.roles},
+    )
+
+
+def _services(
+    context: SetContext,
+    index: int,
+    plan: rollout.SlicePlan,
+    target: SliceTarget,
+    kept: Objects,
+    observed: Objects,
+) -> tuple[list[JsonObject], list[str]]:
+    """The slice's Services. A slice whose LWS all run one revision other than the one it plans
+    for (past the partition, paused before its rollout starts, or starting it) gets that
+    revision's, and lets none go; one mid-way between revisions keeps its Services as they are
+    while paused or partitioned; every other slice plans for its target."""
+    revisions = {
+        item.labels.get(api.LABEL_REVISION, "")
+        for item in kept
+        if item.labels.get(api.LABEL_ROLE) and item.labels.get(api.LABEL_REVISION)
+    }
+    if len(revisions) == 1 and target.revision not in revisions:
+        groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
+        ((standing, by_role),) = groups.items()
+        spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
+        return services.plan_slice(
+            set_name=context.set_name,
+            slice_index=index,
+            revision=standing,
+            role_names=[*spec_roles, *sorted(set(by_role) - set(spec_roles))],
+            lws=kept,
+            services=observed,
+            keep_others=True,
+        )
+    return services.plan_slice(
+        set_name=context.set_name,
+        slice_index=index,
+        revision=target.revision,
+        role_names=[role.name for role in target.roles],
+        lws=kept,
+        services=observed,
+        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
     )
 
 

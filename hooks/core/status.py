@@ -50,31 +50,17 @@ def compute(
     progressing: ConditionUpdate | None = None,
     rollout: api.RolloutStatus | None = None,
     creating: Sequence[api.CreatingChild] = (),
+    note: str = "",
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
     past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
-    `creating` the children asked for and not observed yet (`core/creations.py`).
+    `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
+    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
-    lagging = [
-        status
-        for status, role in zip(role_statuses, roles, strict=True)
-        if role.desired is None
-        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
-    ]
-    if lagging:
-        reason = api.Reason.ROLLOUT_IN_PROGRESS
-        message = "Waiting for " + "; ".join(
-            _describe_lag(status, role)
-            for status, role in zip(role_statuses, roles, strict=True)
-            if status in lagging
-        )
-    else:
-        reason = api.Reason.ALL_ROLES_READY
-        message = f"All roles run revision {revision} with every replica ready"
-    available = not lagging
+    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
     conditions = [
         new_condition(api.ConditionType.AVAILABLE, true=available, reason=reason, message=message),
         progressing
@@ -98,6 +84,31 @@ def compute(
         rollout=rollout,
         creating=list(creating) or None,
     )
+
+
+def _availability(
+    role_statuses: Sequence[api.RoleStatus],
+    roles: Sequence[RoleProgress],
+    *,
+    revision: str,
+    note: str,
+) -> tuple[bool, api.Reason, str]:
+    """Whether every role is available, and the reason and message Available and Progressing
+    share: what each lagging role waits for (then `note`), or that all roles are ready."""
+    lagging = [
+        _describe_lag(status, role)
+        for status, role in zip(role_statuses, roles, strict=True)
+        if role.desired is None
+        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
+    ]
+    if not lagging:
+        return (
+            True,
+            api.Reason.ALL_ROLES_READY,
+            (f"All roles run revision {revision} with every replica ready"),
+        )
+    message = "Waiting for " + "; ".join(lagging) + (f" ({note})" if note else "")
+    return False, api.Reason.ROLLOUT_IN_PROGRESS, message
 
 
 def _ready(role_statuses: Sequence[api.RoleStatus], roles: Sequence[RoleProgress]) -> str:

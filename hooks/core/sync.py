@@ -5,10 +5,11 @@
 1. validate the parent; an invalid spec holds the set (every observed child returned unchanged,
    the status kept, Degraded=True with the broken rules, `problems`);
 2. compute the target revision;
-3. plan the scalers of External roles (`scalers`), which fixes every role's target, the history
-   (`history`) and what the annotations ask (`controls`, `canary`);
+3. plan the scalers of External roles (`scalers`), which fixes every role's target, read the
+   history (`history`: a rollback? the stable revision?) and what the annotations ask
+   (`controls`, `canary`);
 4. reconcile each slice on its own (`slices.reconcile_slice`: its rollout step from `rollout`,
-   its LWS from `children`, its Services from `services`);
+   its LWS from `children`, its Services from `services`), then the history's records;
 5. collect the answer (`desired.DesiredChildren`), whose guard refuses to drop an observed child
    the spec does not let go, and compute the status (`status`, `progress`).
 
@@ -80,7 +81,9 @@ class _SetPlan:
     targets: Mapping[str, int | None]
     capped: tuple[problems.Problem, ...]
     """External roles asking for more groups than their names allow."""
-    history: history.HistoryPlan
+    history: history.History
+    foreign_records: frozenset[str]
+    """Names of records that exist but are not this set's (seen as related objects)."""
     lws: slices.BySlice
     services: slices.BySlice
 
@@ -99,7 +102,8 @@ def _reconcile(
         )
         for index in range(spec.slices)
     ]
-    answer = _collect(request.children, plan, results)
+    records_plan = _history(request, plan, results)
+    answer = _collect(request.children, plan, results, records_plan)
     ordered = answer.checked_children()
     awaited = creations.track(
         answer.requested(),
@@ -107,7 +111,9 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
-    set_status, verdict = _status(request, plan, results, answer, awaited, now=now)
+    set_status, verdict = _status(
+        request, plan, results, answer, awaited, records_plan.problems, now=now
+    )
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
     return records.HookResult(
         answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
@@ -148,16 +154,13 @@ def _plan_set(
     targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
     control = controls.control_of(parent.annotations)
     lws_by_slice = slices.split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices)
-    history_plan = history.plan(
-        set_name=parent.name,
-        spec=spec,
-        target=target,
-        observed=observed[records.ChildKind.REVISION],
-        lws=observed[records.ChildKind.LWS],
-        foreign_names=foreign[records.ChildKind.REVISION],
-        annotations=parent.annotations,
-        limit=control.history_limit,
+    recorded = history.read(
+        observed[records.ChildKind.REVISION], set_name=parent.name, set_uid=parent.uid
     )
+    stable = None
+    if control.partition is not None:
+        running = _revisions_of(observed[records.ChildKind.LWS])
+        stable = recorded.stable(target, spec_roles=spec.roles, running=running)
     context = slices.SetContext(
         set_name=parent.name,
         spec=spec,
@@ -165,8 +168,8 @@ def _plan_set(
         roles=_role_inputs(spec, targets),
         foreign_lws=foreign[records.ChildKind.LWS],
         control=control,
-        rollback=canary.is_rollback(target, observed[records.ChildKind.REVISION]),
-        stable=_stable(control, lws_by_slice, target, observed[records.ChildKind.REVISION]),
+        rollback=recorded.is_rollback(target),
+        stable=stable,
         services=services.is_child_type(request.declared),
     )
     return _SetPlan(
@@ -175,7 +178,8 @@ def _plan_set(
         scalers=scaler_plan,
         targets=targets,
         capped=capped,
-        history=history_plan,
+        history=recorded,
+        foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
@@ -194,19 +198,41 @@ def _role_inputs(
     )
 
 
-def _stable(
-    control: controls.Control, lws: slices.BySlice, target: str, history: Objects
-) -> canary.Stable | None:
-    """The revision partitioned slices serve (None without a partition)."""
-    if control.partition is None:
-        return None
-    return canary.stable_revision(
-        lws.by_slice, partition=control.partition, target=target, history=history
+def _revisions_of(lws: Objects) -> frozenset[str]:
+    return frozenset(item.labels.get(api.LABEL_REVISION, "") for item in lws)
+
+
+def _history(
+    request: records.SyncRequest, plan: _SetPlan, results: Sequence[slices.SliceResult]
+) -> history.HistoryPlan:
+    """The records after this pass; the target's is marked complete once every slice runs it."""
+    target = plan.context.revision
+    complete = all(
+        result.plan.phase is rollout.Phase.STEADY
+        and result.revision == target
+        and not result.foreign
+        for result in results
+    )
+    return history.plan(
+        plan.history,
+        set_name=request.parent.name,
+        spec=plan.context.spec,
+        target=target,
+        in_use=_revisions_of(
+            [item for item in request.children if item.kind is records.ChildKind.LWS]
+        ),
+        foreign_names=plan.foreign_records,
+        annotations=request.parent.annotations,
+        limit=plan.control.history_limit,
+        complete=complete,
     )
 
 
 def _collect(
-    observed: Objects, plan: _SetPlan, results: Sequence[slices.SliceResult]
+    observed: Objects,
+    plan: _SetPlan,
+    results: Sequence[slices.SliceResult],
+    records_plan: history.HistoryPlan,
 ) -> desired.DesiredChildren:
     """The answer: scalers, children of removed or unparsable slices, and every slice's part."""
     answer = desired.DesiredChildren(observed)
@@ -216,9 +242,9 @@ def _collect(
         answer.allow_deletion((api.SCALER_KIND, name))
     for child in plan.scalers.children:
         answer.add(child)
-    for name in plan.history.pruned:
+    for name in records_plan.pruned:
         answer.allow_deletion((api.REVISION_KIND, name))
-    for child in plan.history.children:
+    for child in records_plan.children:
         answer.add(child)
     for item in (*plan.lws.elsewhere, *plan.services.elsewhere):
         answer.add(children.unchanged(item))
@@ -236,6 +262,7 @@ def _status(
     results: Sequence[slices.SliceResult],
     answer: desired.DesiredChildren,
     awaited: creations.Creations,
+    history_problems: Sequence[problems.Problem],
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
@@ -267,7 +294,7 @@ def _status(
             ),
             *awaited.problems,
             *plan.capped,
-            *plan.history.problems,
+            *history_problems,
             *plan.control.problems,
         ],
         observed=request.parent.conditions,
@@ -275,6 +302,9 @@ def _status(
         progressing=verdict.progressing,
         rollout=verdict.rollout,
         creating=awaited.record,
+        note=canary.rollback_note(
+            plan.control, rollback=plan.context.rollback, revision=plan.context.revision
+        ),
     ), verdict
 
 
@@ -291,6 +321,11 @@ def _verdict(
         if item.labels.get(api.LABEL_REVISION) == revision
     ]
     held = {r.plan.slice_index for r in results if r.plan.phase is rollout.Phase.HELD}
+    empty = {
+        r.plan.slice_index
+        for r in results
+        if r.plan.phase is rollout.Phase.PARTITIONED and not r.kept_lws and not r.created
+    }
     return progress.judge(
         control=plan.control,
         rolling=phases != {rollout.Phase.STEADY},
@@ -304,6 +339,7 @@ def _verdict(
             revision=revision,
             hold_at=plan.control.hold_at_percent,
             share=canary.share(new_lws, held=held, roles=plan.context.roles),
+            empty=empty,
         ),
         slices=[
             slices.rollout_slice(result)

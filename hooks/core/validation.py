@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from hooks import api
-from hooks.api import limits, naming, rules
+from hooks.api import naming, rules
 from hooks.core import planner, records
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
@@ -104,12 +104,12 @@ def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
     """Rule 4, per role with replicas > 0 and a rollingUpdateConfiguration."""
     for index, role in enumerate(spec.roles):
         replicas = role.replicas
-        config = role.rolling_update_configuration
-        if config is None or replicas is None or replicas <= 0:
+        budget = role.rolling_update_budget
+        if budget is None or replicas is None or replicas <= 0:
             continue
         yield from budget_violations(
-            max_surge=config.get("maxSurge", limits.LWS_DEFAULT_MAX_SURGE),
-            max_unavailable=config.get("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE),
+            max_surge=budget[0],
+            max_unavailable=budget[1],
             replicas=replicas,
             path=_role_path(index, _RUC_PATH),
         )

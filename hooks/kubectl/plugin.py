@@ -38,14 +38,14 @@ from hooks import api
 from hooks.cli import commands, console
 from hooks.core import controls, records
 from hooks.kubectl import rollout, writes
-from hooks.wire import version
+from hooks.wire import envelope, version
 
 PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0
 KUBECTL_TIMEOUT_SECONDS: Final = 120
 SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
-REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.REVISION_API_VERSION.split('/')[0]}"
+REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -128,13 +128,16 @@ class Kubectl:
         listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
         return _read(lambda value: rollout.read_children(_LWS, value, parent=parent), listing)
 
-    def revisions_of(self, parent: records.Parent) -> list[JsonObject]:
-        """The history records carrying the set's name label (`rollout.records_of` keeps the
-        set's own)."""
+    def history(self, parent: records.Parent) -> rollout.History:
+        """The set's history: the records with its name label that it controls, read as the
+        hooks read them (the ones that do not count are named in its notes)."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
-        return [
-            item for item in (items if isinstance(items, list) else []) if isinstance(item, dict)
-        ]
+        try:
+            observed = envelope.parse_records(items if isinstance(items, list) else [])
+        except envelope.RequestError as error:
+            raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
+        mine = [item for item in observed if item.is_controlled_by(parent.uid)]
+        return rollout.records_of(parent, mine)
 
 
 _LWS: Final = records.ChildKind.LWS
@@ -225,7 +228,7 @@ def _add_history(actions: _Subcommands) -> None:
         actions,
         "history",
         help="list the set's revisions, or show one",
-        description="List the revisions the set has run (its ControllerRevisions): number, "
+        description="List the revisions the set has run (its DisaggregatedSetRevisions): number, "
         "revision hash, change-cause (the set's kubernetes.io/change-cause when it moved there) "
         "and creation time, the current revision marked. With --revision N, print that "
         "revision's roles and templates as YAML.",
@@ -237,7 +240,10 @@ def _add_history(actions: _Subcommands) -> None:
 def _run_history(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
     parent = kubectl.read_set(args.set)
-    history = rollout.records_of(parent, kubectl.revisions_of(parent))
+    known = kubectl.history(parent)
+    history = known.records
+    for text in known.notes:
+        _note(args, text)
     try:
         current: str | None = rollout.spec_revision(parent)
     except rollout.RolloutError as error:
@@ -290,10 +296,12 @@ def _run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
     live = kubectl.get_set(args.set, managed_fields=True)
     parent = _read(rollout.read_set, live)
-    history = rollout.records_of(parent, kubectl.revisions_of(parent))
+    known = kubectl.history(parent)
+    for text in known.notes:
+        _note(args, text)
     try:
         current = rollout.spec_revision(parent)
-        record = rollout.undo_target(history, current=current, number=args.to_revision)
+        record = rollout.undo_target(known, current=current, number=args.to_revision)
         restored = rollout.restore(rollout.spec_roles(live), record)
     except rollout.RolloutError as error:
         raise console.CliError(str(error)) from None

@@ -1,17 +1,20 @@
 """What `kubectl ds rollout` decides, from the objects kubectl prints (hooks.kubectl.plugin).
 
-Pure: every function takes the set and its LeaderWorkerSets as the hooks read them (`read_set`
-and `read_children` parse kubectl's JSON with `hooks.wire.envelope`, the one reader of
-Kubernetes objects) and returns a value; none runs kubectl, reads the clock or prints.
+Pure: every function takes the set, its LeaderWorkerSets and its DisaggregatedSetRevisions as
+the hooks read them (`read_set`, `read_children` and `envelope.parse_records` parse kubectl's
+JSON with `hooks.wire.envelope`, the one reader of Kubernetes objects) and returns a value; none
+runs kubectl, reads the clock or prints.
 
-- **History.** A set's records are the ControllerRevisions it controls that are named
-  `<set>-<revision>` after their revision label, as `hooks.core.history` writes them. The current
-  revision is the one the spec hashes to (`hooks.gocompat.revision`), recorded or not yet.
+- **History.** A set's records are the DisaggregatedSetRevisions that count by the predicate the
+  hooks use (`hooks.core.history.problem_with`): the others are named in notes and never listed
+  or restored. The current revision is the one the spec hashes to (`hooks.gocompat.revision`),
+  recorded or not yet.
 - **Undo** (`undo_target`, `restore`), as `kubectl ds rollout undo --help` describes it. The
   previous revision is the highest number below the current's (the highest of all while the
-  current one is not recorded). The restored spec must hash to the recorded revision. The set's
-  `kubernetes.io/change-cause` becomes the revision's (or goes when it has none), so the record
-  renumbered by the rollback keeps its own cause. How it is written: `hooks.kubectl.writes`.
+  current one is not recorded); a history with two records of one number restores nothing. The
+  restored spec must hash to the recorded revision. The set's `kubernetes.io/change-cause`
+  becomes the revision's (or goes when it has none), so the record renumbered by the rollback
+  keeps its own cause. How it is written: `hooks.kubectl.writes`.
 - **Status** (`judge`). Only a status of the current generation counts. Degraded=True and
   Progressing=False with ProgressDeadlineExceeded fail; Available=True is done; Progressing
   Unknown with RolloutHeld or RolloutPartitioned, every LWS of the new revision ready, stands on
@@ -31,8 +34,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
-from hooks.api import naming
-from hooks.core import controls, records
+from hooks.core import controls, history, records
 from hooks.core import rollout as slice_rollout
 from hooks.gocompat import gotext, revision
 from hooks.wire import envelope
@@ -130,34 +132,40 @@ class Record:
     roles: tuple[JsonObject, ...]
 
 
-def records_of(parent: records.Parent, revisions: Sequence[JsonObject]) -> tuple[Record, ...]:
-    """The set's history, by number (see the module)."""
-    found = []
-    for index, item in enumerate(revisions):
-        try:
-            observed = envelope.parse_object(records.ChildKind.REVISION, item, where=f"[{index}]")
-        except envelope.RequestError:
-            continue
-        label = observed.labels.get(api.LABEL_REVISION, "")
-        if (
-            not label
-            or observed.labels.get(api.LABEL_NAME) != parent.name
-            or observed.name != naming.history_name(set_name=parent.name, revision=label)
-            or not observed.is_controlled_by(parent.uid)
-        ):
-            continue
-        found.append(
+@dataclass(frozen=True, slots=True)
+class History:
+    """A set's history as the plugin shows it."""
+
+    records: tuple[Record, ...]
+    """The records that count, by number."""
+    notes: tuple[str, ...]
+    """Records that do not count and why; numbers two records hold."""
+    ordered: bool
+    """No two records hold one number."""
+
+
+def records_of(parent: records.Parent, observed: Sequence[records.ObservedObject]) -> History:
+    """The set's history from its DisaggregatedSetRevisions (see the module)."""
+    found = history.read(observed, set_name=parent.name, set_uid=parent.uid)
+    notes = [f"{item.name} is not counted: {why}" for item, why in found.uncounted]
+    notes.extend(
+        f"{first.item.name} and {second.item.name} both hold number {first.number}"
+        for first, second in found.ties
+    )
+    return History(
+        records=tuple(
             Record(
-                number=observed.history_number or 0,
-                revision=label,
-                change_cause=observed.annotations.get(api.CHANGE_CAUSE_ANNOTATION),
-                created=observed.creation_timestamp,
-                roles=tuple(
-                    _object(role) for role in _list(_object(item.get("data")).get("roles"))
-                ),
+                number=record.number,
+                revision=record.revision,
+                change_cause=record.item.annotations.get(api.CHANGE_CAUSE_ANNOTATION),
+                created=record.item.creation_timestamp,
+                roles=tuple(copy.deepcopy(role) for role in record.stored.roles_json),
             )
-        )
-    return tuple(sorted(found, key=lambda record: (record.number, record.revision)))
+            for record in found.counted
+        ),
+        notes=tuple(notes),
+        ordered=found.is_ordered,
+    )
 
 
 def history_table(records: Sequence[Record], *, current: str | None) -> str:
@@ -198,8 +206,14 @@ def find(records: Sequence[Record], number: int) -> Record:
 # --- undo ----------------------------------------------------------------------------------------
 
 
-def undo_target(records: Sequence[Record], *, current: str, number: int | None) -> Record:
+def undo_target(known: History, *, current: str, number: int | None) -> Record:
     """The record to restore: revision `number`, or (None or 0) the previous one."""
+    if not known.ordered:
+        raise RolloutError(
+            f"the history cannot tell which revision is newer ({'; '.join(known.notes)}):"
+            " nothing was changed"
+        )
+    records = known.records
     if number:
         chosen = find(records, number)
     else:
@@ -230,8 +244,6 @@ def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
     their templates) that give back `record`'s revision (see the module); RolloutError when the
     record cannot be restored or the result would hash to another revision."""
     current = {str(role.get("name")): role for role in spec_roles}
-    if api.recorded_roles({"roles": list(record.roles)}) is None:
-        raise RolloutError(f"revision {record.number} ({record.revision}) records no valid roles")
     roles: list[JsonObject] = []
     changes: list[str] = []
     for recorded in record.roles:

@@ -83,6 +83,7 @@ SERVICES: Final = Resource("", "v1", "services")
 NAMESPACES: Final = Resource("", "v1", "namespaces", namespaced=False)
 DISAGGREGATED_SETS: Final = Resource("disaggregatedset.x-k8s.io", "v1", "disaggregatedsets")
 SCALERS: Final = Resource("disaggregatedset.x-k8s.io", "v1", "disaggregatedsetrolescalers")
+REVISIONS: Final = Resource("disaggregatedset.x-k8s.io", "v1", "disaggregatedsetrevisions")
 CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 

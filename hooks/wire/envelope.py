@@ -13,8 +13,14 @@ Metacontroller adds. When the annotation is missing or unreadable, or names anot
 (apiVersion, kind, name or namespace differ from the observed object's: anyone who can edit the
 child can edit the annotation, and Metacontroller deletes an observed child whose identity is
 missing from the answer), `applied` is a cleaned copy of the observed object (apiVersion, kind,
-name, labels, annotations, and its body: `spec`, or a ControllerRevision's `data` and
-`revision`). Never mutate it: copy the parts you change.
+name, labels, annotations, and its body: `spec`, or a DisaggregatedSetRevision's fields). Never
+mutate it: copy the parts you change.
+
+A DisaggregatedSetRevision is read from the object itself, never from the annotation: `applied`
+is always its cleaned copy (re-emitting it never asks to change its immutable roles), and its body
+is parsed here, once, into `stored` (`records.StoredRevision`: its numbers, roles, and the revision
+those roles hash to), or `stored_error` says why it is not a record's. `parse_records` reads the
+records `kubectl get` lists the same way, for the kubectl plugin.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import pydantic
 
 from hooks import api
 from hooks.core import records
+from hooks.gocompat import gotext, revision
 
 JsonObject = api.JsonObject
 
@@ -102,6 +109,16 @@ def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeReque
     return records.ScalerCustomizeRequest(
         scaler=_parse_scaler(_require_object(request.get("parent"), "parent"))
     )
+
+
+def parse_records(items: Iterable[object]) -> tuple[records.ObservedObject, ...]:
+    """DisaggregatedSetRevisions as `kubectl get` lists them, read as a sync request's children
+    are (sorted by name); RequestError for an object without a name."""
+    found = [
+        _parse_observed(records.ChildKind.REVISION, _require_object(item, "record"), "record")
+        for item in items
+    ]
+    return tuple(sorted(found, key=lambda item: item.name))
 
 
 def parse_parent(obj: JsonObject) -> records.Parent:
@@ -291,6 +308,12 @@ def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records
     return _parse_observed(kind, _require_object(obj, where), where, related=True)
 
 
+# The key under which an older kit's wiring sends the apps/v1 ControllerRevisions that held the
+# history before DisaggregatedSetRevisions did. Such a request is refused (nothing changes): an
+# answer to it would leave them out, and Metacontroller would delete them.
+_CONTROLLER_REVISIONS: Final = "ControllerRevision.apps/v1"
+
+
 def _parse_object_groups(
     groups: object,
     where: str,
@@ -308,6 +331,12 @@ def _parse_object_groups(
     observed: list[records.ObservedObject] = []
     parents: list[records.Parent] = []
     for key, objects in groups.items():
+        if key == _CONTROLLER_REVISIONS:
+            raise RequestError(
+                f"{where} has {key!r} objects: the DisaggregatedSet CompositeController is an older"
+                f" kit's (the history is in {api.REVISION_PLURAL} now); apply this kit's"
+                " metacontroller/compositecontrollers.yaml"
+            )
         try:
             kind = records.ChildKind(key)
         except ValueError:
@@ -345,6 +374,9 @@ def _parse_observed(
     status = status if isinstance(status, dict) else {}
     owner = _controller_ref(metadata)
     replica_status, status_error = _replica_status(status)
+    stored, stored_error = (
+        _stored_revision(obj) if kind is records.ChildKind.REVISION else (None, None)
+    )
     return records.ObservedObject(
         kind=kind,
         name=name,
@@ -358,16 +390,40 @@ def _parse_observed(
         applied={} if related else _applied_object(kind, obj, name, labels, annotations),
         slice_index=_slice_index(labels),
         status_error=status_error,
-        history_number=_history_number(obj) if kind is records.ChildKind.REVISION else None,
+        stored=stored,
+        stored_error=stored_error,
     )
 
 
-def _history_number(obj: JsonObject) -> int | None:
-    """A ControllerRevision's `revision`: a non-negative int64 (the API server's bounds)."""
-    value = obj.get("revision")
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
-        return value
-    return None
+def _stored_revision(obj: JsonObject) -> tuple[records.StoredRevision | None, str | None]:
+    """A DisaggregatedSetRevision's body as its CRD describes it (`api.RevisionRecord`), its
+    roles parsed as a spec's roles are, and the revision they hash to; or why it is not one."""
+    try:
+        body = api.RevisionRecord.model_validate(obj, strict=True)
+    except pydantic.ValidationError as error:
+        return None, _first_error(error, root="")
+    roles = []
+    for index, role in enumerate(body.roles):
+        try:
+            roles.append(api.Role.model_validate(role))
+        except pydantic.ValidationError as error:
+            return None, _first_error(error, root=f"roles[{index}]")
+    names = [role.name for role in roles]
+    if len(set(names)) != len(names):
+        return None, f"roles: a role name appears twice ({', '.join(names)})"
+    try:
+        hashed = revision.compute_revision([(r.name, r.leader_worker_template) for r in roles])
+    except gotext.EncodingError as error:
+        return None, f"roles: {error}"
+    stored = records.StoredRevision(
+        number=body.revision,
+        first_number=body.first_revision,
+        completed_as=body.completed_as,
+        roles=tuple(roles),
+        roles_json=tuple(body.roles),
+        hash=hashed,
+    )
+    return stored, None
 
 
 def _slice_index(labels: Mapping[str, str]) -> int | None:
@@ -414,14 +470,28 @@ def _applied_object(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
 ) -> JsonObject:
+    """What the hook answered for this child last time: Metacontroller's last-applied copy when
+    it names exactly this object (never for a history record, which is re-sent as stored), else
+    a cleaned copy of the object."""
     text = annotations.get(api.LAST_APPLIED_ANNOTATION)
-    if text is not None:
+    if text is not None and kind is not records.ChildKind.REVISION:
         try:
             applied = orjson.loads(text)
         except orjson.JSONDecodeError:
             applied = None
         if _is_applied_for(applied, kind, name, _optional_str(obj["metadata"].get("namespace"))):
             return _without_metacontroller_fields(applied)
+    return _cleaned_copy(kind, obj, name, labels, annotations)
+
+
+def _cleaned_copy(
+    kind: records.ChildKind,
+    obj: JsonObject,
+    name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> JsonObject:
+    """The object's identity, its own labels and annotations, and its body."""
     metadata: JsonObject = {"name": name}
     own_labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
     own_annotations = {k: v for k, v in annotations.items() if k != api.LAST_APPLIED_ANNOTATION}
@@ -431,7 +501,9 @@ def _applied_object(
         metadata["annotations"] = own_annotations
     cleaned: JsonObject = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
     for field in _BODY_FIELDS[kind]:
-        if isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
+        if kind is records.ChildKind.REVISION and field in obj:
+            cleaned[field] = obj[field]  # exactly as stored
+        elif isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
             cleaned[field] = obj[field]
     return cleaned
 
@@ -441,7 +513,7 @@ _BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
     records.ChildKind.LWS: ("spec",),
     records.ChildKind.SERVICE: ("spec",),
     records.ChildKind.SCALER: ("spec",),
-    records.ChildKind.REVISION: ("data", "revision"),
+    records.ChildKind.REVISION: ("revision", "firstRevision", "completedAs", "roles"),
     records.ChildKind.DISAGGREGATED_SET: ("spec",),
 }
 
@@ -508,6 +580,11 @@ def field_path(parts: Iterable[object], *, root: str = "") -> str:
     for part in parts:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     return path.lstrip(".")
+
+
+def _first_error(error: pydantic.ValidationError, *, root: str) -> str:
+    detail = error.errors(include_url=False)[0]
+    return f"{field_path(detail['loc'], root=root)}: {detail['msg']}"
 
 
 def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:

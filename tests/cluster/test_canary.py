@@ -149,3 +149,77 @@ def test_a_partition_rolls_slice_zero_and_leaves_slice_one_untouched_until_raise
         history.stop()
     for name in before:
         assert name in history.deleted
+
+
+def _slice(seen: JsonObject, index: int) -> dict[str, JsonObject]:
+    return {
+        name: lws
+        for name, lws in seen["lws"].items()
+        if lws["metadata"]["labels"][api.LABEL_SLICE] == str(index)
+    }
+
+
+def _services(client: kube.Client, namespace: str, index: int) -> set[str]:
+    return {
+        service["metadata"]["name"]
+        for service in client.list(kube.SERVICES, namespace=namespace)
+        if service["metadata"]["labels"].get(api.LABEL_SLICE) == str(index)
+    }
+
+
+@pytest.mark.usefixtures("lws_controller")
+def test_issue25_items1_and_2_a_slice_added_mid_rollout_past_the_partition_runs_the_stable_revision(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """A 1-slice set with partition 1, its rollout held mid-way (slice 0 runs both revisions),
+    then spec.slices: 2: slice 1 is created at the revision every slice ran, not the new one, at
+    its full size, and once ready has that revision's Services; a Service deleted there comes
+    back. Released, every slice rolls on."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace, prefill=2, decode=1)
+    manifest["metadata"]["annotations"] = {
+        api.ANNOTATION_ROLLOUT_PARTITION: "1",
+        api.ANNOTATION_ROLLOUT_HOLD_AT: "50%",
+    }
+    sets.apply_set(control_plane, manifest)
+    first = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    rolled = sets.small_set(namespace, prefill=2, decode=1, image=sets.IMAGE_V2)
+    sets.apply_set(control_plane, {**rolled, "metadata": manifest["metadata"]})
+    second = _wait_reason(client, namespace, "RolloutHeld")["status"]["revision"]
+    assert {
+        lws["metadata"]["labels"][api.LABEL_REVISION]
+        for lws in sets.lws_by_name(client, namespace).values()
+    } == {first, second}
+
+    grown = sets.small_set(namespace, prefill=2, decode=1, image=sets.IMAGE_V2, slices=2)
+    sets.apply_set(control_plane, {**grown, "metadata": manifest["metadata"]})
+    wanted = {f"llm-1-{first}-{role}-prv" for role in ("prefill", "decode")}
+    seen = kube.wait_for(
+        lambda: {**sets.observe(client, namespace), "services": _services(client, namespace, 1)},
+        until=lambda seen: seen["services"] == wanted,
+        timeout=sets.WAIT_SECONDS,
+        message="slice 1 at the stable revision, ready, with its Services",
+    )
+    created = _slice(seen, 1)
+    assert {name: lws["spec"]["replicas"] for name, lws in created.items()} == {
+        f"llm-1-{first}-prefill": 2,
+        f"llm-1-{first}-decode": 1,
+    }
+    client.delete(kube.SERVICES, f"llm-1-{first}-decode-prv", namespace=namespace)
+    kube.wait_for(
+        lambda: _services(client, namespace, 1),
+        until=lambda found: found == wanted,
+        timeout=sets.WAIT_SECONDS,
+        message="the deleted Service of the partitioned slice created again",
+    )
+
+    for key in (api.ANNOTATION_ROLLOUT_PARTITION, api.ANNOTATION_ROLLOUT_HOLD_AT):
+        _annotate(control_plane, namespace, key, None)
+    kube.wait_for(
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"]) and all(second in name for name in seen["lws"])
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="released: both slices on the new revision",
+    )

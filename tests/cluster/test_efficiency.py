@@ -5,7 +5,10 @@ unrelated annotation) writes nothing and asks for no resync. The customize hook 
 all (a set with no External role asks for nothing), so an LWS event costs Metacontroller no pass
 over every set; an LWS the set does not own at a name the set wants, whatever its labels, keeps
 Metacontroller's create from succeeding, and the set finds it from its own status (the child it
-asked for has not appeared), reports it and leaves it alone.
+asked for has not appeared), reports it (ChildNotCreated: the hook cannot see the holder) and
+leaves it alone; Metacontroller posts no event for it. A create the API server refuses for another
+reason (here an admission policy, as a quota or an LWS webhook that is down would) is reported
+the same way, and Metacontroller's SyncError event on the set says why (issue 25, item 7).
 """
 
 from __future__ import annotations
@@ -112,17 +115,12 @@ def test_a_foreign_lws_at_a_wanted_name_is_found_and_reported(
     )
 
     sets.apply_set(control_plane, upgrade)
-    ds = kube.wait_for(
-        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
-        until=lambda ds: (
-            (c := sets.condition(ds, "Degraded")) is not None and c["reason"] == "NameConflict"
-        ),
-        timeout=sets.WAIT_SECONDS,
-        message="Degraded=NameConflict",
-    )
+    ds = _wait_not_created(client, namespace)
     degraded = sets.condition(ds, "Degraded")
     assert degraded is not None
     assert name in degraded["message"]
+    # Metacontroller only logs AlreadyExists: no event names the LWS.
+    assert not [event for event in _sync_errors(client, namespace) if name in event["message"]]
     assert {"kind": api.LWS_KIND, "name": name} in [
         {"kind": entry["kind"], "name": entry["name"]} for entry in ds["status"]["creating"]
     ]
@@ -143,3 +141,126 @@ def test_a_foreign_lws_at_a_wanted_name_is_found_and_reported(
     )
     owned = client.get(kube.LWS, name, namespace=namespace)
     assert owned["metadata"]["ownerReferences"][0]["name"] == "llm"
+
+
+def _wait_not_created(client: kube.Client, namespace: str) -> JsonObject:
+    ds: JsonObject = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: (
+            (c := sets.condition(ds, "Degraded")) is not None and c["reason"] == "ChildNotCreated"
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="Degraded=ChildNotCreated",
+    )
+    return ds
+
+
+def _sync_errors(client: kube.Client, namespace: str) -> list[JsonObject]:
+    """Metacontroller's SyncError events on the set."""
+    return [
+        event
+        for event in client.list(EVENTS, namespace=namespace)
+        if event.get("reason") == "SyncError"
+        and event.get("involvedObject", {}).get("name") == "llm"
+    ]
+
+
+EVENTS = kube.Resource("", "v1", "events")
+POLICIES = kube.Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", namespaced=False
+)
+BINDINGS = kube.Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", namespaced=False
+)
+REFUSAL = "no more LeaderWorkerSets in this namespace (a test's admission policy)"
+
+
+def test_issue25_item7_a_create_the_api_server_refuses_is_not_a_name_conflict(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """No object holds the name: the set reports ChildNotCreated (never NameConflict), naming the
+    LWS and where to look, and the SyncError event it points to says why."""
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    sets.wait_available(client, namespace, "llm")
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": f"refuse-lws-{namespace}"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [api.LWS_API_VERSION.split("/")[0]],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": [api.LWS_PLURAL],
+                    }
+                ]
+            },
+            "validations": [{"expression": "false", "message": REFUSAL}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": f"refuse-lws-{namespace}"},
+        "spec": {
+            "policyName": policy["metadata"]["name"],
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            },
+        },
+    }
+    client.create(POLICIES, policy)
+    client.create(BINDINGS, binding)
+    try:
+        probe = sets.small_set(namespace, image=sets.IMAGE_V2)
+        kube.wait_for(  # the policy is in force once the API server refuses a dry run
+            lambda: _refused(client, namespace),
+            timeout=sets.WAIT_SECONDS,
+            message="the admission policy refuses LWS creates",
+        )
+        sets.apply_set(control_plane, probe)
+        ds = _wait_not_created(client, namespace)
+        degraded = sets.condition(ds, "Degraded")
+        assert degraded is not None
+        assert f"{api.LWS_KIND} 'llm-0-{ds['status']['revision']}-" in degraded["message"]
+        assert "SyncError event" in degraded["message"]
+        events = kube.wait_for(
+            lambda: _sync_errors(client, namespace),
+            until=lambda found: any(REFUSAL in event["message"] for event in found),
+            timeout=sets.WAIT_SECONDS,
+            message="Metacontroller's SyncError event naming the refusal",
+        )
+        assert events
+    finally:
+        client.delete(BINDINGS, binding["metadata"]["name"])
+        client.delete(POLICIES, policy["metadata"]["name"])
+    kube.wait_for(
+        lambda: sets.observe(client, namespace),
+        until=lambda seen: (
+            sets.is_available(seen["set"])
+            and (sets.condition(seen["set"], "Degraded") or {}).get("status") == "False"
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the rollout completes once the API server accepts the LWS",
+    )
+
+
+def _refused(client: kube.Client, namespace: str) -> bool:
+    """Whether the API server refuses a copy of one of the set's LWS for the policy's reason."""
+    own = client.list(kube.LWS, namespace=namespace)[0]
+    lws = {
+        "apiVersion": api.LWS_API_VERSION,
+        "kind": api.LWS_KIND,
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": own["spec"],
+    }
+    try:
+        client.create(kube.LWS, lws, dry_run=True)
+    except kube.ApiError as error:
+        return REFUSAL in str(error)
+    return False

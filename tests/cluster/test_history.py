@@ -1,9 +1,10 @@
-"""The revision history on the real control plane: ControllerRevisions as children.
+"""The revision history on the real control plane: DisaggregatedSetRevisions as children.
 
 What Metacontroller, the API server and the garbage collector decide: the child type is wired
 and allowed, each revision the set moves to gets its record with the next number (a revert the
-next number again, its data untouched), the limit prunes the oldest records that no LWS still
-uses, and deleting the set deletes its history.
+next number again, its roles untouched and immutable), `kubectl get` lists the history, the limit
+prunes the oldest records that no LWS still uses, a ControllerRevision the previous kit wrote is
+never touched, and deleting the set deletes its history.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
 
 JsonObject = dict[str, Any]
-REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")
+CONTROLLER_REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")
 CLUSTER_ROLES = kube.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
 IMAGES = [f"vllm/vllm-openai:v0.{minor}.0" for minor in (11, 12, 13, 14)]
 
 
 def history(client: kube.Client, namespace: str) -> dict[str, JsonObject]:
-    """The set's ControllerRevisions by revision label."""
+    """The set's DisaggregatedSetRevisions by revision label."""
     return {
         item["metadata"]["labels"][api.LABEL_REVISION]: item
-        for item in client.list(REVISIONS, namespace=namespace)
+        for item in client.list(kube.REVISIONS, namespace=namespace)
         if item["metadata"].get("labels", {}).get(api.LABEL_NAME) == "llm"
     }
 
@@ -56,7 +57,7 @@ def numbers(client: kube.Client, namespace: str) -> dict[str, int]:
     return {revision: item["revision"] for revision, item in history(client, namespace).items()}
 
 
-def test_stock_metacontroller_rbac_may_manage_controllerrevisions(
+def test_stock_metacontroller_rbac_may_manage_disaggregatedsetrevisions(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     """Metacontroller's production install binds its service account to a ClusterRole of every
@@ -92,7 +93,7 @@ def test_stock_metacontroller_rbac_may_manage_controllerrevisions(
                 "auth",
                 "can-i",
                 verb,
-                "controllerrevisions.apps",
+                f"{api.REVISION_PLURAL}.{api.GROUP}",
                 "-n",
                 namespace,
                 "--as",
@@ -107,19 +108,19 @@ def test_stock_metacontroller_rbac_may_manage_controllerrevisions(
 
 
 def test_people_with_the_view_role_can_read_the_history(control_plane: ControlPlane) -> None:
-    """`kubectl ds rollout history` needs only what the built-in view role grants: the API
-    server's own `system:aggregate-to-view` (aggregated into view by kube-controller-manager,
-    which the test control plane does not run for roles) reads ControllerRevisions, and the
-    kit's `disaggregatedset-view` reads the sets."""
+    """`kubectl ds rollout history` needs only what the built-in view role grants: the kit's
+    `disaggregatedset-view` (aggregated into view) reads the sets and their records; neither it
+    nor `disaggregatedset-edit` lets anyone write a record."""
     rules = {
-        (group, resource): set(rule["verbs"])
-        for name in ("system:aggregate-to-view", "disaggregatedset-view")
+        (name, group, resource): set(rule["verbs"])
+        for name in ("disaggregatedset-view", "disaggregatedset-edit")
         for rule in control_plane.client.get(CLUSTER_ROLES, name)["rules"]
         for group in rule.get("apiGroups", [])
         for resource in rule.get("resources", [])
     }
-    for key in (("apps", "controllerrevisions"), (api.GROUP, api.DS_PLURAL)):
-        assert {"get", "list", "watch"} <= rules[key], key
+    for resource in (api.REVISION_PLURAL, api.DS_PLURAL):
+        assert rules[("disaggregatedset-view", api.GROUP, resource)] == {"get", "list", "watch"}
+    assert ("disaggregatedset-edit", api.GROUP, api.REVISION_PLURAL) not in rules
 
 
 def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
@@ -136,7 +137,7 @@ def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
     record = kube.wait_for(
         lambda: history(client, namespace).get(first),
         timeout=sets.WAIT_SECONDS,
-        message="the first revision's ControllerRevision",
+        message="the first revision's DisaggregatedSetRevision",
     )
     assert record["metadata"]["name"] == f"llm-{first}"
     assert record["revision"] == 1
@@ -144,27 +145,87 @@ def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
     [owner] = record["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["controller"]) == (api.DS_KIND, "llm", True)
     stored = client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
-    assert [role["spec"] for role in record["data"]["roles"]] == [
+    assert [role["spec"] for role in record["roles"]] == [
         role["spec"] for role in stored["spec"]["roles"]
     ]
 
+    legacy = client.create(CONTROLLER_REVISIONS, _previous_kits_record(stored, first))
+
     second = roll_to(control_plane, namespace, IMAGES[1])
     assert numbers(client, namespace) == {first: 1, second: 2}
+    listed = control_plane.kubectl("get", api.REVISION_SHORT_NAME, "-n", namespace).stdout
+    assert listed.split("\n")[0].split() == ["NAME", "REVISION", "HASH", "CHANGE-CAUSE", "AGE"]
+    lines = listed.strip().split("\n")[1:]
+    assert {line.split()[0]: line.split()[1:3] for line in lines} == {
+        f"llm-{first}": ["1", first],
+        f"llm-{second}": ["2", second],
+    }
+    assert all("first model" in line for line in lines)
+    changed = json.dumps({"roles": list(reversed(record["roles"]))})  # the order is the revision's
+    refused = control_plane.kubectl(
+        "patch",
+        api.REVISION_SHORT_NAME,
+        f"llm-{first}",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        changed,
+        check=False,
+    )
+    assert refused.returncode != 0 and "roles are immutable" in refused.stderr
     back = roll_to(control_plane, namespace, IMAGES[0])  # a revert to the first revision
     assert back == first
     reverted = history(client, namespace)[first]
     assert numbers(client, namespace) == {first: 3, second: 2}
-    assert reverted["data"] == record["data"]  # immutable, and unchanged
+    assert reverted["roles"] == record["roles"]  # immutable, and unchanged
     third = roll_to(control_plane, namespace, IMAGES[2])
     fourth = roll_to(control_plane, namespace, IMAGES[3])
     # Old revisions: second (2), first (3), third (4); the limit keeps two.
     assert numbers(client, namespace) == {first: 3, third: 4, fourth: 5}
     assert second not in history(client, namespace)
 
+    # The previous kit's record is never touched: no update, no delete.
+    kept = client.get(CONTROLLER_REVISIONS, legacy["metadata"]["name"], namespace=namespace)
+    assert kept["metadata"]["resourceVersion"] == legacy["metadata"]["resourceVersion"]
+
     client.delete(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
     kube.wait_for(
-        lambda: history(client, namespace),
-        until=lambda found: not found,
+        lambda: (
+            history(client, namespace),
+            client.list(CONTROLLER_REVISIONS, namespace=namespace),
+        ),
+        until=lambda found: found == ({}, []),
         timeout=sets.WAIT_SECONDS,
-        message="the garbage collector deletes the history with the set",
+        message="the garbage collector deletes the history, old and new, with the set",
     )
+
+
+def _previous_kits_record(ds: JsonObject, revision: str) -> JsonObject:
+    """A ControllerRevision as the previous kit wrote the history, owned by the set."""
+    metadata = ds["metadata"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": f"llm-{revision}",
+            "namespace": metadata["namespace"],
+            "labels": {
+                api.LABEL_NAME: "llm",
+                api.LABEL_REVISION: revision,
+                api.CONTROLLER_UID_LABEL: metadata["uid"],
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": api.API_VERSION,
+                    "kind": api.DS_KIND,
+                    "name": "llm",
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "data": {"roles": ds["spec"]["roles"]},
+        "revision": 1,
+    }

@@ -17,7 +17,6 @@ from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
 from tests.shared import REPO_ROOT
 
-REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")
 NAMESPACE = "no-services"
 
 
@@ -59,7 +58,7 @@ def test_a_set_without_services_rolls_out_to_available_and_never_gets_one(
     assert _child_types(lean_plane) == [
         "leaderworkersets",
         "disaggregatedsetrolescalers",
-        "controllerrevisions",
+        "disaggregatedsetrevisions",
     ]
     sets.apply_set(lean_plane, sets.small_set(NAMESPACE, slices=2))
     first = sets.wait_available(client, NAMESPACE, "llm")
@@ -80,7 +79,7 @@ def test_a_set_without_services_rolls_out_to_available_and_never_gets_one(
         f"llm-{index}-{target}-{role}" for index in (0, 1) for role in ("prefill", "decode")
     )
     assert client.list(kube.SERVICES, namespace=NAMESPACE) == []
-    history = client.list(REVISIONS, namespace=NAMESPACE)
+    history = client.list(kube.REVISIONS, namespace=NAMESPACE)
     assert sorted(item["revision"] for item in history) == [1, 2]
     degraded = sets.condition(rolled, "Degraded")
     assert degraded is not None and degraded["status"] == "False"

@@ -34,6 +34,7 @@ BASE_OBJECTS = {
     ("Namespace", NAMESPACE),
     ("CustomResourceDefinition", "disaggregatedsets.disaggregatedset.x-k8s.io"),
     ("CustomResourceDefinition", "disaggregatedsetrolescalers.disaggregatedset.x-k8s.io"),
+    ("CustomResourceDefinition", "disaggregatedsetrevisions.disaggregatedset.x-k8s.io"),
     ("ClusterRole", "disaggregatedset-view"),
     ("ClusterRole", "disaggregatedset-edit"),
     ("Deployment", HOOK_NAME),

@@ -1,9 +1,9 @@
 """The base install, `kubectl kustomize .` of the repository root: exactly the expected objects,
-in the right namespaces and with the common labels; both CRDs; the two CompositeControllers wired to
-the hook Service; the hook Deployment (replicas, probes, security context, writable /tmp, spread
-across nodes), its Service, PodDisruptionBudget and NetworkPolicy; a memory limit that holds the
-worst accepted request; and the image set by one `images:` entry. Rendering needs `kubectl` (its
-built-in kustomize; without it, see tests/kustomize.py).
+in the right namespaces and with the common labels; the three CRDs; the two CompositeControllers
+wired to the hook Service; the hook Deployment (replicas, probes, security context, writable
+/tmp, spread across nodes), its Service, PodDisruptionBudget and NetworkPolicy; a memory limit that
+holds the worst accepted request; and the image set by one `images:` entry. Rendering needs
+`kubectl` (its built-in kustomize; without it, see tests/kustomize.py).
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def test_disaggregatedset_controller_is_wired_as_spec_section_9(rendered: list[M
         },
         # The revision history: its number and change-cause are updated in place.
         {
-            "apiVersion": "apps/v1",
-            "resource": "controllerrevisions",
+            "apiVersion": "disaggregatedset.x-k8s.io/v1",
+            "resource": "disaggregatedsetrevisions",
             "updateStrategy": {"method": "InPlace"},
         },
     ]

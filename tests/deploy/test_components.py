@@ -251,7 +251,7 @@ def test_no_services_leaves_only_services_out_of_the_set_controller(tmp_path: Pa
         "leaderworkersets",
         "services",
         "disaggregatedsetrolescalers",
-        "controllerrevisions",
+        "disaggregatedsetrevisions",
     ]
     assert after["spec"]["childResources"] == [c for c in children if c["resource"] != "services"]
     assert {**after, "spec": {**after["spec"], "childResources": children}} == before

@@ -87,7 +87,7 @@ def test_steady_sync_returns_every_child_as_it_is() -> None:
         for obj in (group or {}).values():
             last = orjson.loads(obj["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION])
             returned = answered(answer, obj["kind"])[obj["metadata"]["name"]]
-            # Everything but metadata (a spec, or a ControllerRevision's data and number).
+            # Everything but metadata (a spec, or a DisaggregatedSetRevision's roles and number).
             assert {k: v for k, v in returned.items() if k != "metadata"} == {
                 k: v for k, v in last.items() if k != "metadata"
             }

@@ -1,11 +1,14 @@
 """Properties of `sync.sync` over random parents and observed children (docs/safety.md).
 
-The observed children are what Metacontroller could send: LWS of the target and of other
-revisions, of spec roles and removed ones, in kept and removed slices, with random replicas,
-readiness and `initial-replicas` annotations (some garbage); Services of random revisions;
-scalers of External, Static and removed roles; some objects with malformed or missing labels,
-some under the legacy name `<set>-<revision>-<role>`. Related objects include foreign LWS and
-scalers at desired names.
+The parents carry random rollout annotations (paused, partition, hold, history limit, valid or
+malformed) and a random `status.creating`. The observed children are what Metacontroller could
+send: LWS of the target and of other revisions, of spec roles and removed ones, in kept and
+removed slices, with random replicas, readiness and `initial-replicas` annotations (some
+garbage); Services of random revisions; scalers of External, Static and removed roles;
+DisaggregatedSetRevisions, valid (numbered, some run by every slice) and hostile (mislabelled,
+storing another revision's roles, orphaned, numbered past what a history holds or before they were
+created, two of one number); some objects with malformed or missing labels, some under the legacy
+name `<set>-<revision>-<role>`. Related objects include foreign LWS and scalers at desired names.
 
 (a) Every observed child the answer leaves out is one docs/safety.md allows to go, by the
     predicate of `tests.sim.deletions` (written from docs/safety.md, independent of sync's guard).
@@ -19,6 +22,9 @@ scalers at desired names.
 (e) Installed without Services (components/no-services: the controller declares no Services, so
     none is observed), the answer holds no Service, and its other children, its status and its
     resync are those of the same request with Services.
+
+tests/property/test_canary_props.py holds the canary and history properties over the same
+requests.
 """
 
 from __future__ import annotations
@@ -36,16 +42,25 @@ from hooks import api
 from hooks.core import sync, validation
 from hooks.gocompat import gotext, revision
 from hooks.wire import envelope
-from tests.builders import NAMESPACE, NOW, lws_status, make_ds, make_request, make_role, observe
+from tests.builders import (
+    NAMESPACE,
+    NOW,
+    lws_status,
+    make_ds,
+    make_request,
+    make_role,
+    observe,
+)
 from tests.sim import apply, views
 from tests.sim.deletions import allowed_deletions, child_id
 
 JsonObject = dict[str, Any]
 
 SPEC_ROLES = ("prefill", "decode", "encode", "embed")
-OTHER_REVISIONS = ("aaaaaaaa", "bbbbbbbb")
 TIMES = ("2026-11-29T09:00:00Z", "2026-11-29T10:00:00Z", "2026-11-29T11:00:00Z")
 IMAGES = ("example/server:v1", "example/server:v2")
+OTHER_IMAGES = ("example/server:v7", "example/server:v8")
+EVIL = "evil/miner:latest"
 PROPS = settings(
     max_examples=150,
     deadline=None,
@@ -125,10 +140,41 @@ def parents(draw: st.DrawFn, *, valid: bool = True) -> JsonObject:
         )
     )
     parent = make_ds(roles=roles, slices=slices, generation=draw(st.integers(1, 4)), status=status)
+    annotations = {
+        key: value
+        for key, values in ANNOTATIONS.items()
+        if (value := draw(st.one_of(st.none(), st.sampled_from(values)))) is not None
+    }
+    if annotations:
+        parent["metadata"]["annotations"] = annotations
+    creating = draw(
+        st.lists(st.sampled_from(CREATING), max_size=3, unique_by=lambda entry: entry["name"])
+    )
+    if creating:
+        parent["status"] = {**(parent.get("status") or {}), "creating": creating}
+        parent["status"].setdefault("observedGeneration", parent["metadata"]["generation"])
     if not valid:
         breaker = draw(st.sampled_from(sorted(BREAKERS)))
         BREAKERS[breaker](parent["spec"])
     return parent
+
+
+ANNOTATIONS = {
+    api.ANNOTATION_PAUSED: ("true", "false", "True", "yes"),
+    api.ANNOTATION_ROLLOUT_PARTITION: ("0", "1", "2", "3", "one"),
+    api.ANNOTATION_ROLLOUT_HOLD_AT: ("0%", "25%", "50%", "100%", "25"),
+    api.ANNOTATION_HISTORY_LIMIT: ("0", "1", "2", "ten"),
+    api.CHANGE_CAUSE_ANNOTATION: ("a new image",),
+}
+CREATING = [
+    {"kind": kind, "name": name, "since": since}
+    for kind, name in (
+        (api.LWS_KIND, "llm-0-aaaaaaaa-prefill"),
+        (api.REVISION_KIND, "llm-aaaaaaaa"),
+        (api.SCALER_KIND, "llm-decode"),
+    )
+    for since in ("2026-11-29T11:59:50Z", "2026-11-29T11:00:00Z", "2099-01-01T00:00:00Z", "now")
+]
 
 
 def _duplicate_name(spec: JsonObject) -> None:
@@ -208,15 +254,130 @@ def _slice_label(draw: st.DrawFn, slices: int) -> str | None:
     )
 
 
+def roles_with_image(parent: JsonObject, image: str) -> list[JsonObject]:
+    """The parent's roles with every container at `image` (another revision of the set)."""
+    roles = copy.deepcopy(parent["spec"]["roles"])
+    for role in roles:
+        for container in role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"
+        ]:
+            container["image"] = image
+    return roles
+
+
+def hash_of(roles: list[JsonObject]) -> str:
+    pairs = [(role["name"], role["spec"]["leaderWorkerTemplate"]) for role in roles]
+    try:
+        return revision.compute_revision(pairs)
+    except gotext.EncodingError:
+        return "0badc0de"
+
+
+def other_revisions(parent: JsonObject) -> dict[str, list[JsonObject]]:
+    """Two other revisions of the parent (its roles at other images), by hash."""
+    found = {}
+    for image in OTHER_IMAGES:
+        roles = roles_with_image(parent, image)
+        found[hash_of(roles)] = roles
+    return found
+
+
+def record_child(
+    revision_: str,
+    roles: list[JsonObject],
+    *,
+    number: object,
+    first: object,
+    completed: object = None,
+    name: str | None = None,
+) -> JsonObject:
+    """A DisaggregatedSetRevision as Metacontroller observes it (`completed`: its completedAs)."""
+    body: JsonObject = {
+        "apiVersion": api.API_VERSION,
+        "kind": api.REVISION_KIND,
+        "metadata": {
+            "name": name or f"llm-{revision_}",
+            "labels": {api.LABEL_NAME: "llm", api.LABEL_REVISION: revision_},
+        },
+        "revision": number,
+        "firstRevision": first,
+        "roles": roles,
+    }
+    if completed is not None:
+        body["completedAs"] = completed
+    return observe(body)
+
+
+HOSTILE = ("mislabelled", "another-revisions-roles", "orphan", "huge", "first-late", "tie")
+
+
+@st.composite
+def history_records(
+    draw: st.DrawFn, parent: JsonObject, target: str, others: dict[str, list[JsonObject]]
+) -> list[JsonObject]:
+    """Records that count (some run by every slice) of the target and the other revisions, and
+    hostile ones
+    (`HOSTILE`). None when the roles share a name, which the CRD refuses."""
+    by_revision = {target: parent["spec"]["roles"], **others}
+    names = [role["name"] for role in parent["spec"]["roles"]]
+    if len(set(names)) != len(names):
+        return []
+    found: dict[str, JsonObject] = {}
+    for revision_, roles in by_revision.items():
+        if draw(st.booleans()):
+            number = draw(st.integers(1, 6))
+            first = draw(st.integers(1, number))
+            found[f"llm-{revision_}"] = record_child(
+                revision_,
+                roles,
+                number=number,
+                first=first,
+                completed=draw(st.one_of(st.none(), st.integers(first, number))),
+            )
+    for kind in draw(st.lists(st.sampled_from(HOSTILE), max_size=2)):
+        revision_ = draw(st.sampled_from(sorted(by_revision)))
+        roles = by_revision[revision_]
+        number = draw(st.integers(1, 6))
+        name = None
+        if kind == "mislabelled":
+            name = draw(st.sampled_from(["llm-forged", *(f"llm-{r}" for r in by_revision)]))
+            if name == f"llm-{revision_}":
+                name = "llm-forged"
+        if kind == "another-revisions-roles":
+            roles = roles_with_image(parent, EVIL)
+        if kind == "huge":
+            number = draw(st.sampled_from([api.MAX_HISTORY_NUMBER, 2**63 - 1]))
+        record = record_child(
+            revision_,
+            roles,
+            number=number,
+            first=number + 1 if kind == "first-late" else number,
+            completed=draw(st.sampled_from([None, number, number + 1])),
+            name=name,
+        )
+        if kind == "orphan":  # carries the set's label, no controller: the set does not own it
+            del record["metadata"]["ownerReferences"]
+        if kind == "tie" and found:
+            tied = draw(st.sampled_from(sorted(found)))
+            record["revision"] = record["firstRevision"] = found[tied]["revision"]
+        found[record["metadata"]["name"]] = record
+    return list(found.values())
+
+
 @st.composite
 def observed_children(draw: st.DrawFn, parent: JsonObject, target: str) -> list[JsonObject]:
     slices = parent["spec"].get("slices", 1)
     roles = [role["name"] for role in parent["spec"]["roles"]]
-    revisions = st.sampled_from([target, target, *OTHER_REVISIONS])
+    others = other_revisions(parent)
+    revisions = st.sampled_from([target, target, *sorted(others)])
     role_names = st.sampled_from([*roles, "gone"])
+    # A slice left without LWS (added, added again, or emptied by hand), often the last one.
+    empty = draw(st.sampled_from([None, str(slices - 1), str(slices - 1), "0"]))
     children: dict[tuple[str, str], JsonObject] = {}
     for _ in range(draw(st.integers(0, 10))):
         slice_label = _slice_label(draw, slices)
+        if slice_label == empty or (slice_label in (None, "") and empty == "0"):
+            continue
         rev = draw(revisions)
         role = draw(role_names)
         labels = _labels(draw, slice_label=slice_label, revision_=rev, role=role, service=False)
@@ -271,6 +432,8 @@ def observed_children(draw: st.DrawFn, parent: JsonObject, target: str) -> list[
             spec_overrides={"replicas": draw(st.integers(0, 6))},
         )
         children[child_id(scaler)] = scaler
+    for record in draw(history_records(parent, target, others)):
+        children[child_id(record)] = record
     return list(children.values())
 
 

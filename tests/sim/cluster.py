@@ -4,7 +4,7 @@ Each tick: the test's scheduled actions for that tick run (spec edits, planted o
 changes), then the four actors run once each in an order drawn from the seeded random generator,
 then the fake clock advances one second. A write by any actor marks every DisaggregatedSet dirty
 (Metacontroller watches parents and children, so each write wakes it up); a set is synced when
-dirty or when its requested resync is due. `Invariants` checks every sync.
+dirty or when its requested resync is due. `Invariants` and `CanaryInvariants` check every sync.
 
 `run()` stops when the cluster is quiet (a whole tick without writes, nothing dirty, no resync
 requested, no readiness or HPA change still to come, no scheduled action left) or when a given
@@ -26,6 +26,7 @@ from hooks import api
 from hooks.wire import envelope
 from tests.builders import NAMESPACE
 from tests.sim import views
+from tests.sim.canary_invariants import CanaryInvariants
 from tests.sim.hpa import FakeHPA
 from tests.sim.invariants import Invariants, InvariantViolation
 from tests.sim.lws_controller import FakeLWSController, Readiness
@@ -82,6 +83,8 @@ class Cluster:
             child_types=self.child_types,
         )
         self.metacontroller.observers.append(self.invariants)
+        self.canary = CanaryInvariants()
+        self.metacontroller.observers.append(self.canary)
         self.lws = FakeLWSController(store=self.store, default_delay=self.readiness_delay)
         self.scalers = FakeRoleScalerController(store=self.store, clock=self.clock)
         self.hpa = FakeHPA(store=self.store, namespace=self.namespace)

@@ -13,11 +13,12 @@ rules in those documents' words:
   "ready on all spec roles" = every spec role has an LWS of that revision in the slice with
   `status.readyReplicas >= 1`, and a drained revision, whose LWS go in this pass, never serves);
 - a DisaggregatedSetRoleScaler whose name is not `<set>-<role>` of an External spec role;
-- a ControllerRevision named `<set>-<revision>` after its revision label, of a revision that is
-  not the target and that no LWS of the set (in any slice) carries, when the set keeps more old
-  revisions than its history limit (`revision-history-limit`, 10 unless a whole number says
-  otherwise): only the oldest of those (by `revision`, then name), as many as the old revisions
-  exceed the limit, counting the old revisions that still have LWS but never deleting them.
+- a DisaggregatedSetRevision that counts (`views.record_of`: a record that does not count is
+  never deleted) of a revision that is not the target and that no LWS of the set (in any slice)
+  carries, when the set keeps more old revisions than its history limit (`revision-history-limit`,
+  10 unless a whole number says otherwise): only the oldest of those (by `revision`, then name),
+  as many as the old revisions exceed the limit, counting the old revisions that still have LWS
+  but never deleting them; and none while two records that count hold one number.
 
 An LWS or Service whose slice label is not a canonical decimal is never deleted. Nothing at all
 may go when the spec is invalid (the hold path); callers pass `target=None` then.
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hooks import api
-from tests.sim.views import is_external, labels_of, ready_of, replicas_of, slice_of
+from tests.sim.views import is_external, labels_of, ready_of, record_of, replicas_of, slice_of
 
 ChildId = tuple[str, str, str]
 """(apiVersion, kind, name): how Metacontroller matches an answer's child to an observed one
@@ -105,7 +106,6 @@ def allowed_deletions(
 def _pruned_history(
     parent: Mapping[str, Any], items: list[Mapping[str, Any]], *, target: str
 ) -> set[ChildId]:
-    set_name = parent["metadata"]["name"]
     text = (parent["metadata"].get("annotations") or {}).get(api.ANNOTATION_HISTORY_LIMIT, "10")
     limit = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else 10
     in_use = {
@@ -113,18 +113,15 @@ def _pruned_history(
         for item in items
         if item["kind"] == api.LWS_KIND
     }
-    old = []
-    for item in items:
-        revision = labels_of(item).get(api.LABEL_REVISION, "")
-        if (
-            item["kind"] == api.REVISION_KIND
-            and revision
-            and revision != target
-            and item["metadata"]["name"] == f"{set_name}-{revision}"
-        ):
-            number = item.get("revision")
-            old.append((number if isinstance(number, int) else 0, item["metadata"]["name"], item))
-    old.sort(key=lambda entry: (entry[0], entry[1]))
+    counted = [item for item in items if record_of(item, parent=parent) is not None]
+    numbers = [item["revision"] for item in counted]
+    if len(set(numbers)) != len(numbers):
+        return set()
+    old = sorted(
+        (item["revision"], item["metadata"]["name"], item)
+        for item in counted
+        if labels_of(item).get(api.LABEL_REVISION) != target
+    )
     excess = len(old) - limit
     prunable = [
         item for _, _, item in old if labels_of(item).get(api.LABEL_REVISION, "") not in in_use

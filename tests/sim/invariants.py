@@ -27,9 +27,11 @@ the pass:
   replicas do too, unless the slice's last step was a force drain (whose floor counts new
   replicas it creates in the same pass, before they are ready) or readiness faults were injected
   while it ran (ready groups may turn unready then, whatever the controller does);
-- history: the target revision has its ControllerRevision after every pass (unless a foreign
-  object holds the name), with the highest number of the set's history; an updated
-  ControllerRevision changes only its number (upwards) and its change-cause annotation;
+- history: the target revision has a record that counts (`views.record_of`) after every pass,
+  with the highest number of the records that count, unless the set is Degraded over its history
+  (a foreign object or a record that does not count holds the name, two records share a number,
+  the numbers ran out); an updated DisaggregatedSetRevision changes only its number (never
+  downwards), its change-cause annotation and its `completedAs` (never unset, never lowered);
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
   Progressing Unknown; held or partitioned, Progressing Unknown and not Available; or past its
   progress deadline, both False), every condition a pass computes
@@ -60,6 +62,7 @@ from tests.sim.views import (
     is_external,
     labels_of,
     ready_of,
+    record_of,
     replicas_of,
     resolved_config,
     slice_of,
@@ -213,31 +216,33 @@ class Invariants:
         return revisions == {labels_of(lws).get(api.LABEL_REVISION)}
 
     def _check_history(self, record: PassRecord, parent: JsonObject, target: str) -> None:
-        name = parent["metadata"]["name"]
         history = {
-            labels_of(obj).get(api.LABEL_REVISION, ""): obj
+            revision: obj
             for obj in owned(record.after, REVISION_TYPE, parent)
-            if obj["metadata"]["name"] == f"{name}-{labels_of(obj).get(api.LABEL_REVISION, '')}"
+            if (revision := record_of(obj, parent=parent)) is not None
         }
-        conflict = any(
-            c["type"] == "Degraded" and c["reason"] == api.Reason.HISTORY_CONFLICT
+        held = any(
+            c["type"] == "Degraded"
+            and c["status"] == "True"
+            and c["reason"] in (api.Reason.HISTORY_CONFLICT, api.Reason.INVALID_HISTORY)
             for c in record.response["status"].get("conditions", [])
         )
-        if target not in history:
-            if not conflict:
-                fail(record, f"the target revision {target} has no ControllerRevision")
-            return
-        top = history[target]["revision"]
-        if any(obj["revision"] >= top for rev, obj in history.items() if rev != target):
-            fail(record, f"the target revision {target} has not the highest history number")
+        if target not in history and not held:
+            fail(record, f"the target revision {target} has no record that counts")
+        if target in history and not held:
+            top = history[target]["revision"]
+            if any(obj["revision"] >= top for rev, obj in history.items() if rev != target):
+                fail(record, f"the target revision {target} has not the highest history number")
         for key in record.updated:
             if key[0] != REVISION_TYPE:
                 continue
             before, after = record.before[key], record.after[key]
-            if after["revision"] <= before["revision"]:
+            if after["revision"] < before["revision"]:
                 fail(record, f"{key} was renumbered downwards")
+            if after.get("completedAs", 0) < before.get("completedAs", 0):
+                fail(record, f"{key} lost or lowered its completedAs")
             if without_history_mutable(before) != without_history_mutable(after):
-                fail(record, f"{key} changed more than its number and change-cause")
+                fail(record, f"{key} changed more than its number, change-cause and mark")
 
     def _check_rollout(
         self,
@@ -470,9 +475,9 @@ def without_mutable(lws: JsonObject) -> JsonObject:
 
 
 def without_history_mutable(record: JsonObject) -> JsonObject:
-    """A ControllerRevision without what a sync may change, nor server-managed fields (shares the
-    rest with `record`, as `without_mutable` does)."""
-    copied = {key: value for key, value in record.items() if key != "revision"}
+    """A DisaggregatedSetRevision without what a sync may change, nor server-managed fields
+    (shares the rest with `record`, as `without_mutable` does)."""
+    copied = {k: v for k, v in record.items() if k not in ("revision", "completedAs")}
     metadata = _without_server_fields(
         record["metadata"], (api.CHANGE_CAUSE_ANNOTATION, api.LAST_APPLIED_ANNOTATION)
     )

@@ -5,7 +5,8 @@ coordinated drain, status); these tests add what the canary controls promise: a 
 trajectory is the planner's cut at the hold, and released it goes on exactly as the uninterrupted
 one, through readiness stalls, pauses, target and template changes and reverts; a partition rolls
 only the slices below it, leaves the others untouched (but scaling), gives a new slice past it the
-stable revision, and rolls on when raised; standing still never trips the progress deadline.
+stable revision, and rolls on when raised; standing still never trips the progress deadline. The
+regression tests of issue 25 (items 1, 2 and 10) end the file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hooks import api
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.lws_controller import Readiness
-from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+from tests.sim.metacontroller import LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
 from tests.sim.scenarios import set_image, set_replicas
 from tests.sim.test_rollout_control import ROLES, progressing, to_v2, trajectory
 from tests.sim.test_rollouts import V1, V2, pair, started
@@ -305,3 +306,129 @@ def test_a_partition_and_a_hold_together_make_a_held_canary_in_slice_zero() -> N
     hold(cluster, None)
     cluster.run(max_ticks=500)
     assert cluster.is_true("Available")
+
+
+# --- issue 25: no input widens, releases or breaks a canary --------------------------------
+
+
+def _revisions_in(cluster: Cluster, index: int) -> set[str]:
+    return {
+        views.labels_of(obj)[api.LABEL_REVISION]
+        for obj in cluster.objects(LWS_TYPE)
+        if views.slice_of(obj) == index
+    }
+
+
+def test_issue25_item1_a_slice_added_mid_rollout_past_the_partition_gets_the_stable_revision() -> (
+    None
+):
+    cluster = started(canary_set(slices=1), delay=3)
+    first = cluster.revision()
+    partition(cluster, "1")
+    cluster.edit("llm", to_v2)
+    cluster.run(
+        until=lambda c: (
+            len(c.slice_states()[0].old_revisions) == 1
+            and c.slice_states()[0].new.get("prefill", 0) >= 1
+        ),
+        max_ticks=100,
+    )
+    assert cluster.slice_states()[0].old_revisions  # slice 0 still runs both revisions
+    cluster.edit("llm", lambda spec: spec.update(slices=2))
+    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    assert _revisions_in(cluster, 1) == {first}
+    assert {
+        obj["spec"]["replicas"] for obj in cluster.objects(LWS_TYPE) if views.slice_of(obj) == 1
+    } <= {4, 2}
+    partition(cluster, None)
+    cluster.run(max_ticks=500)
+    assert cluster.is_true("Available") and cluster.revisions() == {cluster.revision()}
+
+
+def test_issue25_item1_a_slice_re_added_past_the_partition_gets_the_stable_revision() -> None:
+    cluster = started(canary_set(slices=3))
+    first = cluster.revision()
+    partition(cluster, "2")
+    cluster.edit("llm", to_v2)
+    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    cluster.edit("llm", lambda spec: spec.update(slices=2))
+    cluster.run(max_ticks=300)
+    assert _revisions_in(cluster, 2) == set()
+    cluster.edit("llm", lambda spec: spec.update(slices=3))
+    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    assert _revisions_in(cluster, 2) == {first}
+
+
+def test_issue25_item1_a_partitioned_slice_whose_lws_were_deleted_gets_the_stable_revision() -> (
+    None
+):
+    cluster = started(canary_set(slices=2))
+    first = cluster.revision()
+    partition(cluster, "1")
+    cluster.edit("llm", to_v2)
+    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    for obj in cluster.objects(LWS_TYPE):
+        if views.slice_of(obj) == 1:
+            cluster.store.delete(
+                (LWS_TYPE, cluster.namespace, obj["metadata"]["name"]), actor="user"
+            )
+    cluster.note("user: delete slice 1's LWS")
+    cluster.run(until=lambda c: _revisions_in(c, 1) == {first}, max_ticks=100)
+    cluster.run_for(10)
+    assert _revisions_in(cluster, 1) == {first}
+
+
+def test_issue25_item2_a_partitioned_slice_gets_back_a_deleted_service_and_a_new_one_its_own() -> (
+    None
+):
+    cluster = started(canary_set(slices=2))
+    first = cluster.revision()
+    partition(cluster, "1")
+    cluster.edit("llm", to_v2)
+    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    wanted = {f"llm-1-{first}-prefill-prv", f"llm-1-{first}-decode-prv"}
+    assert _services(cluster, 1) == wanted
+    cluster.store.delete(
+        (SERVICE_TYPE, cluster.namespace, f"llm-1-{first}-decode-prv"), actor="user"
+    )
+    cluster.note("user: delete a Service of slice 1")
+    cluster.run(until=lambda c: _services(c, 1) == wanted, max_ticks=100)
+    cluster.edit("llm", lambda spec: spec.update(slices=3))  # a new slice past the partition
+    cluster.run(until=lambda c: len(_services(c, 2)) == 2, max_ticks=300)
+    assert _services(cluster, 2) == {f"llm-2-{first}-prefill-prv", f"llm-2-{first}-decode-prv"}
+
+
+def test_issue25_item10_an_undo_to_a_record_created_again_after_pruning_is_never_held() -> None:
+    """History limit 1: A, B, C (A's record pruned), A again (its record created anew, newer
+    than C's), C again; then a hold, and an undo to A: a rollback, never held."""
+    cluster = started(canary_set())
+    cluster.annotate("llm", api.ANNOTATION_HISTORY_LIMIT, "1")
+    first = cluster.revision()
+    for image in (V2, V3, V1, V3):
+        cluster.edit("llm", lambda spec, image=image: set_image(spec, image))
+        cluster.run(max_ticks=300)
+        assert cluster.is_true("Available")
+    records = {
+        obj["metadata"]["name"]: (obj["revision"], obj["firstRevision"])
+        for obj in cluster.objects(REVISION_TYPE)
+    }
+    assert records[f"llm-{first}"] == (4, 4)  # created again after its pruning
+    hold(cluster, "25%")
+    start = len(cluster.passes)
+    cluster.edit("llm", lambda spec: set_image(spec, V1))  # kubectl ds rollout undo
+    cluster.run(max_ticks=300)
+    assert cluster.is_true("Available") and cluster.revision() == first
+    reasons = {
+        c["reason"]
+        for record in cluster.passes[start:]
+        for c in record.response["status"]["conditions"]
+        if c["type"] == "Progressing"
+    }
+    assert "RolloutHeld" not in reasons
+    messages = [
+        c["message"]
+        for record in cluster.passes[start:]
+        for c in record.response["status"]["conditions"]
+        if c["type"] == "Progressing" and c["reason"] == "RolloutInProgress"
+    ]
+    assert any(f"a rollback to revision {first}" in message for message in messages)

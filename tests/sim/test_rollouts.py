@@ -746,7 +746,7 @@ def test_foreign_lws_at_a_desired_name_is_reported_and_left_alone() -> None:
     assert after["spec"] == planted["spec"]
     degraded = cluster.condition("Degraded")
     assert degraded is not None and degraded["status"] == "True"
-    assert degraded["reason"] == "NameConflict"
+    assert degraded["reason"] == "ChildNotCreated"  # the holder is no related object: not seen
     assert name in degraded["message"]
     assert not cluster.is_true("Available") and cluster.is_true("Progressing")
     progressing = cluster.condition("Progressing")

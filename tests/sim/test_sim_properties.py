@@ -4,14 +4,18 @@ the set converges once faults clear.
 A history is a random role set (2..4 roles, one of them possibly External), a readiness delay,
 and a list of events at random ticks: template changes of some roles (mid-rollout too), replica
 changes, autoscaler writes, roles added or removed, slice count and placement changes, a spec
-made invalid for a few ticks, and readiness faults on a template (never ready, slow, only one
-group ready) that later clear. `tests.sim.invariants` checks every sync and
-tick; at the end all faults clear and the set must settle on one revision at its targets within
-a bound, with an idle sync that changes nothing.
+made invalid for a few ticks, readiness faults on a template (never ready, slow, only one
+group ready) that later clear, and the canary controls and the history (issue 25, item 9): pause
+and resume, a hold set or released, a partition set, moved or cleared (slice changes then happen
+during a partition), a malformed annotation, an undo to the first template, a history limit, and
+records planted that do not count. `tests.sim.invariants` and `tests.sim.canary_invariants` check
+every sync and tick; at the end all faults and controls clear and the set must settle on one
+revision at its targets within a bound, with an idle sync that changes nothing.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +24,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from hooks import api
+from hooks.gocompat import revision
 from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.lws_controller import Readiness
-from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+from tests.sim.metacontroller import LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
 from tests.sim.scenarios import set_image, set_replicas, write_scaler
 
 JsonObject = dict[str, Any]
@@ -76,10 +81,12 @@ _configs = st.one_of(
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> History:
+def histories(draw: st.DrawFn, *, canary: bool = False) -> History:
+    """A random history; `canary`: Static roles only, a partition set early, a template change
+    and slice changes while it holds, among the other events."""
     count = draw(st.integers(2, 4))
     names = draw(st.permutations(ROLE_POOL))[:count]
-    external_index = draw(st.one_of(st.none(), st.integers(0, count - 1)))
+    external_index = None if canary else draw(st.one_of(st.none(), st.integers(0, count - 1)))
     roles = tuple(
         RoleDraw(
             name=name,
@@ -116,8 +123,18 @@ def histories(draw: st.DrawFn) -> History:
         st.builds(Event, st.integers(0, 25), st.just("slices"), st.tuples(st.integers(1, 3))),
         st.builds(Event, st.integers(0, 25), st.just("placement"), st.just(())),
         st.builds(Event, st.integers(0, 25), st.just("invalid"), st.tuples(st.integers(1, 6))),
+        *CANARY_EVENTS,
     )
-    events = tuple(sorted(draw(st.lists(event, max_size=6)), key=lambda e: e.offset))
+    drawn = draw(st.lists(event, max_size=8))
+    if canary:
+        slices = draw(st.integers(1, 3))
+        drawn += [
+            Event(draw(st.integers(0, 3)), "partition", (draw(st.sampled_from(["1", "2"])),)),
+            Event(draw(st.integers(4, 8)), "image", (2, [0, 1, 2, 3])),
+            Event(draw(st.integers(6, 20)), "slices", (draw(st.integers(1, 3)),)),
+            Event(draw(st.integers(10, 25)), "slices", (draw(st.integers(2, 4)),)),
+        ]
+    events = tuple(sorted(drawn, key=lambda e: e.offset))
     return History(
         seed=draw(st.integers(0, 2**16)),
         hook_version=draw(st.sampled_from(["v1", "v2"])),
@@ -126,6 +143,86 @@ def histories(draw: st.DrawFn) -> History:
         roles=roles,
         events=events,
     )
+
+
+CONTROLS = {
+    "pause": api.ANNOTATION_PAUSED,
+    "hold": api.ANNOTATION_ROLLOUT_HOLD_AT,
+    "partition": api.ANNOTATION_ROLLOUT_PARTITION,
+    "limit": api.ANNOTATION_HISTORY_LIMIT,
+}
+CANARY_EVENTS = (
+    st.builds(
+        Event,
+        st.integers(0, 25),
+        st.just("pause"),
+        st.tuples(st.sampled_from(["true", None, "yes"])),
+    ),
+    st.builds(
+        Event,
+        st.integers(0, 25),
+        st.just("hold"),
+        st.tuples(st.sampled_from(["0%", "25%", "50%", "100%", None, "25"])),
+    ),
+    st.builds(
+        Event,
+        st.integers(0, 25),
+        st.just("partition"),
+        st.tuples(st.sampled_from(["0", "1", "2", None, "one"])),
+    ),
+    st.builds(
+        Event, st.integers(0, 25), st.just("limit"), st.tuples(st.sampled_from(["0", "1", None]))
+    ),
+    st.builds(Event, st.integers(0, 25), st.just("undo"), st.just(())),
+    st.builds(
+        Event,
+        st.integers(0, 25),
+        st.just("forge"),
+        st.tuples(st.sampled_from(["mislabelled", "other-roles", "orphan", "first-late"])),
+    ),
+)
+
+
+def forged_record(cluster: Cluster, kind: str) -> JsonObject:
+    """A record of the set that does not count (docs/safety.md, "Hostile records"), as someone
+    with write access to records would plant it: carrying the set's label and (but for an
+    orphan) the set as its controller, at a name no revision of the history uses."""
+    ds = cluster.ds()
+    roles = copy.deepcopy(ds["spec"]["roles"])
+    label = revision.compute_revision(
+        [(role["name"], role["spec"]["leaderWorkerTemplate"]) for role in roles]
+    )
+    if kind == "other-roles":
+        set_image(ds["spec"], "evil/miner:latest")
+        roles = ds["spec"]["roles"]
+    metadata: JsonObject = {
+        "name": f"llm-forged-{kind}",
+        "labels": {
+            api.LABEL_NAME: "llm",
+            api.LABEL_REVISION: label,
+            api.CONTROLLER_UID_LABEL: ds["metadata"]["uid"],
+        },
+    }
+    if kind != "orphan":
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": api.API_VERSION,
+                "kind": api.DS_KIND,
+                "name": "llm",
+                "uid": ds["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return {
+        "apiVersion": api.API_VERSION,
+        "kind": api.REVISION_KIND,
+        "metadata": metadata,
+        "revision": 9 if kind != "first-late" else 1,
+        "firstRevision": 9 if kind != "first-late" else 2,
+        "completedAs": 9 if kind != "first-late" else 1,
+        "roles": roles,
+    }
 
 
 def build_role(draw: RoleDraw, version: int = 1) -> JsonObject:
@@ -203,6 +300,14 @@ def apply_event(cluster: Cluster, event: Event) -> None:
             lambda c: c.edit("llm", restore),
             label=f"fix the spec of {name}",
         )
+    elif event.kind in CONTROLS:
+        cluster.annotate("llm", CONTROLS[event.kind], event.args[0])
+    elif event.kind == "undo":
+        cluster.edit("llm", lambda s: set_image(s, image(1)))
+    elif event.kind == "forge":
+        key = (REVISION_TYPE, cluster.namespace, f"llm-forged-{event.args[0]}")
+        if cluster.store.peek(key) is None:
+            cluster.create(forged_record(cluster, event.args[0]))
     elif event.kind == "remove" and len(roles) > 2:
         index = event.args[0] % len(roles)
         if [role for i, role in enumerate(roles) if i != index and not views.is_external(role)]:
@@ -225,6 +330,18 @@ def role_target(cluster: Cluster, role: JsonObject) -> int:
 @SIM
 @given(histories())
 def test_random_histories_keep_the_invariants_and_converge(history: History) -> None:
+    run_history(history)
+
+
+@SIM
+@given(histories(canary=True))
+def test_issue25_item9_canary_histories_keep_the_invariants_and_converge(history: History) -> None:
+    """Slices added, removed and added again while a partition holds a rollout back, with
+    pauses, holds, undos and planted records in between."""
+    run_history(history)
+
+
+def run_history(history: History) -> None:
     cluster = Cluster(
         seed=history.seed, hook_version=history.hook_version, readiness_delay=history.delay
     )
@@ -237,6 +354,12 @@ def test_random_histories_keep_the_invariants_and_converge(history: History) -> 
         cluster.at(start + event.offset, applying(event), label=f"{event.kind} {event.args}")
     cluster.run_for(max((event.offset for event in history.events), default=0) + 1)
     cluster.set_readiness([])
+    for key in (
+        api.ANNOTATION_PAUSED,
+        api.ANNOTATION_ROLLOUT_HOLD_AT,
+        api.ANNOTATION_ROLLOUT_PARTITION,
+    ):
+        cluster.annotate("llm", key, None)
     cluster.run(max_ticks=SETTLE_TICKS)
 
     spec = cluster.ds()["spec"]
@@ -277,6 +400,10 @@ def test_random_histories_keep_the_invariants_and_converge(history: History) -> 
             assert scaler["status"]["replicas"] == groups
             ready = [c for c in scaler["status"]["conditions"] if c["type"] == "Ready"]
             assert ready[0]["status"] == "True"
+    for event in history.events:  # planted records stay (the invariants saw them unchanged)
+        if event.kind == "forge":
+            name = f"llm-forged-{event.args[0]}"
+            assert cluster.store.peek((REVISION_TYPE, cluster.namespace, name)) is not None
     first, second = cluster.idle_sync()
     assert first == second
-    assert cluster.invariants.passes_checked > 0
+    assert cluster.invariants.passes_checked > 0 and cluster.canary.passes_checked > 0

@@ -6,11 +6,13 @@ built on them are independent of what they check.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hooks import api
+from hooks.gocompat import gotext, revision
 
 JsonObject = dict[str, Any]
 
@@ -76,13 +78,65 @@ def resolved_config(role: Mapping[str, Any], target: int) -> tuple[int, int]:
             return -(-product // 100) if round_up else product // 100
         return 0
 
+    # One left out reads as the LWS CRD defaults it (docs/rollout.md).
     surge = resolve(config.get("maxSurge", 0), True)
-    unavailable = resolve(config.get("maxUnavailable", 0), False)
+    unavailable = resolve(config.get("maxUnavailable", 1), False)
     if unavailable > 0:
         return (surge, unavailable)
     if surge > 0:
         return (surge, 0)
     return (1, 0)
+
+
+_ROLE_NAME = re.compile(api.ROLE_NAME_PATTERN)
+
+
+def record_of(obj: Mapping[str, Any], *, parent: Mapping[str, Any]) -> str | None:
+    """The revision a DisaggregatedSetRevision is the set's record of, when it counts
+    (docs/safety.md, "Hostile records"): controlled by the set, labelled with its name, named
+    `<set>-<revision>` after its revision label, numbered 1 to the most a history holds with
+    firstRevision at most its number (and a completedAs between the two), and storing 2 to 10
+    roles with unique names and a leaderWorkerTemplate each that hash to that revision. None
+    otherwise."""
+    metadata = obj.get("metadata", {})
+    set_name = parent["metadata"]["name"]
+    label = labels_of(obj).get(api.LABEL_REVISION, "")
+    controller = [r for r in metadata.get("ownerReferences") or [] if r.get("controller") is True]
+    if (
+        obj.get("kind") != api.REVISION_KIND
+        or [r.get("uid") for r in controller] != [parent["metadata"].get("uid")]
+        or labels_of(obj).get(api.LABEL_NAME) != set_name
+        or not label
+        or metadata.get("name") != f"{set_name}-{label}"
+    ):
+        return None
+    number, first, roles = obj.get("revision"), obj.get("firstRevision"), obj.get("roles")
+    completed = obj.get("completedAs", first)
+    numbers = [value for value in (number, first, completed) if type(value) is int]
+    if len(numbers) != 3 or not 1 <= numbers[1] <= numbers[2] <= numbers[0]:
+        return None
+    if numbers[0] > api.MAX_HISTORY_NUMBER:
+        return None
+    if not isinstance(roles, list) or not api.MIN_ROLES <= len(roles) <= api.MAX_ROLES:
+        return None
+    pairs = []
+    for role in roles:
+        name = role.get("name") if isinstance(role, dict) else None
+        template = (role.get("spec") or {}).get("leaderWorkerTemplate") if name else None
+        if (
+            not isinstance(name, str)
+            or not _ROLE_NAME.match(name)
+            or not isinstance(template, dict)
+        ):
+            return None
+        pairs.append((name, template))
+    if len({name for name, _ in pairs}) != len(pairs):
+        return None
+    try:
+        hashed = revision.compute_revision(pairs)
+    except gotext.EncodingError:
+        return None
+    return label if hashed == label else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Canary rules (`hooks.core.canary`, and the held and partitioned phases of `rollout`).
+"""Canary rules (`hooks.core.canary`, and the held and partitioned phases of `rollout`); the
+history's part (rollbacks, the stable revision) is tests/unit/test_history.py's.
 
 The hold is checked against the planner's own tables: a slice held at P% follows the planner's
 trajectory (the golden sequences of upstream's planner when they are present, the worked examples
@@ -11,8 +12,7 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
-from hooks.core import canary, controls, planner, records, rollout
-from hooks.wire import envelope
+from hooks.core import canary, controls, planner, rollout
 from tests import builders
 from tests.shared import golden_params
 
@@ -241,49 +241,18 @@ def test_slice_controls_follow_the_annotations() -> None:
     assert canary.slice_control(control, 0, rollback=True).hold_at_percent is None
 
 
-# --- rollbacks and the stable revision --------------------------------------------------------
+# --- what the status says -------------------------------------------------------------------
 
 
-def _records(*entries: tuple[str, int, str]) -> list[records.ObservedObject]:
-    from hooks.core import children
-
-    objects = []
-    for revision, number, created in entries:
-        rendered = children.render_history(
-            set_name="llm",
-            revision=revision,
-            number=number,
-            roles=api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"]).roles,
-            change_cause=None,
-        )
-        objects.append(builders.observe(rendered, created=created))
-    return list(
-        envelope.parse_sync_request(
-            builders.make_request(builders.make_ds(), children=objects)
-        ).children
+def test_a_rollback_says_that_the_hold_does_not_apply() -> None:
+    held = controls.control_of({api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"})
+    note = canary.rollback_note(held, rollback=True, revision=OLD)
+    assert note == (
+        f"a rollback to revision {OLD}, which annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} (25%)"
+        " does not hold"
     )
-
-
-def test_a_target_recorded_before_another_revision_is_a_rollback() -> None:
-    history = _records((OLD, 3, "2026-11-29T10:00:00Z"), (NEW, 2, "2026-11-29T11:00:00Z"))
-    assert canary.is_rollback(OLD, history)
-    assert not canary.is_rollback(NEW, history)
-    assert not canary.is_rollback("dddddddd", history)  # never recorded: something new
-
-
-def test_the_stable_revision_is_what_partitioned_slices_run_alone_latest_first() -> None:
-    history = _records((OLD, 1, "2026-11-29T10:00:00Z"), ("bbbbbbbb", 2, "2026-11-29T10:30:00Z"))
-    slices = {
-        0: builders.parse_children(builders.make_lws("prefill", revision=NEW)),
-        1: builders.parse_children(builders.make_lws("prefill", revision=OLD, slice_index=1)),
-        2: builders.parse_children(
-            builders.make_lws("prefill", revision="bbbbbbbb", slice_index=2)
-        ),
-    }
-    stable = canary.stable_revision(slices, partition=1, target=NEW, history=history)
-    assert stable is not None and stable.revision == "bbbbbbbb"
-    assert [role.name for role in stable.roles] == ["prefill", "decode"]
-    assert canary.stable_revision(slices, partition=3, target=NEW, history=history) is None
+    assert canary.rollback_note(held, rollback=False, revision=OLD) == ""
+    assert canary.rollback_note(controls.Control(), rollback=True, revision=OLD) == ""
 
 
 def test_held_and_partitioned_slices_read_as_standing_on_purpose() -> None:

@@ -806,7 +806,7 @@ def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
                 for index in range(3)
                 for role in ("prefill", "decode")
             ),
-            f"deepseek-{expected}",  # the ControllerRevision of the revision
+            f"deepseek-{expected}",  # the DisaggregatedSetRevision of the revision
         ]
     )
     assert rendered["status"]["revision"] == expected

@@ -39,7 +39,9 @@ def test_well_formed_values(annotations: dict[str, str], expected: dict[str, obj
 @pytest.mark.parametrize(
     ("key", "text", "expected"),
     [
-        (api.ANNOTATION_PAUSED, "yes", {"paused": False}),
+        # Paused, like the canary controls: a mistake never lets a rollout run.
+        (api.ANNOTATION_PAUSED, "yes", {"paused": True}),
+        (api.ANNOTATION_PAUSED, "True", {"paused": True}),
         (api.ANNOTATION_PROGRESS_DEADLINE, "15m", {"deadline_seconds": 1800}),
         (api.ANNOTATION_HISTORY_LIMIT, "-1", {"history_limit": 10}),
         (api.ANNOTATION_HISTORY_LIMIT, "ten", {"history_limit": 10}),
@@ -51,7 +53,7 @@ def test_well_formed_values(annotations: dict[str, str], expected: dict[str, obj
         (api.ANNOTATION_ROLLOUT_HOLD_AT, "2.5%", {"hold_at_percent": 0}),
     ],
 )
-def test_malformed_values_are_reported_and_read_safely(
+def test_issue25_item6_malformed_values_are_reported_and_read_cautiously(
     key: str, text: str, expected: dict[str, object]
 ) -> None:
     control = controls.control_of({key: text})

@@ -44,19 +44,24 @@ def test_a_recorded_child_keeps_its_time_and_waits_out_the_rest_of_its_grace() -
         assert awaited.resync_after == creations.GRACE_SECONDS - 10
 
 
-def test_a_child_missing_past_its_grace_is_a_name_conflict_naming_it() -> None:
+def test_issue25_item7_a_child_missing_past_its_grace_is_not_created_naming_it() -> None:
+    """The hook sees no holder (none is a related object): the reason says what is known, and
+    the message where an operator can find out which (NameConflict is for a holder seen)."""
     awaited = creations.track(
         [LWS, REVISION], {LWS: T0}, asked_before=True, now=later(creations.GRACE_SECONDS)
     )
     assert awaited.missing == {LWS}
     (problem,) = awaited.problems
-    assert problem.reason is api.Reason.NAME_CONFLICT
+    assert problem.reason is api.Reason.CHILD_NOT_CREATED
     assert LWS[1] in problem.message and f"since {T0}" in problem.message
+    for pointer in ("SyncError event", f"kubectl get {LWS[0]} {LWS[1]}", "already exists"):
+        assert pointer in problem.message
+    assert "events say why" not in problem.message
     # The message stays the same on later passes, so a set that stays blocked is not rewritten.
     again = creations.track([LWS], {LWS: T0}, asked_before=True, now=later(10 * 60))
     assert again.problems == awaited.problems
     assert [entry.name for entry in awaited.record] == [REVISION[1], LWS[1]]  # by kind, name
-    # The ControllerRevision's grace starts now; the missing LWS is looked at again as often.
+    # The DisaggregatedSetRevision's grace starts now; the missing LWS is looked at again as often.
     assert awaited.resync_after == creations.GRACE_SECONDS
 
 

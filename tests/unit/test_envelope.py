@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from hooks import api
-from hooks.core import records
+from hooks.core import children, records
+from hooks.gocompat import revision
 from hooks.wire import envelope
 from tests import builders
 from tests.golden import make_fixtures
@@ -281,6 +282,69 @@ def test_malformed_child_raises_request_error() -> None:
         envelope.parse_sync_request(body)
 
 
+def test_controller_revisions_of_an_older_kits_wiring_are_refused_not_left_out() -> None:
+    """The earlier kit kept the history in ControllerRevision children. An answer to a request
+    that still carries them would leave them out and Metacontroller would delete them: the
+    request is refused (nothing changes) until this kit's CompositeController is applied."""
+    body = builders.make_request(builders.make_ds())
+    body["children"]["ControllerRevision.apps/v1"] = {}
+    with pytest.raises(envelope.RequestError, match=r"compositecontrollers\.yaml"):
+        envelope.parse_sync_request(body)
+
+
+def _record() -> builders.JsonObject:
+    spec = api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"])
+    rendered = children.render_history(
+        set_name="llm",
+        revision=revision.of_spec(spec),
+        number=3,
+        roles=spec.roles,
+        change_cause=None,
+    )
+    return builders.observe(rendered)
+
+
+def test_a_record_is_read_from_the_object_never_from_its_last_applied_annotation() -> None:
+    """Anyone who can edit a record can edit the annotation: its roles and numbers are parsed
+    once from the object itself, and it is re-emitted as it is stored (never asking to change
+    its immutable roles)."""
+    record = _record()
+    annotations = record["metadata"]["annotations"]
+    forged = orjson.loads(annotations[api.LAST_APPLIED_ANNOTATION])
+    forged["revision"] = 99
+    forged["roles"][0]["spec"]["replicas"] = 7
+    annotations[api.LAST_APPLIED_ANNOTATION] = orjson.dumps(forged).decode()
+    (item,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[record])
+    ).children
+    assert item.stored is not None and item.stored_error is None
+    assert (item.stored.number, item.stored.first_number, item.stored.completed_as) == (3, 3, None)
+    assert item.stored.roles_json == tuple(record["roles"])
+    assert item.stored.hash == record["metadata"]["labels"][api.LABEL_REVISION]
+    assert item.applied["roles"] == record["roles"] and item.applied["revision"] == 3
+    assert api.LAST_APPLIED_ANNOTATION not in item.applied["metadata"].get("annotations", {})
+
+
+def test_a_record_body_that_is_not_a_records_says_why() -> None:
+    record = _record()
+    record["revision"] = True
+    (item,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[record])
+    ).children
+    assert item.stored is None and item.stored_error is not None
+    assert item.stored_error.startswith("revision:")
+
+
+def test_records_listed_by_kubectl_are_read_as_children_are() -> None:
+    record = _record()
+    (from_request,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[record])
+    ).children
+    assert envelope.parse_records([record]) == (from_request,)
+    with pytest.raises(envelope.RequestError):
+        envelope.parse_records([{"metadata": {}}])
+
+
 def test_empty_maps_and_null_children_groups_are_accepted() -> None:
     body = builders.make_request(builders.make_ds())
     body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"] = None
@@ -353,7 +417,7 @@ def test_a_steady_set_answers_its_observed_state() -> None:
 
 
 def test_a_first_sync_creates_every_child_and_writes_the_status() -> None:
-    # Two LWS, the scaler of the External role and the first ControllerRevision.
+    # Two LWS, the scaler of the External role and the first DisaggregatedSetRevision.
     assert _writes("ds-sync-first.json") == {"create": 4, "update": 0, "delete": 0, "status": 1}
 
 

@@ -1,19 +1,26 @@
-"""The revision history (`hooks.core.history`): numbering, change-cause, pruning, conflicts."""
+"""The revision history (`hooks.core.history`): which records count, numbering, `completedAs`,
+pruning, rollbacks, the stable revision, and records that are forged, tied or numbered past what a
+history holds (issue 25, items 3, 4, 5 and 10)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+import pytest
 
 from hooks import api
 from hooks.core import children, history, records
+from hooks.gocompat import revision
 from hooks.wire import envelope
 from tests import builders
 
 JsonObject = dict[str, Any]
 SET = "llm"
+V1, V2, V3 = (f"vllm/vllm-openai:v0.{minor}.0" for minor in (11, 12, 13))
 
 
-def _spec(image: str = "vllm/vllm-openai:v0.11.0") -> api.DisaggregatedSetSpec:
+def _spec(image: str = V1) -> api.DisaggregatedSetSpec:
     ds = builders.make_ds(
         roles=[
             builders.make_role("prefill", replicas=2, image=image),
@@ -23,13 +30,38 @@ def _spec(image: str = "vllm/vllm-openai:v0.11.0") -> api.DisaggregatedSetSpec:
     return api.DisaggregatedSetSpec.model_validate(ds["spec"])
 
 
-def _record(revision: str, number: int, *, name: str | None = None) -> JsonObject:
+def _hash(image: str) -> str:
+    return revision.of_spec(_spec(image))
+
+
+A, B, C = _hash(V1), _hash(V2), _hash(V3)
+
+
+def _record(
+    image: str,
+    number: int,
+    *,
+    first: int | None = None,
+    completed: int | None = None,
+    name: str | None = None,
+    label: str | None = None,
+    created: str = builders.CREATED,
+) -> JsonObject:
     rendered = children.render_history(
-        set_name=SET, revision=revision, number=number, roles=_spec().roles, change_cause=None
+        set_name=SET,
+        revision=_hash(image),
+        number=first or number,
+        roles=_spec(image).roles,
+        change_cause=None,
     )
+    rendered["revision"] = number
+    if completed is not None:
+        rendered["completedAs"] = completed
     if name is not None:
         rendered["metadata"]["name"] = name
-    return builders.observe(rendered)
+    if label is not None:
+        rendered["metadata"]["labels"][api.LABEL_REVISION] = label
+    return builders.observe(rendered, created=created)
 
 
 def _parse(*objects: JsonObject) -> list[records.ObservedObject]:
@@ -37,24 +69,30 @@ def _parse(*objects: JsonObject) -> list[records.ObservedObject]:
     return list(envelope.parse_sync_request(request).children)
 
 
+def _read(*objects: JsonObject) -> history.History:
+    observed = [item for item in _parse(*objects) if item.kind is records.ChildKind.REVISION]
+    return history.read(observed, set_name=SET, set_uid=builders.DS_UID)
+
+
 def _plan(
     target: str,
     *objects: JsonObject,
-    lws: tuple[JsonObject, ...] = (),
+    in_use: frozenset[str] = frozenset(),
     limit: int = 10,
     annotations: dict[str, str] | None = None,
     foreign: frozenset[str] = frozenset(),
+    complete: bool = False,
 ) -> history.HistoryPlan:
-    observed = _parse(*objects, *lws)
     return history.plan(
+        _read(*objects),
         set_name=SET,
         spec=_spec(),
         target=target,
-        observed=[item for item in observed if item.kind is records.ChildKind.REVISION],
-        lws=[item for item in observed if item.kind is records.ChildKind.LWS],
+        in_use=in_use,
         foreign_names=foreign,
         annotations=annotations or {},
         limit=limit,
+        complete=complete,
     )
 
 
@@ -62,17 +100,20 @@ def _numbers(plan: history.HistoryPlan) -> dict[str, int]:
     return {child["metadata"]["name"]: child["revision"] for child in plan.children}
 
 
+# --- numbering, change-cause, completedAs, pruning ------------------------------------------------
+
+
 def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored() -> None:
-    plan = _plan("aaaaaaaa")
+    plan = _plan(A)
     (record,) = plan.children
-    assert record["apiVersion"] == "apps/v1" and record["kind"] == "ControllerRevision"
+    assert record["apiVersion"] == api.API_VERSION and record["kind"] == api.REVISION_KIND
     assert record["metadata"] == {
-        "name": "llm-aaaaaaaa",
-        "labels": {api.LABEL_NAME: SET, api.LABEL_REVISION: "aaaaaaaa"},
+        "name": f"llm-{A}",
+        "labels": {api.LABEL_NAME: SET, api.LABEL_REVISION: A},
     }
-    assert record["revision"] == 1
+    assert (record["revision"], record["firstRevision"]) == (1, 1) and "completedAs" not in record
     roles = _spec().roles
-    assert record["data"]["roles"] == [
+    assert record["roles"] == [
         {"name": "prefill", "spec": roles[0].spec},
         {"name": "decode", "scaling": {"mode": "External"}, "spec": roles[1].spec},
     ]
@@ -80,75 +121,266 @@ def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored()
 
 
 def test_a_new_revision_gets_the_next_number_and_the_old_one_stays() -> None:
-    plan = _plan("bbbbbbbb", _record("aaaaaaaa", 1))
-    assert _numbers(plan) == {"llm-aaaaaaaa": 1, "llm-bbbbbbbb": 2}
+    plan = _plan(B, _record(V1, 1))
+    assert _numbers(plan) == {f"llm-{A}": 1, f"llm-{B}": 2}
 
 
-def test_the_current_revision_keeps_its_number_and_data() -> None:
-    current = _record("bbbbbbbb", 2)
-    plan = _plan("bbbbbbbb", _record("aaaaaaaa", 1), current)
-    (kept,) = [c for c in plan.children if c["metadata"]["name"] == "llm-bbbbbbbb"]
+def test_the_current_revision_keeps_its_number_and_roles() -> None:
+    current = _record(V2, 2)
+    plan = _plan(B, _record(V1, 1), current)
+    (kept,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{B}"]
     (observed,) = _parse(current)
     assert kept == observed.applied
 
 
-def test_a_revert_gives_the_old_record_the_next_number_with_its_data_unchanged() -> None:
-    old = _record("aaaaaaaa", 1)
-    plan = _plan("aaaaaaaa", old, _record("bbbbbbbb", 2))
-    assert _numbers(plan) == {"llm-aaaaaaaa": 3, "llm-bbbbbbbb": 2}
-    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == "llm-aaaaaaaa"]
-    assert reverted["data"] == old["data"]
+def test_a_revert_gives_the_old_record_the_next_number_and_keeps_its_first_and_roles() -> None:
+    old = _record(V1, 1)
+    plan = _plan(A, old, _record(V2, 2))
+    assert _numbers(plan) == {f"llm-{A}": 3, f"llm-{B}": 2}
+    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert reverted["roles"] == old["roles"] and reverted["firstRevision"] == 1
 
 
 def test_the_change_cause_is_copied_when_a_revision_gets_its_number() -> None:
     cause = {api.CHANGE_CAUSE_ANNOTATION: "vllm 0.11 with speculative decoding"}
-    (new,) = _plan("aaaaaaaa", annotations=cause).children
+    (new,) = _plan(A, annotations=cause).children
     assert new["metadata"]["annotations"] == cause
-    plan = _plan("aaaaaaaa", _record("aaaaaaaa", 1), _record("bbbbbbbb", 2), annotations=cause)
-    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == "llm-aaaaaaaa"]
+    plan = _plan(A, _record(V1, 1), _record(V2, 2), annotations=cause)
+    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
     assert reverted["metadata"]["annotations"] == cause
     # A record that keeps its number keeps its annotations: the cause is of its own time.
     later = {api.CHANGE_CAUSE_ANNOTATION: "scaled decode"}
-    (kept,) = _plan("aaaaaaaa", _record("aaaaaaaa", 1), annotations=later).children
+    (kept,) = _plan(A, _record(V1, 1), annotations=later).children
     assert "annotations" not in kept["metadata"]
 
 
+def test_the_target_records_its_number_when_every_slice_runs_it() -> None:
+    (fresh,) = _plan(A, complete=True).children
+    assert fresh["completedAs"] == 1
+    (marked,) = _plan(A, _record(V1, 1), complete=True).children
+    assert marked["completedAs"] == 1
+    (kept,) = _plan(A, _record(V1, 3, first=1, completed=1), complete=False).children
+    assert (kept["revision"], kept["completedAs"]) == (3, 1)
+    back = _plan(A, _record(V1, 1, completed=1), _record(V2, 2, completed=2), complete=True)
+    (renumbered,) = [c for c in back.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert (renumbered["revision"], renumbered["completedAs"]) == (3, 3)
+
+
 def test_old_revisions_past_the_limit_go_oldest_first() -> None:
-    records_ = [_record(f"{n:08x}", n) for n in range(1, 6)]  # 1..5; the target is 5
-    plan = _plan(f"{5:08x}", *records_, limit=2)
-    assert plan.pruned == ("llm-00000001", "llm-00000002")
-    assert set(_numbers(plan)) == {"llm-00000003", "llm-00000004", "llm-00000005"}
+    images = [f"example/server:v{n}" for n in range(1, 6)]
+    objects = [_record(image, n) for n, image in enumerate(images, start=1)]
+    target = _hash(images[-1])
+    plan = _plan(target, *objects, limit=2)
+    assert plan.pruned == (f"llm-{_hash(images[0])}", f"llm-{_hash(images[1])}")
+    assert len(plan.children) == 3
 
 
 def test_a_revision_that_still_has_lws_is_never_pruned_but_counts() -> None:
-    records_ = [_record(f"{n:08x}", n) for n in range(1, 5)]  # target 4, three old
-    serving = builders.make_lws("prefill", revision=f"{1:08x}", replicas=2)
-    plan = _plan(f"{4:08x}", *records_, lws=(serving,), limit=1)
+    images = [f"example/server:v{n}" for n in range(1, 5)]
+    objects = [_record(image, n) for n, image in enumerate(images, start=1)]
+    hashes = [_hash(image) for image in images]
+    plan = _plan(hashes[3], *objects, in_use=frozenset({hashes[0]}), limit=1)
     # Old: 1 (in use), 2, 3; two too many: 1 is skipped, so 2 and 3 go.
-    assert plan.pruned == ("llm-00000002", "llm-00000003")
-    assert "llm-00000001" in _numbers(plan)
+    assert plan.pruned == tuple(sorted(f"llm-{h}" for h in hashes[1:3]))
+    assert f"llm-{hashes[0]}" in _numbers(plan)
 
 
 def test_a_limit_of_zero_keeps_only_the_current_revision_and_those_in_use() -> None:
-    plan = _plan("bbbbbbbb", _record("aaaaaaaa", 1), _record("bbbbbbbb", 2), limit=0)
-    assert plan.pruned == ("llm-aaaaaaaa",)
-
-
-def test_a_record_whose_labels_do_not_match_its_name_is_kept_and_never_counted() -> None:
-    odd = _record("aaaaaaaa", 1, name="llm-renamed")
-    plan = _plan("bbbbbbbb", odd, _record("cccccccc", 2), limit=0)
-    assert "llm-renamed" in _numbers(plan)
-    assert plan.pruned == ("llm-cccccccc",)
+    plan = _plan(B, _record(V1, 1), _record(V2, 2), limit=0)
+    assert plan.pruned == (f"llm-{A}",)
 
 
 def test_a_name_held_by_a_foreign_object_is_reported_and_not_created() -> None:
-    plan = _plan("aaaaaaaa", foreign=frozenset({"llm-aaaaaaaa"}))
+    plan = _plan(A, foreign=frozenset({f"llm-{A}"}))
     assert plan.children == ()
     (problem,) = plan.problems
     assert problem.reason is api.Reason.HISTORY_CONFLICT
-    assert "'llm-aaaaaaaa'" in problem.message
+    assert f"'llm-{A}'" in problem.message
 
 
-def test_numbers_that_clash_are_resolved_by_renumbering_the_current_revision() -> None:
-    plan = _plan("aaaaaaaa", _record("aaaaaaaa", 2), _record("bbbbbbbb", 2))
-    assert _numbers(plan) == {"llm-aaaaaaaa": 3, "llm-bbbbbbbb": 2}
+# --- the predicate: which records count (item 3) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        pytest.param(lambda r: r["metadata"].update(name="llm-renamed"), "its name", id="renamed"),
+        pytest.param(
+            lambda r: r["metadata"]["labels"].update({api.LABEL_REVISION: B}),
+            "its name",
+            id="label-of-another-revision",
+        ),
+        pytest.param(
+            lambda r: r["metadata"]["labels"].update({api.LABEL_NAME: "other"}),
+            "label",
+            id="another-sets-name-label",
+        ),
+        pytest.param(
+            lambda r: r["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+                "containers"
+            ][0].update(image="evil/miner:latest"),
+            "hash to revision",
+            id="roles-of-another-template",
+        ),
+        pytest.param(lambda r: r.update(firstRevision=2), "created with number 2", id="first-late"),
+        pytest.param(lambda r: r.update(completedAs=2), "completedAs 2", id="completed-late"),
+        pytest.param(lambda r: r.update(revision=0), "revision", id="number-zero"),
+        pytest.param(lambda r: r.update(revision=2**63 - 1), "revision", id="number-past-int64"),
+        pytest.param(lambda r: r.update(revision="1"), "revision", id="number-a-string"),
+        pytest.param(lambda r: r.pop("firstRevision"), "firstRevision", id="no-first"),
+        pytest.param(lambda r: r.update(roles=[]), "roles", id="no-roles"),
+        pytest.param(
+            lambda r: r["roles"][1].update(name="prefill"), "appears twice", id="a-role-twice"
+        ),
+        pytest.param(lambda r: r["roles"][0].pop("spec"), "roles[0].spec", id="role-without-spec"),
+    ],
+)
+def test_issue25_item3_a_record_counts_only_when_name_labels_and_roles_agree(
+    change: Any, why: str
+) -> None:
+    forged = copy.deepcopy(_record(V1, 1))
+    change(forged)
+    forged["metadata"]["annotations"].pop(api.LAST_APPLIED_ANNOTATION)
+    found = _read(forged)
+    assert found.counted == ()
+    ((item, reason),) = found.uncounted
+    assert why in reason, reason
+    assert item.name == forged["metadata"]["name"]
+
+
+def test_issue25_item3_a_record_another_set_controls_never_counts() -> None:
+    other = builders.observe(
+        children.render_history(
+            set_name=SET, revision=A, number=1, roles=_spec().roles, change_cause=None
+        ),
+        owner_uid="uid-of-another-set",
+    )
+    found = _read(other)
+    assert found.counted == () and "not controlled" in found.uncounted[0][1]
+
+
+def test_issue25_item3_a_record_that_fails_is_kept_as_it_is_never_counted_and_reported() -> None:
+    """Its time in 2099, its number above the others: it changes no number and no decision."""
+    forged = _record(V1, 9, name="llm-zzzzzzzz", label=A, created="2099-01-01T00:00:00Z")
+    plan = _plan(B, _record(V1, 1), _record(V2, 2), forged)
+    (observed_forged,) = [item for item in _parse(forged) if item.name == "llm-zzzzzzzz"]
+    assert observed_forged.applied in plan.children  # exactly as it is
+    assert _numbers(plan)[f"llm-{B}"] == 2  # not renumbered past the forged 9
+    (problem,) = plan.problems
+    assert problem.reason is api.Reason.INVALID_HISTORY
+    assert "'llm-zzzzzzzz'" in problem.message
+    assert not _read(_record(V1, 1), _record(V2, 2), forged).is_rollback(B)
+
+
+def test_issue25_item3_a_record_whose_labels_do_not_match_its_name_keeps_its_slot() -> None:
+    """The record the target needs is named `<set>-<target>`; when one that does not count
+    holds that name, it is kept as it is and no record of the target is created."""
+    forged = _record(V1, 1, name=f"llm-{B}")
+    plan = _plan(B, forged)
+    assert [child["metadata"]["name"] for child in plan.children] == [f"llm-{B}"]
+    assert plan.children[0]["roles"] == forged["roles"]
+    assert [problem.reason for problem in plan.problems] == [api.Reason.INVALID_HISTORY]
+
+
+# --- two records with one number (item 4) --------------------------------------------------------
+
+
+def test_issue25_item4_two_records_with_one_number_hold_the_history_and_name_both() -> None:
+    tied = (_record(V1, 2), _record(V2, 2), _record(V3, 1))
+    found = _read(*tied)
+    assert not found.is_ordered
+    assert not found.is_rollback(A) and not found.is_rollback(B)
+    assert found.stable(C, spec_roles=(), running=frozenset()) is None
+    plan = _plan(C, *tied, limit=0, complete=True)
+    observed = [item.applied for item in _parse(*tied)]
+    assert sorted(plan.children, key=str) == sorted(observed, key=str)  # nothing moves
+    assert plan.pruned == ()
+    (problem,) = plan.problems
+    assert problem.reason is api.Reason.INVALID_HISTORY
+    assert f"'llm-{A}'" in problem.message and f"'llm-{B}'" in problem.message
+
+
+# --- numbers past what a history holds (item 5) ------------------------------------------------
+
+
+def test_issue25_item5_a_record_at_the_highest_number_stops_numbering_and_is_named() -> None:
+    top = _record(V1, api.MAX_HISTORY_NUMBER)
+    plan = _plan(B, top)
+    assert _numbers(plan) == {f"llm-{A}": api.MAX_HISTORY_NUMBER}
+    (problem,) = plan.problems
+    assert problem.reason is api.Reason.INVALID_HISTORY and f"'llm-{A}'" in problem.message
+    assert all(child["revision"] <= api.MAX_HISTORY_NUMBER for child in plan.children)
+
+
+def test_issue25_item5_a_number_past_what_a_history_holds_is_an_untrusted_record() -> None:
+    huge = _record(V1, 2**63 - 1)
+    plan = _plan(B, huge)
+    assert _numbers(plan) == {f"llm-{A}": 2**63 - 1, f"llm-{B}": 1}
+    assert [problem.reason for problem in plan.problems] == [api.Reason.INVALID_HISTORY]
+
+
+# --- rollbacks (item 10) ---------------------------------------------------------------------
+
+
+def test_a_target_first_recorded_before_another_revisions_number_is_a_rollback() -> None:
+    found = _read(_record(V1, 3, first=1), _record(V2, 2))
+    assert found.is_rollback(A)  # renumbered 3 by the move back: first recorded as 1
+    assert found.is_rollback(B)  # B ran (2) before the set moved back to A (3)
+    assert not found.is_rollback(C)  # never recorded: something new
+    assert not _read(_record(V1, 1), _record(V2, 2)).is_rollback(B)
+
+
+def test_issue25_item10_a_record_created_again_after_pruning_is_a_rollback_by_its_numbers() -> None:
+    """Limit 1: A ran (1), then B (2), then C (3), A was pruned; A was run again (its record
+    created anew as 4), then C again (renumbered 5). Moving back to A is a rollback although
+    A's record object is newer than C's."""
+    found = _read(
+        _record(V3, 5, first=3, created="2026-11-29T10:00:00Z"),
+        _record(V1, 4, created="2026-11-29T11:00:00Z"),
+    )
+    assert found.is_rollback(A)
+
+
+def test_issue25_item10_creation_times_decide_nothing() -> None:
+    for created in ("1999-01-01T00:00:00Z", "2099-01-01T00:00:00Z", "not a time"):
+        found = _read(_record(V1, 1, created=created), _record(V2, 2))
+        assert not found.is_rollback(B) and found.is_rollback(A)
+
+
+# --- the stable revision (item 1) ----------------------------------------------------------
+
+
+def test_the_stable_revision_is_the_one_every_slice_ran_last_before_this_rollout() -> None:
+    running = frozenset({A, B, C})
+    found = _read(_record(V1, 1, completed=1), _record(V2, 2), _record(V3, 3))
+    stable = found.stable(C, spec_roles=_spec(V3).roles, running=running)
+    assert stable is not None and stable.revision == A
+    assert stable.roles == tuple(_spec(V1).roles)
+    # B ran everywhere during its own rollout (its slices past the partition were removed):
+    # not before that rollout began, so A stays the stable one.
+    during = _read(_record(V1, 1, completed=1), _record(V2, 2, completed=2))
+    stable = during.stable(B, spec_roles=_spec(V2).roles, running=running)
+    assert stable is not None and stable.revision == A
+    # Back to A from B, which every slice ran since: B is the stable one.
+    back = _read(_record(V1, 3, first=1, completed=1), _record(V2, 2, completed=2))
+    stable = back.stable(A, spec_roles=_spec(V1).roles, running=running)
+    assert stable is not None and stable.revision == B
+    # Back to A, which every slice ran last: A (the spec's roles).
+    again = _read(_record(V1, 3, first=1, completed=1), _record(V2, 2))
+    stable = again.stable(A, spec_roles=_spec(V1).roles, running=running)
+    assert stable is not None and (stable.revision, stable.roles) == (A, tuple(_spec(V1).roles))
+    # Two records claiming one completion: the history cannot tell.
+    tied = _read(_record(V1, 2, first=1, completed=2), _record(V2, 3, first=2, completed=2))
+    assert tied.stable(C, spec_roles=(), running=running) is None
+
+
+def test_the_stable_revision_is_the_target_only_while_nothing_else_was_recorded_or_runs() -> None:
+    roles = _spec(V2).roles
+    stable = _read().stable(B, spec_roles=roles, running=frozenset())
+    assert stable is not None and (stable.revision, stable.roles) == (B, tuple(roles))
+    assert _read(_record(V2, 1)).stable(B, spec_roles=roles, running=frozenset({B})) is not None
+    assert _read(_record(V2, 1)).stable(B, spec_roles=roles, running=frozenset({A})) is None
+    assert (
+        _read(_record(V1, 1), _record(V2, 2)).stable(B, spec_roles=roles, running=frozenset())
+        is None
+    )

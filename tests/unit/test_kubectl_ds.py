@@ -213,9 +213,8 @@ def a_set(
 def record(
     roles_: list[JsonObject], number: int, *, cause: str | None = None, label: str | None = None
 ) -> JsonObject:
-    """A ControllerRevision as the hooks write it and the API server returns it."""
-    parsed = api.recorded_roles({"roles": roles_})
-    assert parsed is not None
+    """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
+    parsed = [api.Role.model_validate(role) for role in roles_]
     name = revision_of(roles_) if label is None else label
     desired = children.render_history(
         set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
@@ -254,7 +253,7 @@ def test_connection_flags_go_to_kubectl_before_or_after_the_command(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     code, _, _ = run(
         capsys, "--kubeconfig", "/tmp/kc", "--context=lab", "rollout", "history", "llm", "-n", "ml"
     )
@@ -275,7 +274,7 @@ def test_without_connection_flags_kubectl_gets_none(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     assert run(capsys, "rollout", "history", "llm")[0] == 0
     assert kubectl.calls()[0]["argv"][0] == "get"
 
@@ -384,7 +383,7 @@ def test_history_lists_the_records_by_number_with_the_current_one_marked(
     renamed["metadata"]["name"] = "llm-renamed"
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(
             record(roles(V1), 3, cause="back to 0.11"),
             foreign,
@@ -393,7 +392,13 @@ def test_history_lists_the_records_by_number_with_the_current_one_marked(
         ),
     )
     code, out, err = run(capsys, "rollout", "history", "llm")
-    assert (code, err) == (0, "")
+    # The record another object controls is not the set's; the renamed one does not count.
+    assert (code, err) == (
+        0,
+        "kubectl ds rollout history: note: llm-renamed is not counted: its name is not"
+        " <set>-<its label disaggregatedset.x-k8s.io/revision> "
+        f"({revision_of(roles(V3))!r})\n",
+    )
     first, second = revision_of(roles(V2)), revision_of(roles(V1))
     assert out.splitlines() == [
         "REVISION  HASH      CHANGE-CAUSE  CREATED",
@@ -406,7 +411,7 @@ def test_history_notes_a_spec_revision_not_recorded_yet(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(roles(V1), 1)))
     code, out, err = run(capsys, "rollout", "history", "llm")
     assert code == 0 and "(current)" not in out
     assert err == (
@@ -420,7 +425,7 @@ def test_history_of_one_revision_prints_its_roles_and_templates(
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(record(roles(V1), 1, cause="first"), record(roles(V2), 2)),
     )
     code, out, _ = run(capsys, "rollout", "history", "llm", "--revision", "1")
@@ -435,7 +440,9 @@ def test_history_of_an_unknown_revision_names_the_known_ones(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     code, _, err = run(capsys, "rollout", "history", "llm", "--revision", "7")
     assert (code, err) == (
         1,
@@ -447,7 +454,7 @@ def test_a_set_without_history_says_so(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer("get controllerrevisions", listing())
+    kubectl.answer("get disaggregatedsetrevisions", listing())
     assert run(capsys, "rollout", "history", "llm")[:2] == (
         0,
         "No rollout history found for llm.\n",
@@ -470,7 +477,7 @@ def test_undo_restores_the_previous_templates_and_keeps_replicas_and_scaling(
     now[0]["metadata"] = {"labels": {"team": "serving"}}
     live = a_set(now)
     kubectl.answer("get disaggregatedsets", live)
-    kubectl.answer("get controllerrevisions", listing(record(old, 1), record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(old, 1), record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, err) == (0, "")
@@ -506,14 +513,14 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     live = a_set(now)
     kubectl.answer("get disaggregatedsets", live)
     recorded = record(old, 1)
-    kubectl.answer("get controllerrevisions", listing(recorded, record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(recorded, record(now, 2)))
     kubectl.answer("get leaderworkersets", listing())
     code, out, _ = run(capsys, "rollout", "undo", "llm")
     assert code == 0
     restored = kubectl.written(live)["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
-    assert restored[2] == recorded["data"]["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2] == recorded["roles"][2]  # name, metadata, scaling, spec
     assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
     assert revision_of(restored) == revision_of(old)
     assert "  role encode: added back as revision 1 records it" in out
@@ -528,7 +535,7 @@ def test_undo_to_a_given_revision_and_the_change_cause_follows_it(
     live = a_set(now, annotations={api.CHANGE_CAUSE_ANNOTATION: "v3"})
     kubectl.answer("get disaggregatedsets", live)
     kubectl.answer(
-        "get controllerrevisions",
+        "get disaggregatedsetrevisions",
         listing(record(roles(V1), 1, cause="v1"), record(roles(V2), 2), record(now, 3, cause="v3")),
     )
     kubectl.answer(
@@ -553,7 +560,9 @@ def test_undo_with_the_current_revision_unrecorded_goes_to_the_latest_record(
 ) -> None:
     live = a_set(roles(V3))
     kubectl.answer("get disaggregatedsets", live)
-    kubectl.answer("get controllerrevisions", listing(record(roles(V2), 1), record(roles(V1), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V2), 1), record(roles(V1), 2))
+    )
     kubectl.answer("get leaderworkersets", listing())
     assert run(capsys, "rollout", "undo", "llm")[0] == 0
     assert revision_of(kubectl.written(live)["spec"]["roles"]) == revision_of(roles(V1))
@@ -572,7 +581,7 @@ def test_undo_refuses_an_unknown_or_current_revision_and_writes_nothing(
 ) -> None:
     now = roles(V2)
     kubectl.answer("get disaggregatedsets", a_set(now))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(now, 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(now, 2)))
     code, out, err = run(capsys, "rollout", "undo", "llm", *argv)
     assert (code, out) == (1, "")
     assert err == f"kubectl ds rollout undo: error: {message.format(now=revision_of(now))}\n"
@@ -584,7 +593,7 @@ def test_undo_refuses_without_an_earlier_revision(
 ) -> None:
     now = roles(V1)
     kubectl.answer("get disaggregatedsets", a_set(now))
-    kubectl.answer("get controllerrevisions", listing(record(now, 1)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(record(now, 1)))
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 1
     assert err == (
@@ -593,17 +602,39 @@ def test_undo_refuses_without_an_earlier_revision(
     )
 
 
-def test_undo_refuses_a_record_whose_roles_do_not_hash_to_its_revision(
+def test_issue25_item3_undo_never_restores_a_record_that_does_not_count(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A record named and labelled 0badc0de whose roles hash to another revision: the plugin
+    reads records with the hooks' predicate, so it is neither listed nor restored."""
     forged = record(roles(V1), 1, label="0badc0de")
+    forged["metadata"]["name"] = "llm-0badc0de"
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
-    kubectl.answer("get controllerrevisions", listing(forged, record(roles(V2), 2)))
+    kubectl.answer("get disaggregatedsetrevisions", listing(forged, record(roles(V2), 2)))
     code, _, err = run(capsys, "rollout", "undo", "llm")
     assert code == 1
     assert err == (
-        "kubectl ds rollout undo: error: the restored spec hashes to revision "
-        f"{revision_of(roles(V1))}, not to the recorded 0badc0de; nothing was changed\n"
+        "kubectl ds rollout undo: note: llm-0badc0de is not counted: the roles it stores hash to"
+        f" revision {revision_of(roles(V1))}, not 0badc0de\n"
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(roles(V2))}) in the history\n"
+    )
+    assert "patch" not in kubectl.verbs()
+
+
+def test_issue25_item4_undo_refuses_a_history_with_two_records_of_one_number(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V3)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 2), record(roles(V2), 2))
+    )
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    first, second = sorted(revision_of(roles(image)) for image in (V1, V2))
+    assert err.endswith(
+        "kubectl ds rollout undo: error: the history cannot tell which revision is newer"
+        f" (llm-{first} and llm-{second} both hold number 2): nothing was changed\n"
     )
     assert "patch" not in kubectl.verbs()
 
@@ -614,7 +645,9 @@ def test_undo_reports_a_set_changed_meanwhile(
     changed = a_set(roles(V2))
     changed["metadata"]["resourceVersion"] = "4712"
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     kubectl.answer("get leaderworkersets", listing())
     kubectl.fail(
         "patch disaggregatedsets",
@@ -635,7 +668,9 @@ def test_undo_while_paused_says_once_that_the_rollback_starts_on_resume(
     at once and that the rollback starts on resume."""
     paused = {api.ANNOTATION_PAUSED: "true"}
     kubectl.answer("get disaggregatedsets", a_set(roles(V2), annotations=paused))
-    kubectl.answer("get controllerrevisions", listing(record(roles(V1), 1), record(roles(V2), 2)))
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
     kubectl.answer(
         "get leaderworkersets",
         listing(builders.make_lws("prefill", revision=revision_of(roles(V1)))),
@@ -703,6 +738,36 @@ def test_status_prints_progress_as_it_changes_and_exits_0_once_available(
         f"llm successfully rolled out to revision {new}",
     ]
     assert clock.slept == [1.0, 1.0, 1.0]
+
+
+def test_issue25_item10_status_says_when_a_hold_does_not_apply_to_a_rollback(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hooks say in Progressing that the target is a rollback, which the hold does not
+    hold; `rollout status` prints it while it waits."""
+    old, new = revision_of(roles(V2)), revision_of(roles(V1))
+    note = (
+        f"Waiting for prefill: 1 updated (a rollback to revision {new}, which annotation"
+        f" {api.ANNOTATION_ROLLOUT_HOLD_AT} (25%) does not hold)"
+    )
+    rolling = a_set(
+        roles(V1),
+        conditions=progressing("True", "RolloutInProgress", note),
+        annotations={api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"},
+        rollout={
+            "revision": new,
+            "slices": [{"index": 0, "phase": "Rolling", "revisions": [old, new]}],
+        },
+    )
+    kubectl.answer("get disaggregatedsets", rolling, a_set(roles(V1), conditions=AVAILABLE))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", old, 1, 1), lws("prefill", new, 1, 1)),
+        listing(lws("prefill", new, 2, 2), lws("decode", new, 1, 1)),
+    )
+    code, out, _ = run(capsys, "rollout", "status", "llm", clock=FakeClock())
+    assert code == 0
+    assert out.splitlines()[0] == f"waiting for llm to roll out to revision {new}: {note}"
 
 
 def test_status_waits_for_the_controller_to_see_the_generation(

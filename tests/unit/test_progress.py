@@ -84,7 +84,7 @@ def recorded(time: str = T0, ready: int = 1, updated: int = 2) -> records.Observ
         ({}, False, 1800, 0),
         ({api.ANNOTATION_PAUSED: "true"}, True, 1800, 0),
         ({api.ANNOTATION_PAUSED: "false"}, False, 1800, 0),
-        ({api.ANNOTATION_PAUSED: "yes"}, False, 1800, 1),
+        ({api.ANNOTATION_PAUSED: "yes"}, True, 1800, 1),
         ({api.ANNOTATION_PROGRESS_DEADLINE: "600"}, False, 600, 0),
         ({api.ANNOTATION_PROGRESS_DEADLINE: "0"}, False, 0, 0),
         ({api.ANNOTATION_PROGRESS_DEADLINE: "10m"}, False, 1800, 1),

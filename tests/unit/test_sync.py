@@ -165,9 +165,9 @@ def customize(ds: JsonObject) -> list[JsonObject]:
 
 def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None:
     """An LWS the first pass of a rollout asked for and that is still not observed after the
-    grace: an object the set does not see holds the name (Metacontroller's create found it
-    taken). The role waits, Degraded names the LWS, every serving child stays, and the LWS
-    stays in the answer for when the name is free."""
+    grace: an object the set does not see holds the name, or the API server refuses it. The role
+    waits, Degraded (ChildNotCreated) names the LWS, every serving child stays, and the LWS stays
+    in the answer for when it can be created."""
     request = settled()
     template = request["parent"]["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]
     template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
@@ -192,7 +192,7 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
     rendered = envelope.render_answer(result.answer)
     degraded = next(c for c in rendered["status"]["conditions"] if c["type"] == "Degraded")
-    assert degraded["status"] == "True" and degraded["reason"] == "NameConflict"
+    assert degraded["status"] == "True" and degraded["reason"] == "ChildNotCreated"
     assert wanted in degraded["message"]
     assert rendered["status"]["creating"] == second["status"]["creating"]
     assert rendered["resyncAfterSeconds"] == creations.GRACE_SECONDS
@@ -205,9 +205,9 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
 
 
 def test_customize_asks_for_nothing_without_external_roles() -> None:
-    """LWS, Services and ControllerRevisions are not related objects: a rule for them would cost
-    Metacontroller a pass over every parent per event (a missing child is found from the
-    status instead, `hooks.core.creations`)."""
+    """LWS, Services and DisaggregatedSetRevisions are not related objects: a rule for them
+    would cost Metacontroller a pass over every parent per event (a missing child is found from
+    the status instead, `hooks.core.creations`)."""
     ds = make_ds(roles=[make_role("prefill"), make_role("decode")], slices=2)
     assert customize(ds) == []
 

@@ -82,7 +82,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import audit, peer  # noqa: E402 (needs the root on sys.path)
-from tests.cluster import assets, kube, processes, sets  # noqa: E402 (as above)
+from tests.cluster import assets, kube, processes, sets, upstream  # noqa: E402 (as above)
 from tests.cluster.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
 from tests.cluster.lws import FakeLwsController  # noqa: E402 (as above)
 
@@ -389,18 +389,18 @@ class Ours(Stack):
 
 class Upstream(Stack):
     label = "upstream"
-    controllers = (peer.NAME,)
+    controllers = (upstream.NAME,)
     processes = (*controllers, "kube-apiserver", "etcd")
 
     def __init__(self, plane: ControlPlane) -> None:
-        super().__init__(plane, user_agent=peer.USER_AGENT)
-        self._reconciles = peer.ReconcileCounter(plane.running[peer.NAME].log)
+        super().__init__(plane, user_agent=upstream.USER_AGENT)
+        self._reconciles = peer.ReconcileCounter(plane.running[upstream.NAME].log)
 
     def syncs(self) -> float:
         return self._reconciles.read()[0]
 
     def calls(self, since: float, until: float) -> list[Event]:
-        log = self.plane.running[peer.NAME].log
+        log = self.plane.running[upstream.NAME].log
         return [
             Event(at, "peer", name, what) for at, name, what in peer.log_events(log, since, until)
         ]
@@ -837,11 +837,9 @@ def run_upstream(
 ) -> Run:
     """Upstream's controller on a fresh control plane, with the same workload as `run`."""
     workdir = Path(tempfile.mkdtemp(prefix="ds-bench-peer-"))
-    plane = ControlPlane.start_bare(
-        assets.find_assets(), workdir, crds=peer.UPSTREAM_CRDS, audit=True
-    )
+    plane = ControlPlane.start_bare(assets.find_assets(), workdir, crds=upstream.CRDS, audit=True)
     try:
-        peer.start_peer(plane, binary, max_concurrent_reconciles=reconciles)
+        upstream.start(plane, binary, max_concurrent_reconciles=reconciles)
     except BaseException:
         plane.stop()
         raise

@@ -181,12 +181,11 @@ class ControlPlane:
     def _start(self, certificates: Certificates, *, pprof: bool) -> None:
         self.install_crds_from(self.assets.metacontroller_crds)
         self.install_crds_from(self.assets.lws_crd)
-        self.hook_port = processes.free_port()
         self.start_hooks()
         self.install_kit()
         self._wait_for_crds()
         self._start_controller_manager(certificates)
-        self._start_metacontroller(pprof=pprof)
+        self.start_metacontroller(pprof=pprof)
 
     def _start_bare(self, certificates: Certificates, crds: Sequence[Path]) -> None:
         for path in (self.assets.lws_crd, *crds):
@@ -215,6 +214,10 @@ class ControlPlane:
         process = processes.start(name, command, log_dir=self.workdir, env=env)
         self.running[name] = process
         return process
+
+    def stop_process(self, name: str) -> None:
+        """Stop a program started with `start_process` (SIGTERM, then SIGKILL); its log stays."""
+        self.running.pop(name).stop()
 
     # --- etcd and the API server ------------------------------------------------------------
 
@@ -330,7 +333,8 @@ class ControlPlane:
             kcm, lambda: processes.is_listening(port), timeout=START_TIMEOUT_SECONDS
         )
 
-    def _start_metacontroller(self, *, pprof: bool) -> None:
+    def start_metacontroller(self, *, pprof: bool = False) -> None:
+        """Start Metacontroller (its CRDs must exist) and wait until it is ready."""
         metrics_port, probe_port = processes.free_port(), processes.free_port()
         self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         pprof_address = "0"
@@ -372,7 +376,10 @@ class ControlPlane:
         return f"http://127.0.0.1:{self.hook_port}"
 
     def start_hooks(self) -> None:
-        """Start `python -m hooks serve` on the hook port and wait for /healthz."""
+        """Start `python -m hooks serve` on the hook port (a free one the first time) and wait for
+        /healthz."""
+        if not self.hook_port:
+            self.hook_port = processes.free_port()
         tmp = self.workdir / "hooks-tmp"
         tmp.mkdir(exist_ok=True)
         hooks = self.start_process(

@@ -90,6 +90,7 @@ from hooks.api.models import (
     RolloutStatus,
     ScalingMode,
     Violation,
+    json_names,
     recorded_roles,
 )
 
@@ -166,5 +167,6 @@ __all__ = [
     "RolloutStatus",
     "ScalingMode",
     "Violation",
+    "json_names",
     "recorded_roles",
 ]

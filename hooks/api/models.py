@@ -421,6 +421,11 @@ class DisaggregatedSetRoleScalerStatus(_Model):
     """Ready: True (reason Bound) when the owning set exists and the role is External."""
 
 
+def json_names(model: type[BaseModel]) -> frozenset[str]:
+    """The JSON names of a model's fields (their camelCase aliases)."""
+    return frozenset(info.alias or name for name, info in model.model_fields.items())
+
+
 _RECORDED_ROLES: Final = TypeAdapter(list[Role])
 
 

@@ -149,6 +149,8 @@ class ScalerParent:
     owner_uid: str | None
     spec_replicas: int
     conditions: tuple[ObservedCondition, ...]
+    status: api.JsonObject = field(default_factory=dict)
+    """The observed status as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +160,10 @@ class SyncRequest:
     parent: Parent
     children: tuple[ObservedObject, ...]
     related: tuple[ObservedObject, ...]
+    unknown_children: tuple[api.JsonObject, ...] = ()
+    """Children of kinds this version does not know (a newer version's CompositeController
+    lists them, while both versions answer during an upgrade), as they were last applied:
+    answered unchanged, never deleted. Sorted by kind and name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +218,9 @@ class SyncAnswer:
     status: Status
     children: tuple[api.JsonObject, ...] = ()
     resync_after_seconds: float | None = None
+    status_kept: api.JsonObject = field(default_factory=dict)
+    """Fields of the observed status this version does not compute (a newer version writes
+    them), answered as they are beside `status`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ def _reconcile(
         )
         for index in range(spec.slices)
     ]
-    answer = _collect(request.children, plan, results)
+    answer = _collect(request, plan, results)
     ordered = answer.checked_children()
     awaited = creations.track(
         answer.requested(),
@@ -102,8 +102,11 @@ def _reconcile(
     )
     set_status, verdict = _status(request, plan, results, answer, awaited, now=now)
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
+    kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
     return records.HookResult(
-        answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
+        answer=records.SyncAnswer(
+            status=set_status, children=ordered, resync_after_seconds=resync, status_kept=kept
+        ),
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -198,10 +201,13 @@ def _stable(
 
 
 def _collect(
-    observed: Objects, plan: _SetPlan, results: Sequence[slices.SliceResult]
+    request: records.SyncRequest, plan: _SetPlan, results: Sequence[slices.SliceResult]
 ) -> desired.DesiredChildren:
-    """The answer: scalers, children of removed or unparsable slices, and every slice's part."""
-    answer = desired.DesiredChildren(observed)
+    """The answer: children of kinds this version does not know, scalers, children of removed or
+    unparsable slices, and every slice's part."""
+    answer = desired.DesiredChildren(request.children)
+    for child in request.unknown_children:
+        answer.keep(child)
     for item in (*plan.lws.removed, *plan.services.removed):
         answer.allow_deletion(desired.key_of(item))
     for name in plan.scalers.dropped:
@@ -308,6 +314,8 @@ def _hold(
     answer = desired.DesiredChildren(request.children)
     for child in request.children:
         answer.add(children.unchanged(child))
+    for unknown in request.unknown_children:
+        answer.keep(unknown)
     held = status.compute_held(
         status=parent.status,
         problems=problems,

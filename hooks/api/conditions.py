@@ -44,6 +44,7 @@ class Reason(StrEnum):
     INVALID_CHILD_STATUS = "InvalidChildStatus"
     NAME_BUDGET_EXCEEDED = "NameBudgetExceeded"
     HISTORY_CONFLICT = "HistoryConflict"
+    LWS_FIELD_DROPPED = "LWSFieldDropped"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

@@ -78,6 +78,9 @@ class ObservedObject:
     history_number: int | None = None
     """A ControllerRevision's `revision` (its place in the set's history); None for other kinds,
     or when it is not a non-negative integer."""
+    spec: api.JsonObject = field(default_factory=dict)
+    """The observed `spec` as stored (`hooks.core.dropped` compares it with `applied`'s). Never
+    mutate it."""
 
     @property
     def replicas(self) -> int:

@@ -29,6 +29,7 @@ from hooks.core import (
     controls,
     creations,
     desired,
+    dropped,
     history,
     problems,
     progress,
@@ -73,6 +74,8 @@ class _SetPlan:
     targets: Mapping[str, int | None]
     capped: tuple[status.Problem, ...]
     """External roles asking for more groups than their names allow."""
+    dropped: tuple[dropped.Dropped, ...]
+    """Target-revision LWS that lack fields the set asked for (counted as not ready)."""
     history: history.HistoryPlan
     lws: slices.BySlice
     services: slices.BySlice
@@ -133,6 +136,13 @@ def _plan_set(
     """Scalers first (they fix the External roles' targets), then what every slice shares."""
     parent = request.parent
     observed = _by_kind(request.children)
+    lacking = dropped.find(observed[records.ChildKind.LWS], revision=target)
+    if lacking:
+        names = {item.name for item in lacking}
+        observed[records.ChildKind.LWS] = [
+            dropped.not_ready(item) if item.name in names else item
+            for item in observed[records.ChildKind.LWS]
+        ]
     foreign = _foreign_names(request.related, uid=parent.uid)
     scaler_plan = scalers.plan(
         set_name=parent.name,
@@ -170,6 +180,7 @@ def _plan_set(
         scalers=scaler_plan,
         targets=targets,
         capped=capped,
+        dropped=lacking,
         history=history_plan,
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
@@ -259,6 +270,7 @@ def _status(
         problems=[
             *problems.of_children(request, foreign_lws, plan.scalers, answer.conflicts),
             *awaited.problems,
+            *dropped.problems(plan.dropped),
             *plan.capped,
             *plan.history.problems,
             *plan.control.problems,

@@ -304,6 +304,7 @@ def _parse_observed(
         slice_index=_slice_index(labels),
         status_error=status_error,
         history_number=_history_number(obj) if kind is records.ChildKind.REVISION else None,
+        spec=spec,
     )
 
 

@@ -12,6 +12,11 @@ processes. It finds them the way the ecosystem does:
 Any program or CRD not found there is looked up in the team's `../shared` checkout, whose
 `testcluster/testcluster.tar.xz` is unpacked once into a cache directory under the system's
 temporary directory. What cannot be found is reported as a sentence that says what to install.
+
+The LeaderWorkerSet CRD is that of a release (`LWS_RELEASES`): by default the one of upstream
+commit 060ab4d, whose LWS schema the API embeds; `leaderworkersets-crd-v0.8.0.yaml` and
+`leaderworkersets-crd-v0.7.0.yaml` (LWS's release CRDs) are found the same way, in
+`DS_TESTCLUSTER_ASSETS` or `../shared/reference/lws-releases/` (conftest.py: `--lws-release`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ ENVTEST_PROGRAMS: Final = ("etcd", "kube-apiserver")
 EXTRA_PROGRAMS: Final = ("metacontroller", "kube-controller-manager")
 METACONTROLLER_CRDS: Final = ("metacontroller-crds-v1.yaml",)
 LWS_CRDS: Final = ("leaderworkersets-crd.yaml", "manifests.yaml")
+REFERENCE_LWS: Final = "060ab4d"
+LWS_RELEASES: Final = (REFERENCE_LWS, "v0.8.0", "v0.7.0")
+"""The LeaderWorkerSet CRDs the suite runs against: upstream's commit, then the releases this
+project serves (README, "LeaderWorkerSet releases")."""
 
 TESTCLUSTER_DIR: Final = SHARED_DIR / "testcluster"
 TESTCLUSTER_ARCHIVE: Final = TESTCLUSTER_DIR / "testcluster.tar.xz"
@@ -65,10 +74,13 @@ class Assets:
     metacontroller: Path
     metacontroller_crds: Path
     lws_crd: Path
+    lws_release: str = REFERENCE_LWS
+    """Whose LeaderWorkerSet CRD `lws_crd` is (one of `LWS_RELEASES`)."""
 
 
-def find_assets() -> Assets:
-    """The control plane's programs and CRDs; raises `AssetsMissing` with what to install."""
+def find_assets(lws_release: str = REFERENCE_LWS) -> Assets:
+    """The control plane's programs and CRDs, with the LeaderWorkerSet CRD of `lws_release`;
+    raises `AssetsMissing` with what to install."""
     envtest = _directory(ENVTEST_VARIABLE)
     extra = _directory(EXTRA_VARIABLE)
     shared_programs = _unpacked_testcluster() if TESTCLUSTER_ARCHIVE.is_file() else None
@@ -82,11 +94,15 @@ def find_assets() -> Assets:
         else:
             programs[name] = found
     metacontroller_crds = _first_file([extra, TESTCLUSTER_DIR], METACONTROLLER_CRDS)
-    lws_crd = _first_file([extra, REFERENCE_DIR], LWS_CRDS)
+    if lws_release == REFERENCE_LWS:
+        lws_crd = _first_file([extra, REFERENCE_DIR], LWS_CRDS)
+    else:
+        release_crd = (f"leaderworkersets-crd-{lws_release}.yaml",)
+        lws_crd = _first_file([extra, REFERENCE_DIR / "lws-releases"], release_crd)
     if metacontroller_crds is None:
         missing.append(METACONTROLLER_CRDS[0])
     if lws_crd is None:
-        missing.append("the LeaderWorkerSet CRD")
+        missing.append(f"the LeaderWorkerSet CRD of {lws_release}")
     if missing or metacontroller_crds is None or lws_crd is None:
         raise AssetsMissing(f"no {', '.join(missing)} for the cluster tests: {HOW_TO_INSTALL}")
     return Assets(
@@ -96,6 +112,7 @@ def find_assets() -> Assets:
         metacontroller=programs["metacontroller"],
         metacontroller_crds=metacontroller_crds,
         lws_crd=lws_crd,
+        lws_release=lws_release,
     )
 
 

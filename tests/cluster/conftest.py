@@ -3,6 +3,13 @@ test.
 
 Without the programs (see `tests.cluster.assets`) the suite skips with a reason that says what to
 install; under `CI=true` a missing program fails instead, so CI can never pass by skipping.
+
+LeaderWorkerSet releases: the control plane installs the LWS CRD of `--lws-release` (default:
+upstream's commit 060ab4d). A test marked `lws_releases` runs once more against each other
+release of `assets.LWS_RELEASES`, on a control plane of its own: those runs come last, grouped
+by release, so the session starts at most one extra control plane per release, one at a time
+(`python -m pytest` runs the whole suite against the default and a representative part against
+v0.8.0 and v0.7.0; `python -m pytest tests/cluster --lws-release v0.8.0` all of it against one).
 """
 
 from __future__ import annotations
@@ -20,19 +27,67 @@ from tests.cluster.controlplane import ControlPlane
 from tests.cluster.lws import FakeLwsController
 
 
-def _in_ci() -> bool:
+def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("true", "1")
 
 
+def _others(config: pytest.Config) -> list[str]:
+    """The releases a test marked `lws_releases` also runs against, in order."""
+    chosen = config.getoption("--lws-release")
+    return [release for release in assets.LWS_RELEASES if release != chosen]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `lws_releases` run against the chosen release (param None, the plane every
+    other test shares) and against each other one."""
+    if "lws_release" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("lws_releases") is None:
+        return
+    chosen = metafunc.config.getoption("--lws-release")
+    metafunc.parametrize(
+        "lws_release",
+        [None, *_others(metafunc.config)],
+        indirect=True,
+        scope="session",
+        ids=lambda release: release or chosen,
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The runs against other releases last, grouped by release (after pytest's own order)."""
+    order = [None, *_others(config)]
+
+    def release_of(item: pytest.Item) -> int:
+        callspec = getattr(item, "callspec", None)
+        return order.index(callspec.params.get("lws_release")) if callspec else 0
+
+    items.sort(key=release_of)
+
+
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+def lws_release(request: pytest.FixtureRequest) -> str:
+    """The release whose LeaderWorkerSet CRD the test's control plane runs."""
+    chosen: str = getattr(request, "param", None) or request.config.getoption("--lws-release")
+    return chosen
+
+
+@pytest.fixture(scope="session")
+def cluster_assets(lws_release: str) -> assets.Assets:
+    """The programs and CRDs of a control plane: skips, or fails under CI=true, without them."""
     try:
-        found = assets.find_assets()
+        return assets.find_assets(lws_release)
     except assets.AssetsMissing as missing:
-        if _in_ci():
+        if in_ci():
             pytest.fail(f"CI=true and {missing}")
         pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="session")
+def control_plane(cluster_assets: assets.Assets) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, the garbage collector, Metacontroller and the hook server."""
+    found = cluster_assets
     plane = ControlPlane.start(found, Path(tempfile.mkdtemp(prefix="ds-controlplane-")))
     try:
         yield plane

@@ -102,7 +102,8 @@ def track(
                 api.Reason.NAME_CONFLICT,
                 f"{kind} {name!r} has not appeared although this DisaggregatedSet has asked for"
                 f" it since {times.format_utc(asked.seconds)}: an object the set does not control"
-                " holds the name (delete or rename it), or the API server refuses to create it"
+                " holds the name (delete or rename it; if another controller made it for this"
+                " set, `kubectl ds adopt` hands it over), or the API server refuses to create it"
                 " (the set's events say why)",
             )
         )

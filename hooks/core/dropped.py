@@ -3,8 +3,8 @@
 The role specs of a DisaggregatedSet follow the LeaderWorkerSet schema this API embeds (the one of
 upstream commit 060ab4d). A cluster's LeaderWorkerSet CRD may be older and not know some of those
 fields, and the API server then prunes them from the LWS without an error: with LWS v0.7.0's CRD,
-a role asking for `volumeClaimTemplates` gets an LWS without volumes (README, "LeaderWorkerSet
-releases"). The hook sees it: an observed LWS carries what the hook asked for (`applied`, from
+a role asking for `volumeClaimTemplates` gets an LWS without volumes (docs/operations.md, "What
+runs with what"). The hook sees it: an observed LWS carries what the hook asked for (`applied`, from
 Metacontroller's last-applied annotation) beside what was stored (`spec`), and a field present
 in the one and absent from the other was dropped on the way in (or removed by hand since).
 

@@ -28,11 +28,17 @@ def of_children(
         )
         for name in sorted(foreign_lws)
     ]
+    orphans = _orphans(request)
     problems.extend(
         status.Problem(
             api.Reason.SCALER_CONFLICT,
-            f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is not "
-            "controlled by this DisaggregatedSet; delete it so the set can create its own",
+            f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} carries this"
+            " DisaggregatedSet's name label but no controller (another controller made it, and"
+            " Metacontroller released it as it was not adopted): `kubectl ds adopt"
+            f" {request.parent.name} --orphans` hands it to the set"
+            if name in orphans
+            else f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is"
+            " not controlled by this DisaggregatedSet; delete it so the set can create its own",
         )
         for role, name in sorted(scaler_plan.conflicts.items())
     )
@@ -56,6 +62,18 @@ def of_children(
         if item.status_error is not None
     )
     return problems
+
+
+def _orphans(request: records.SyncRequest) -> frozenset[str]:
+    """Related scalers with this set's name label and no controller: children of this set that
+    another controller made (docs/operations.md, "Moving from upstream's controller")."""
+    return frozenset(
+        item.name
+        for item in request.related
+        if item.kind is records.ChildKind.SCALER
+        and item.controller_uid is None
+        and item.labels.get(api.LABEL_NAME) == request.parent.name
+    )
 
 
 def of_violation(violation: api.Violation) -> status.Problem:

@@ -126,6 +126,7 @@ def _reconcile(
             + len(plan.scalers.conflicts)
             + sum(len(result.foreign) for result in results),
             "missing": len(awaited.problems),
+            "kept": len(kept) + len(request.unknown_children),
         },
     )
 

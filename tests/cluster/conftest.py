@@ -14,7 +14,6 @@ v0.8.0 and v0.7.0; `python -m pytest tests/cluster --lws-release v0.8.0` all of 
 
 from __future__ import annotations
 
-import os
 import tempfile
 import uuid
 from collections.abc import Generator, Iterator
@@ -22,13 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import assets, kube
+from tests.cluster import assets, kube, lws
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.lws import FakeLwsController
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("true", "1")
 
 
 def _others(config: pytest.Config) -> list[str]:
@@ -79,7 +74,7 @@ def cluster_assets(lws_release: str) -> assets.Assets:
     try:
         return assets.find_assets(lws_release)
     except assets.AssetsMissing as missing:
-        if in_ci():
+        if assets.in_ci():
             pytest.fail(f"CI=true and {missing}")
         pytest.skip(str(missing))
 
@@ -95,16 +90,10 @@ def control_plane(cluster_assets: assets.Assets) -> Iterator[ControlPlane]:
         plane.stop()
 
 
-# How long an LWS takes to become ready after a change. Real groups take seconds to minutes;
-# with instant readiness a sync can start before Metacontroller's informer cache holds the last
-# write of the previous pass, and the hook then plans from a mix of two passes.
-READINESS_DELAY_SECONDS = 0.25
-
-
 @pytest.fixture(scope="session")
 def fake_lws_session(control_plane: ControlPlane) -> Iterator[FakeLwsController]:
     """The test's stand-in for the LeaderWorkerSet controller, one for the session."""
-    controller = FakeLwsController(control_plane.client, delay=READINESS_DELAY_SECONDS)
+    controller = FakeLwsController(control_plane.client, delay=lws.READINESS_DELAY_SECONDS)
     controller.start()
     try:
         yield controller

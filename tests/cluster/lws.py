@@ -25,6 +25,11 @@ from tests.cluster import kube
 
 JsonObject = dict[str, Any]
 
+# How long an LWS takes to become ready after a change. Real groups take seconds to minutes;
+# with instant readiness a sync can start before Metacontroller's informer cache holds the last
+# write of the previous pass, and the hook then plans from a mix of two passes.
+READINESS_DELAY_SECONDS = 0.25
+
 
 def ready_status(lws: JsonObject) -> JsonObject:
     """The status of `lws` with every group up."""

@@ -1,5 +1,5 @@
-"""A role asking for volumes on each LeaderWorkerSet release's CRD (README, "LeaderWorkerSet
-releases"): where the CRD knows `volumeClaimTemplates` the LWS keeps them; where it does not
+"""A role asking for volumes on each LeaderWorkerSet release's CRD (docs/operations.md, "What
+runs with what"): where the CRD knows `volumeClaimTemplates` the LWS keeps them; where it does not
 (v0.7.0), the API server drops them without an error, and the set says so (Degraded,
 LWSFieldDropped) instead of running without them, and never rolls onto such an LWS.
 
@@ -61,7 +61,7 @@ def test_a_new_set_asking_for_volumes_gets_them_or_says_the_lws_crd_dropped_them
     control_plane: ControlPlane, namespace: str, lws_release: str
 ) -> None:
     client = control_plane.client
-    # The README's word for it: of the releases in the suite, only v0.7.0 lacks the field.
+    # As docs/operations.md says: of the releases in the suite, only v0.7.0 lacks the field.
     assert knows_volumes(client) is (lws_release != "v0.7.0")
     sets.apply_set(control_plane, with_volumes(sets.small_set(namespace)))
     if knows_volumes(client):

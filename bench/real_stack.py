@@ -86,7 +86,7 @@ from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
 from hooks.sandbox.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
 from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import shared  # noqa: E402 (as above)
-from tests.cluster import sets  # noqa: E402 (as above)
+from tests.cluster import sets, upstream  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 
@@ -404,18 +404,18 @@ class Ours(Stack):
 
 class Upstream(Stack):
     label = "upstream"
-    controllers = (peer.NAME,)
+    controllers = (upstream.NAME,)
     processes = (*controllers, "kube-apiserver", "etcd")
 
     def __init__(self, plane: ControlPlane) -> None:
-        super().__init__(plane, user_agent=peer.USER_AGENT)
-        self._reconciles = peer.ReconcileCounter(plane.running[peer.NAME].log)
+        super().__init__(plane, user_agent=upstream.USER_AGENT)
+        self._reconciles = peer.ReconcileCounter(plane.running[upstream.NAME].log)
 
     def syncs(self) -> float:
         return self._reconciles.read()[0]
 
     def calls(self, since: float, until: float) -> list[Event]:
-        log = self.plane.running[peer.NAME].log
+        log = self.plane.running[upstream.NAME].log
         return [
             Event(at, "peer", name, what) for at, name, what in peer.log_events(log, since, until)
         ]
@@ -856,11 +856,11 @@ def run_upstream(
     plane = ControlPlane.start_bare(
         assets.find_assets(fallbacks=shared.testcluster_dirs()),
         workdir,
-        crds=peer.UPSTREAM_CRDS,
+        crds=upstream.CRDS,
         audit=True,
     )
     try:
-        peer.start_peer(plane, binary, max_concurrent_reconciles=reconciles)
+        upstream.start(plane, binary, max_concurrent_reconciles=reconciles)
     except BaseException:
         plane.stop()
         raise

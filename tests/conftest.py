@@ -6,8 +6,11 @@ import os
 from typing import Any
 
 import flask
+import pytest
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, settings
+
+from hooks.sandbox import assets
 
 settings.register_profile(
     "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -16,6 +19,16 @@ settings.register_profile(
     "dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--lws-release",
+        choices=assets.LWS_RELEASES,
+        default=assets.REFERENCE_LWS,
+        help="the LeaderWorkerSet CRD the cluster suite runs against (tests marked"
+        " lws_releases also run against the others); default: %(default)s",
+    )
 
 
 class ServedClient(FlaskClient):

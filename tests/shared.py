@@ -29,10 +29,11 @@ def testcluster_dirs() -> list[Path]:
     """Where ../shared keeps the control plane's programs and CRDs, for
     `hooks.sandbox.assets.find_assets` to look after the variables' directories: its archive
     unpacked (once per archive version, into a cache directory under the system's temporary
-    directory), its Metacontroller CRDs and the reference LWS CRD. Empty without ../shared."""
+    directory), its Metacontroller CRDs, the reference LWS CRD and the LWS releases' CRDs. Empty
+    without ../shared."""
     if not TESTCLUSTER_ARCHIVE.is_file():
         return []
-    return [_unpacked_testcluster(), TESTCLUSTER_DIR, REFERENCE_DIR]
+    return [_unpacked_testcluster(), TESTCLUSTER_DIR, REFERENCE_DIR, REFERENCE_DIR / "lws-releases"]
 
 
 def _unpacked_testcluster() -> Path:

@@ -99,6 +99,7 @@ if TYPE_CHECKING:
         RolloutStatus,
         ScalingMode,
         Violation,
+        json_names,
     )
 
 __all__ = [
@@ -177,6 +178,7 @@ __all__ = [
     "RolloutStatus",
     "ScalingMode",
     "Violation",
+    "json_names",
 ]
 
 
@@ -207,6 +209,7 @@ _MODEL_NAMES = frozenset(
         "RolloutStatus",
         "ScalingMode",
         "Violation",
+        "json_names",
     )
 )
 

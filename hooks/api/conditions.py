@@ -47,6 +47,7 @@ class Reason(StrEnum):
     NAME_BUDGET_EXCEEDED = "NameBudgetExceeded"
     HISTORY_CONFLICT = "HistoryConflict"
     INVALID_HISTORY = "InvalidHistory"
+    LWS_FIELD_DROPPED = "LWSFieldDropped"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

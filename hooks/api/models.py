@@ -474,3 +474,8 @@ class Violation:
     rule: str
     field: str
     message: str
+
+
+def json_names(model: type[BaseModel]) -> frozenset[str]:
+    """The JSON names of a model's fields (their camelCase aliases)."""
+    return frozenset(info.alias or name for name, info in model.model_fields.items())

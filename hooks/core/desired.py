@@ -12,6 +12,10 @@ whose slice, revision or role label was removed or edited is claimed by two slic
 and a revision). That is a state of the cluster, not a bug of the request: the name is held (an
 observed child under it is returned exactly as it is, a new one is not created), reported in
 `conflicts`, and everything else reconciles.
+
+Children of a kind this version does not know (`records.SyncRequest.unknown_children`: a newer
+version lists another child kind while both versions answer) are `keep`-t: answered exactly as
+they were last applied, and the guard counts them among the observed children.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class DesiredChildren:
 
     def __init__(self, observed: Iterable[records.ObservedObject]) -> None:
         self._observed = {key_of(item): item for item in observed}
+        self._kept: set[ChildKey] = set()
         self._children: dict[ChildKey, api.JsonObject] = {}
         self._allowed: set[ChildKey] = set()
         self.conflicts: set[ChildKey] = set()
@@ -55,13 +60,19 @@ class DesiredChildren:
         if observed is not None:
             self._children[key] = children.unchanged(observed)
 
+    def keep(self, child: api.JsonObject) -> None:
+        """An observed child of a kind this version does not know, answered as it is."""
+        key = (child["kind"], child["metadata"]["name"])
+        self._kept.add(key)
+        self._children[key] = child
+
     def allow_deletion(self, key: ChildKey) -> None:
         self._allowed.add(key)
 
     def checked_children(self) -> tuple[api.JsonObject, ...]:
         """The answer's children by kind, then name; `UnsafeDeletionError` if an observed child
         would go without a reason."""
-        unexpected = sorted(set(self._observed) - set(self._children) - self._allowed)
+        unexpected = sorted(self._existing() - set(self._children) - self._allowed)
         if unexpected:
             listed = ", ".join(f"{kind} {name}" for kind, name in unexpected)
             raise UnsafeDeletionError(f"this pass would delete children it must keep: {listed}")
@@ -69,8 +80,11 @@ class DesiredChildren:
 
     def deleted(self) -> int:
         """How many observed children this answer deletes."""
-        return len(set(self._observed) - set(self._children))
+        return len(self._existing() - set(self._children))
 
     def requested(self) -> frozenset[ChildKey]:
         """The answer's children that are not observed: Metacontroller creates them."""
-        return frozenset(set(self._children) - set(self._observed))
+        return frozenset(set(self._children) - self._existing())
+
+    def _existing(self) -> set[ChildKey]:
+        return set(self._observed) | self._kept

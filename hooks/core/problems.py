@@ -47,12 +47,15 @@ class Problem:
 def of_children(
     children: Iterable[records.ObservedObject],
     *,
+    set_name: str,
     foreign_lws: Mapping[str, str],
     scaler_conflicts: Mapping[str, str],
+    orphans: frozenset[str],
     conflicts: Iterable[tuple[str, str]],
 ) -> list[Problem]:
     """What is wrong with the set's children, most actionable first: LWS and scaler names held
-    by foreign objects, names its own children claim twice, impossible status counts."""
+    by foreign objects (`orphans`: scalers another controller made for this set), names its own
+    children claim twice, impossible status counts."""
     problems = [
         Problem(
             api.Reason.NAME_CONFLICT,
@@ -64,8 +67,13 @@ def of_children(
     problems.extend(
         Problem(
             api.Reason.SCALER_CONFLICT,
-            f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is not "
-            "controlled by this DisaggregatedSet; delete it so the set can create its own",
+            f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} carries this"
+            " DisaggregatedSet's name label but no controller (another controller made it, and"
+            " Metacontroller released it as it was not adopted): `kubectl ds adopt"
+            f" {set_name} --orphans` hands it to the set"
+            if name in orphans
+            else f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is"
+            " not controlled by this DisaggregatedSet; delete it so the set can create its own",
         )
         for role, name in sorted(scaler_conflicts.items())
     )
@@ -89,6 +97,18 @@ def of_children(
         if item.status_error is not None
     )
     return problems
+
+
+def orphan_scalers(related: Iterable[records.ObservedObject], *, set_name: str) -> frozenset[str]:
+    """Related scalers with this set's name label and no controller: children of this set that
+    another controller made (docs/operations.md, "Moving from upstream's controller")."""
+    return frozenset(
+        item.name
+        for item in related
+        if item.kind is records.ChildKind.SCALER
+        and item.controller_uid is None
+        and item.labels.get(api.LABEL_NAME) == set_name
+    )
 
 
 def of_violation(violation: api.Violation) -> Problem:

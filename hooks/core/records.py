@@ -113,6 +113,12 @@ class ObservedObject:
     (`stored_error` says why)."""
     stored_error: str | None = None
     """Why a DisaggregatedSetRevision's body is not a record's."""
+    spec: api.JsonObject = field(default_factory=dict)
+    """The observed `spec` as stored (`hooks.core.dropped` compares it with `applied`'s). Never
+    mutate it."""
+    resource_version: str = ""
+    """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
+    (`kubectl ds adopt`)."""
 
     @property
     def replicas(self) -> int:
@@ -193,6 +199,8 @@ class ScalerParent:
     owner_uid: str | None
     spec_replicas: int
     conditions: tuple[ObservedCondition, ...]
+    status: api.JsonObject = field(default_factory=dict)
+    """The observed status as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +214,10 @@ class SyncRequest:
     """The child types the CompositeController declares (`controller.spec.childResources`), the
     only ones Metacontroller observes; None when the request names no controller (built by
     hand, as in tests or `python -m hooks render`)."""
+    unknown_children: tuple[api.JsonObject, ...] = ()
+    """Children of kinds this version does not know (a newer version's CompositeController
+    lists them, while both versions answer during an upgrade), as they were last applied:
+    answered unchanged, never deleted. Sorted by kind and name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +273,9 @@ class SyncAnswer:
     status: Status
     children: tuple[api.JsonObject, ...] = ()
     resync_after_seconds: float | None = None
+    status_kept: api.JsonObject = field(default_factory=dict)
+    """Fields of the observed status this version does not compute (a newer version writes
+    them), answered as they are beside `status`."""
 
 
 @dataclass(frozen=True, slots=True)

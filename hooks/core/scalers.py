@@ -145,8 +145,11 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
         else None,
         conditions=condition,
     )
+    known = api.json_names(api.DisaggregatedSetRoleScalerStatus)
     return records.HookResult(
-        answer=records.SyncAnswer(status=scaler_status),
+        answer=records.SyncAnswer(
+            status=scaler_status, status_kept=status.unknown_fields(scaler.status, known=known)
+        ),
         summary={
             "hook": "rolescaler-sync",
             "object": _key(scaler),

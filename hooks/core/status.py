@@ -169,6 +169,16 @@ class ConditionUpdate:
     message: str
 
 
+def unknown_fields(observed: api.JsonObject, *, known: frozenset[str]) -> api.JsonObject:
+    """The fields of an observed status that this version does not compute, as they are.
+
+    During an upgrade of the hook server two versions answer for a while (docs/operations.md,
+    "Upgrading the hook server"): a field a newer version writes is kept by an older one, which
+    answers it unchanged, instead of being dropped until the newer version writes it again.
+    """
+    return {key: value for key, value in observed.items() if key not in known}
+
+
 def carry_over(
     conditions: Sequence[ConditionUpdate],
     *,

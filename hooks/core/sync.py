@@ -30,6 +30,7 @@ from hooks.core import (
     controls,
     creations,
     desired,
+    dropped,
     history,
     problems,
     progress,
@@ -81,6 +82,8 @@ class _SetPlan:
     targets: Mapping[str, int | None]
     capped: tuple[problems.Problem, ...]
     """External roles asking for more groups than their names allow."""
+    dropped: tuple[dropped.Dropped, ...]
+    """Target-revision LWS that lack fields the set asked for (counted as not ready)."""
     history: history.History
     foreign_records: frozenset[str]
     """Names of records that exist but are not this set's (seen as related objects)."""
@@ -103,7 +106,7 @@ def _reconcile(
         for index in range(spec.slices)
     ]
     records_plan = _history(request, plan, results)
-    answer = _collect(request.children, plan, results, records_plan)
+    answer = _collect(request, plan, results, records_plan)
     ordered = answer.checked_children()
     awaited = creations.track(
         answer.requested(),
@@ -115,8 +118,11 @@ def _reconcile(
         request, plan, results, answer, awaited, records_plan.problems, now=now
     )
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
+    kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
     return records.HookResult(
-        answer=records.SyncAnswer(status=set_status, children=ordered, resync_after_seconds=resync),
+        answer=records.SyncAnswer(
+            status=set_status, children=ordered, resync_after_seconds=resync, status_kept=kept
+        ),
         summary={
             "hook": "sync",
             "object": _key(parent),
@@ -133,6 +139,7 @@ def _reconcile(
             + len(plan.scalers.conflicts)
             + sum(len(result.foreign) for result in results),
             "missing": len(awaited.problems),
+            "kept": len(kept) + len(request.unknown_children),
         },
     )
 
@@ -143,6 +150,13 @@ def _plan_set(
     """Scalers first (they fix the External roles' targets), then what every slice shares."""
     parent = request.parent
     observed = _by_kind(request.children)
+    lacking = dropped.find(observed[records.ChildKind.LWS], revision=target)
+    if lacking:
+        names = {item.name for item in lacking}
+        observed[records.ChildKind.LWS] = [
+            dropped.not_ready(item) if item.name in names else item
+            for item in observed[records.ChildKind.LWS]
+        ]
     foreign = _foreign_names(request.related, uid=parent.uid)
     scaler_plan = scalers.plan(
         set_name=parent.name,
@@ -178,6 +192,7 @@ def _plan_set(
         scalers=scaler_plan,
         targets=targets,
         capped=capped,
+        dropped=lacking,
         history=recorded,
         foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
@@ -229,13 +244,16 @@ def _history(
 
 
 def _collect(
-    observed: Objects,
+    request: records.SyncRequest,
     plan: _SetPlan,
     results: Sequence[slices.SliceResult],
     records_plan: history.HistoryPlan,
 ) -> desired.DesiredChildren:
-    """The answer: scalers, children of removed or unparsable slices, and every slice's part."""
-    answer = desired.DesiredChildren(observed)
+    """The answer: children of kinds this version does not know, scalers, history records,
+    children of removed or unparsable slices, and every slice's part."""
+    answer = desired.DesiredChildren(request.children)
+    for child in request.unknown_children:
+        answer.keep(child)
     for item in (*plan.lws.removed, *plan.services.removed):
         answer.allow_deletion(desired.key_of(item))
     for name in plan.scalers.dropped:
@@ -288,11 +306,14 @@ def _status(
         problems=[
             *problems.of_children(
                 request.children,
+                set_name=request.parent.name,
                 foreign_lws=foreign_lws,
                 scaler_conflicts=plan.scalers.conflicts,
+                orphans=problems.orphan_scalers(request.related, set_name=request.parent.name),
                 conflicts=answer.conflicts,
             ),
             *awaited.problems,
+            *dropped.reported(plan.dropped),
             *plan.capped,
             *history_problems,
             *plan.control.problems,
@@ -357,6 +378,8 @@ def _hold(
     answer = desired.DesiredChildren(request.children)
     for child in request.children:
         answer.add(children.unchanged(child))
+    for unknown in request.unknown_children:
+        answer.keep(unknown)
     held = status.compute_held(
         status=parent.status,
         problems=found,

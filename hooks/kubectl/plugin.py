@@ -4,23 +4,25 @@ kubectl runs a `kubectl-NAME` program on PATH as `kubectl NAME`, so `pip install
 `kubectl ds`. It reaches the cluster only through the `kubectl` binary on PATH, passing on the
 user's `-n/--namespace`, `--context` and `--kubeconfig` (and the environment): no credentials
 and no client library of its own. It parses arguments, runs kubectl and prints; what it decides
-is `hooks.kubectl.rollout`'s, and how an undo writes is `hooks.kubectl.writes`'s. Each
-command's `--help` says what it does: `rollout status` (a paused rollout keeps it waiting, as
-for a Deployment; a held or partitioned one with every new group ready is where a canary
-pipeline's gate continues, exit 0), `rollout history`, `rollout undo` (only the templates and
-the change-cause change, guarded by the resourceVersion read: a set changed meanwhile is
-refused, never overwritten), `rollout pause|resume|hold|release|partition` (a merge patch of
-one annotation, its value checked as `hooks.core.controls` reads it), and `plan` and `render`,
-which are `python -m hooks plan|render` (hooks.cli.commands). A command imports only what it
-runs: `--help` and usage errors need neither the API's models nor YAML.
+is `hooks.kubectl.rollout`'s (for `adopt`, `hooks.kubectl.adopt`'s), and how an undo writes is
+`hooks.kubectl.writes`'s. Each command's `--help` says what it does: `rollout status` (a paused
+rollout keeps it waiting, as for a Deployment; a held or partitioned one with every new group
+ready is where a canary pipeline's gate continues, exit 0), `rollout history`, `rollout undo`
+(only the templates and the change-cause change, guarded by the resourceVersion read: a set
+changed meanwhile is refused, never overwritten), `rollout pause|resume|hold|release|partition`
+(a merge patch of one annotation, its value checked as `hooks.core.controls` reads it), `adopt`
+(label children another controller made for Metacontroller, one merge patch with the
+resourceVersion read per object), and `plan` and `render`, which are `python -m hooks
+plan|render` (hooks.cli.commands). A command imports only what it runs: `--help` and usage
+errors need neither the API's models nor YAML.
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
-annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, kubectl
-failing: not found, a conflict, no access; a failed plan or render); 2 usage error; 3 `rollout
-status --timeout` ran out while the rollout still moved, waited or was paused; 130 interrupted.
-0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure); kubectl gives 1 for a timeout
-too, and 3 lets a pipeline tell "give it longer" from "broken". Every error is one line,
-`kubectl ds COMMAND: error: ...`.
+annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, an object
+adopt left alone, kubectl failing: not found, a conflict, no access; a failed plan or render); 2
+usage error; 3 `rollout status --timeout` ran out while the rollout still moved, waited or was
+paused; 130 interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
+kubectl gives 1 for a timeout too, and 3 lets a pipeline tell "give it longer" from "broken".
+Every error is one line, `kubectl ds COMMAND: error: ...`.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from typing import Any, Final, Protocol, TypeAlias, TypeVar
 from hooks import api
 from hooks.cli import commands, console
 from hooks.core import controls, records
-from hooks.kubectl import rollout, writes
+from hooks.kubectl import adopt, rollout, writes
 from hooks.wire import envelope, version
 
 PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0
+ADOPT_ATTEMPTS: Final = 3
 KUBECTL_TIMEOUT_SECONDS: Final = 120
 SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
@@ -428,6 +431,109 @@ def _partition(text: str) -> str:
     return _checked(text, key=api.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
 
 
+# --- adopt ---------------------------------------------------------------------------------------
+
+
+def _add_adopt(commands: _Subcommands) -> None:
+    parser = commands.add_parser(
+        "adopt",
+        parents=[_connection(default=argparse.SUPPRESS)],
+        help="hand a set's children that another controller made to Metacontroller",
+        description="Label each LeaderWorkerSet, Service, RoleScaler and history record that "
+        "carries the set's name label and is controlled by the set (a controller "
+        "ownerReference to its uid) with controller-uid=<set uid>, the label Metacontroller "
+        "finds a set's children by: run it after upstream's controller stopped and before the "
+        "CompositeControllers exist. Objects controlled by another owner are refused and left "
+        "alone; orphans with the set's name label too, unless --orphans. Each patch carries the "
+        "resourceVersion read: an object changed meanwhile is read and judged again.",
+        epilog="exit status: 0 every candidate adopted; 1 something refused or left alone, or "
+        "kubectl failing; 2 usage error",
+    )
+    parser.add_argument("set", nargs="?", metavar="SET", help="the DisaggregatedSet's name")
+    parser.add_argument("--all", action="store_true", help="every set of the namespace")
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="with --all: of every namespace"
+    )
+    parser.add_argument(
+        "--orphans", action="store_true", help="adopt objects with no controller as well"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print what would be adopted")
+    parser.set_defaults(run=_run_adopt, report_as=parser.prog, parser=parser)
+
+
+def _run_adopt(args: argparse.Namespace) -> int:
+    if (args.set is None) != args.all or (args.all_namespaces and not args.all):
+        args.parser.error("give either SET or --all (-A only with --all)")
+    kubectl = Kubectl(args)
+    parents, candidates = _adoption_candidates(kubectl, args)
+    decisions = []
+    for decision in adopt.plan(parents, candidates, orphans=args.orphans):
+        if decision.verdict is adopt.Verdict.ADOPT and not args.dry_run:
+            decision = _adopted(kubectl, decision, parents, orphans=args.orphans)
+        if decision.verdict is adopt.Verdict.ADOPT:
+            print(("(dry run) " if args.dry_run else "") + decision.line)
+        elif decision.verdict is not adopt.Verdict.ADOPTED:
+            print(f"{args.report_as}: error: {decision.line}", file=sys.stderr)
+        decisions.append(decision)
+    for parent in parents:
+        print(adopt.summary(decisions, parent))
+    return int(any(d.verdict in (adopt.Verdict.REFUSED, adopt.Verdict.ORPHAN) for d in decisions))
+
+
+def _adoption_candidates(
+    kubectl: Kubectl, args: argparse.Namespace
+) -> tuple[list[records.Parent], list[records.ObservedObject]]:
+    """The sets `adopt` works on (SET, or every set with --all) and the objects of a child kind
+    that carry their name label."""
+    scope = ["--all-namespaces"] if args.all_namespaces else []
+    if args.set:
+        parents = [kubectl.read_set(args.set)]
+    else:
+        parents = [_read(rollout.read_set, item) for item in _items(kubectl.get(SETS, *scope))]
+    label = api.LABEL_NAME + (f"={args.set}" if args.set else "")
+    kinds = ",".join(adopt.RESOURCES.values())
+    listed = _items(kubectl.get(kinds, f"--selector={label}", *scope))
+    return parents, [child for item in listed if (child := _child(item)) is not None]
+
+
+def _child(item: JsonObject) -> records.ObservedObject | None:
+    """An object kubectl listed, read as the hooks read it (None: not of a child kind)."""
+    try:
+        return envelope.parse_child(item, where="kubectl's list")
+    except envelope.RequestError as error:
+        raise console.CliError(f"kubectl printed an unusable object: {error}") from None
+
+
+def _adopted(
+    kubectl: Kubectl, decision: adopt.Decision, parents: list[records.Parent], *, orphans: bool
+) -> adopt.Decision:
+    """Patch one object; when it changed since it was read (a conflict), read and judge it
+    again, a few times."""
+    (parent,) = (p for p in parents if adopt.key_of(p) == (decision.namespace, decision.set_name))
+    where = (decision.resource, decision.name, f"--namespace={decision.namespace}")
+    for _ in range(ADOPT_ATTEMPTS):
+        if decision.patch is None:
+            return decision
+        try:
+            kubectl.run("patch", *where, "--type=merge", f"--patch={json.dumps(decision.patch)}")
+            return decision
+        except console.CliError as error:
+            if "Conflict" not in str(error) and "has been modified" not in str(error):
+                raise
+        fresh = _child(kubectl.get(*where))
+        if fresh is None or adopt.set_of(fresh) != adopt.key_of(parent):
+            raise console.CliError(
+                f"{decision.kind} {decision.name} lost {decision.set_name}'s label"
+            )
+        decision = adopt.decide(parent, fresh, orphans=orphans)
+    raise console.CliError(f"{decision.kind} {decision.name} kept changing: run adopt again")
+
+
+def _items(listing: JsonObject) -> list[JsonObject]:
+    found = listing.get("items")
+    return [item for item in (found if isinstance(found, list) else []) if isinstance(item, dict)]
+
+
 # --- the parser and the entry point --------------------------------------------------------------
 
 
@@ -457,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         parents=[_connection(default=None)],
-        description="DisaggregatedSet rollouts (disaggregatedset.x-k8s.io/v1), through kubectl.",
+        description="DisaggregatedSet rollouts and adoption (disaggregatedset.x-k8s.io/v1), "
+        "through kubectl.",
         epilog="exit status: 0 done; 1 failed; 2 usage error; 3 rollout status timed out",
     )
     shown = f"{PROG} {version.package_version()}"
@@ -474,6 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     actions = group.add_subparsers(dest="action", metavar="ACTION", required=True, title="actions")
     for add in (_add_status, _add_history, _add_undo, _add_annotations):
         add(actions)
+    _add_adopt(subcommands)
     commands.add_manifest_commands(subcommands)
     for name in ("plan", "render"):
         subcommands.choices[name].set_defaults(parser=subcommands.choices[name])

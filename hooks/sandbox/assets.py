@@ -12,8 +12,12 @@ ecosystem does:
 
 A caller may name more directories to look in after those (the cluster suite passes the team's
 shared copy, when it has one). What cannot be found is reported as a sentence that says what to
-install.
-`kubectl`, which installs the kit and drives the control plane, comes from PATH.
+install. `kubectl`, which installs the kit and drives the control plane, comes from PATH.
+
+The LeaderWorkerSet CRD is that of a release (`LWS_RELEASES`): by default the one of upstream
+commit 060ab4d, whose LWS schema the API embeds; another release's is its release CRD,
+`leaderworkersets-crd-<release>.yaml` (`v0.8.0`, `v0.7.0`), found the same way (the cluster
+suite's `--lws-release`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ ENVTEST_PROGRAMS: Final = ("etcd", "kube-apiserver")
 EXTRA_PROGRAMS: Final = ("metacontroller", "kube-controller-manager")
 METACONTROLLER_CRDS: Final = ("metacontroller-crds-v1.yaml",)
 LWS_CRDS: Final = ("leaderworkersets-crd.yaml", "manifests.yaml")
+REFERENCE_LWS: Final = "060ab4d"
+LWS_RELEASES: Final = (REFERENCE_LWS, "v0.8.0", "v0.7.0")
+"""The LeaderWorkerSet CRDs the cluster suite runs against: upstream's commit, then the releases
+this project serves (docs/operations.md, "What runs with what")."""
 
 # The Kubernetes minor version the suite runs (and the README claims): the cluster suite checks
 # the API server's own version against it.
@@ -60,11 +68,14 @@ class Assets:
     metacontroller: Path
     metacontroller_crds: Path
     lws_crd: Path
+    lws_release: str = REFERENCE_LWS
+    """Whose LeaderWorkerSet CRD `lws_crd` is (one of `LWS_RELEASES`)."""
 
 
-def find_assets(*, fallbacks: Sequence[Path] = ()) -> Assets:
-    """The control plane's programs and CRDs, from the two variables' directories, then from
-    `fallbacks`; raises `AssetsMissing` with what to install."""
+def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_LWS) -> Assets:
+    """The control plane's programs and CRDs, with the LeaderWorkerSet CRD of `lws_release`,
+    from the two variables' directories, then from `fallbacks`; raises `AssetsMissing` with
+    what to install."""
     if shutil.which("kubectl") is None:
         raise AssetsMissing("kubectl is not on PATH: the kit is installed with it")
     envtest = _directory(ENVTEST_VARIABLE)
@@ -79,11 +90,14 @@ def find_assets(*, fallbacks: Sequence[Path] = ()) -> Assets:
         else:
             programs[name] = found
     metacontroller_crds = _first_file([extra, *fallbacks], METACONTROLLER_CRDS)
-    lws_crd = _first_file([extra, *fallbacks], LWS_CRDS)
+    names = (
+        LWS_CRDS if lws_release == REFERENCE_LWS else (f"leaderworkersets-crd-{lws_release}.yaml",)
+    )
+    lws_crd = _first_file([extra, *fallbacks], names)
     if metacontroller_crds is None:
         missing.append(METACONTROLLER_CRDS[0])
     if lws_crd is None:
-        missing.append("the LeaderWorkerSet CRD")
+        missing.append(f"the LeaderWorkerSet CRD of {lws_release}")
     if missing or metacontroller_crds is None or lws_crd is None:
         raise AssetsMissing(f"no {', '.join(missing)} for the control plane: {HOW_TO_INSTALL}")
     return Assets(
@@ -93,6 +107,7 @@ def find_assets(*, fallbacks: Sequence[Path] = ()) -> Assets:
         metacontroller=programs["metacontroller"],
         metacontroller_crds=metacontroller_crds,
         lws_crd=lws_crd,
+        lws_release=lws_release,
     )
 
 

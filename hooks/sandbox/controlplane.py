@@ -131,7 +131,7 @@ class ControlPlane:
     workdir: Path
     kit: Path = Path()
     """The checkout whose kit is installed (its root, with the kit's kustomization.yaml); a bare
-    plane installs none."""
+    plane installs none until `install_kit` is called."""
     running: dict[str, processes.Process] = field(default_factory=dict)
     server: str = ""
     token: str = ""
@@ -184,11 +184,18 @@ class ControlPlane:
 
     @classmethod
     def start_bare(
-        cls, assets: Assets, workdir: Path, *, crds: Sequence[Path] = (), audit: bool = False
+        cls,
+        assets: Assets,
+        workdir: Path,
+        *,
+        crds: Sequence[Path] = (),
+        audit: bool = False,
+        kit: Path = Path(),
     ) -> ControlPlane:
         """etcd, kube-apiserver and the garbage collector with the LeaderWorkerSet CRD and `crds`
-        installed: no Metacontroller, hook server or kit. On any failure, stop and re-raise."""
-        plane = cls(assets=assets, workdir=workdir)
+        installed: no Metacontroller, hook server or kit (`kit` is the one `install_kit`, called
+        later, installs). On any failure, stop and re-raise."""
+        plane = cls(assets=assets, workdir=workdir, kit=kit)
         plane._started(lambda certificates: plane._start_bare(certificates, crds), audit=audit)
         return plane
 
@@ -209,12 +216,11 @@ class ControlPlane:
     def _start(self, certificates: Certificates, *, pprof: bool) -> None:
         self.install_crds_from(self.assets.metacontroller_crds)
         self.install_crds_from(self.assets.lws_crd)
-        self.hook_port = processes.free_port()
         self.start_hooks()
         self.install_kit()
         self._wait_for_crds()
         self._start_controller_manager(certificates)
-        self._start_metacontroller(pprof=pprof)
+        self.start_metacontroller(pprof=pprof)
 
     def _start_bare(self, certificates: Certificates, crds: Sequence[Path]) -> None:
         for path in (self.assets.lws_crd, *crds):
@@ -241,6 +247,10 @@ class ControlPlane:
         process = processes.start(name, command, log_dir=self.workdir, env=env)
         self.running[name] = process
         return process
+
+    def stop_process(self, name: str) -> None:
+        """Stop a program started with `start_process` (SIGTERM, then SIGKILL); its log stays."""
+        self.running.pop(name).stop()
 
     # --- etcd and the API server ------------------------------------------------------------
 
@@ -356,7 +366,8 @@ class ControlPlane:
             kcm, lambda: processes.is_listening(port), timeout=START_TIMEOUT_SECONDS
         )
 
-    def _start_metacontroller(self, *, pprof: bool) -> None:
+    def start_metacontroller(self, *, pprof: bool = False) -> None:
+        """Start Metacontroller (its CRDs must exist) and wait until it is ready."""
         metrics_port, probe_port = processes.free_port(), processes.free_port()
         self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         pprof_address = "0"
@@ -388,7 +399,10 @@ class ControlPlane:
         return f"http://127.0.0.1:{self.hook_port}"
 
     def start_hooks(self) -> None:
-        """Start `python -m hooks serve` on the hook port and wait for /healthz."""
+        """Start `python -m hooks serve` on the hook port (a free one the first time) and wait for
+        /healthz."""
+        if not self.hook_port:
+            self.hook_port = processes.free_port()
         tmp = self.workdir / "hooks-tmp"
         tmp.mkdir(exist_ok=True)
         hooks = self.start_process(

@@ -26,7 +26,7 @@ records `kubectl get` lists the same way, for the kubectl plugin.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, TypeGuard
 
 import orjson
 import pydantic
@@ -46,21 +46,31 @@ class RequestError(Exception):
 
 
 def parse_sync_request(body: object) -> records.SyncRequest:
-    """A DisaggregatedSet sync request; raises RequestError when it cannot be used."""
+    """A DisaggregatedSet sync request; raises RequestError when it cannot be used.
+
+    Children of a kind this version does not know (a newer version's CompositeController lists
+    it) come back apart, as they were last applied, to be answered unchanged; related objects of
+    such a kind are left out (related objects are never answered with)."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
-    children, _ = _parse_object_groups(
+    children, _, unknown = _parse_object_groups(
         request.get("children"), "children", allowed=records.DS_CHILD_KINDS
     )
-    related, _ = _parse_object_groups(
+    related, _, _ = _parse_object_groups(
         request.get("related", {}), "related", allowed=frozenset(records.ChildKind), related=True
     )
     declared = _declared_kinds(request.get("controller"))
     if declared is not None and any(child.kind not in declared for child in children):
         # Metacontroller observes only the types it declares: such a body is not its own.
         raise RequestError("children hold a type that controller.spec.childResources leaves out")
-    return records.SyncRequest(parent=parent, children=children, related=related, declared=declared)
+    return records.SyncRequest(
+        parent=parent,
+        children=children,
+        related=related,
+        declared=declared,
+        unknown_children=unknown,
+    )
 
 
 def _declared_kinds(controller: object) -> frozenset[records.ChildKind] | None:
@@ -93,7 +103,7 @@ def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
     """A RoleScaler sync request; related LWS and DisaggregatedSets are read from `related`."""
     request = _require_object(body, "request body")
     scaler = _parse_scaler(_require_object(request.get("parent"), "parent"))
-    lws, owners = _parse_object_groups(
+    lws, owners, _ = _parse_object_groups(
         request.get("related", {}),
         "related",
         allowed=frozenset(records.ChildKind),
@@ -298,7 +308,17 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
         owner_uid=_optional_str(owner.get("uid")) or None if owner else None,
         spec_replicas=_optional_int(spec.get("replicas"), "parent spec.replicas") or 0,
         conditions=_parse_conditions(status.get("conditions")),
+        status=status,
     )
+
+
+def parse_child(obj: object, *, where: str) -> records.ObservedObject | None:
+    """An object of a set's child kinds, its kind read from its own apiVersion and kind, as
+    `parse_object` reads it; None for an object of another kind. RequestError when it is not
+    an object of that shape."""
+    found = _require_object(obj, where)
+    kind = _known_kind(f"{found.get('kind')}.{found.get('apiVersion')}", records.DS_CHILD_KINDS)
+    return None if kind is None else parse_object(kind, found, where=where)
 
 
 def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
@@ -321,15 +341,18 @@ def _parse_object_groups(
     allowed: frozenset[records.ChildKind],
     keep_parents: bool = False,
     related: bool = False,
-) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...]]:
+) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...], tuple[JsonObject, ...]]:
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
-    `keep_parents`, DisaggregatedSets come back as parents, apart. Related objects are never
-    answered with, so their last-applied annotation is not read (a set's own target LWS come as
-    related too, and those annotations are a large share of a big request)."""
+    `keep_parents`, DisaggregatedSets come back as parents, apart; objects of a kind not
+    `allowed` come back apart as they were last applied (children) or not at all (related).
+    Related objects are never answered with, so their last-applied annotation is not read (a
+    set's own target LWS come as related too, and those annotations are a large share of a big
+    request)."""
     if not isinstance(groups, dict):
         raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
     observed: list[records.ObservedObject] = []
     parents: list[records.Parent] = []
+    unknown: list[JsonObject] = []
     for key, objects in groups.items():
         if key == _CONTROLLER_REVISIONS:
             raise RequestError(
@@ -337,19 +360,17 @@ def _parse_object_groups(
                 f" kit's (the history is in {api.REVISION_PLURAL} now); apply this kit's"
                 " metacontroller/compositecontrollers.yaml"
             )
-        try:
-            kind = records.ChildKind(key)
-        except ValueError:
-            raise RequestError(f"{where} has an unexpected object type {key!r}") from None
-        if kind not in allowed:
-            raise RequestError(f"{where} has an unexpected object type {key!r}")
         if objects is None:
             continue
         if not isinstance(objects, dict):
             raise RequestError(f"{where}[{key!r}] must be an object keyed by name")
+        kind = _known_kind(key, allowed)
         for inner_key, obj in objects.items():
             label = f"{where}[{key!r}][{inner_key!r}]"
-            if kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
+            if kind is None:
+                if not related:
+                    unknown.append(_unknown_child(_require_object(obj, label), label))
+            elif kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
                 parents.append(parse_parent(_require_object(obj, label)))
             else:
                 observed.append(
@@ -358,7 +379,38 @@ def _parse_object_groups(
     return (
         tuple(sorted(observed, key=lambda obj: (obj.kind.value, obj.namespace, obj.name))),
         tuple(sorted(parents, key=lambda obj: (obj.namespace, obj.name))),
+        tuple(sorted(unknown, key=lambda obj: (obj["kind"], obj["metadata"]["name"]))),
     )
+
+
+def _known_kind(key: str, allowed: frozenset[records.ChildKind]) -> records.ChildKind | None:
+    """The kind of a `children` or `related` key, None for one this hook does not handle."""
+    try:
+        kind = records.ChildKind(key)
+    except ValueError:
+        return None
+    return kind if kind in allowed else None
+
+
+def _unknown_child(obj: JsonObject, where: str) -> JsonObject:
+    """A child of a kind this version does not know, to answer as it is: what was last applied
+    when the annotation names exactly this object, else a cleaned copy (every field but its
+    status and the metadata Metacontroller and the API server add)."""
+    metadata = _require_object(obj.get("metadata"), f"{where} metadata")
+    name = _require_str(metadata.get("name"), f"{where} metadata.name")
+    api_version = _require_str(obj.get("apiVersion"), f"{where} apiVersion")
+    kind = _require_str(obj.get("kind"), f"{where} kind")
+    labels = _string_map(metadata.get("labels"), f"{where} metadata.labels")
+    annotations = _string_map(metadata.get("annotations"), f"{where} metadata.annotations")
+    applied = _last_applied(annotations)
+    namespace = _optional_str(metadata.get("namespace"))
+    if _is_applied_for(applied, api_version, kind, name, namespace):
+        return _without_metacontroller_fields(applied)
+    cleaned = _cleaned(api_version, kind, name, labels, annotations)
+    for field, value in obj.items():
+        if field not in ("apiVersion", "kind", "metadata", "status"):
+            cleaned[field] = value
+    return cleaned
 
 
 def _parse_observed(
@@ -392,6 +444,8 @@ def _parse_observed(
         status_error=status_error,
         stored=stored,
         stored_error=stored_error,
+        spec=spec,
+        resource_version=_optional_str(metadata.get("resourceVersion")),
     )
 
 
@@ -472,26 +526,40 @@ def _applied_object(
 ) -> JsonObject:
     """What the hook answered for this child last time: Metacontroller's last-applied copy when
     it names exactly this object (never for a history record, which is re-sent as stored), else
-    a cleaned copy of the object."""
-    text = annotations.get(api.LAST_APPLIED_ANNOTATION)
-    if text is not None and kind is not records.ChildKind.REVISION:
-        try:
-            applied = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            applied = None
-        if _is_applied_for(applied, kind, name, _optional_str(obj["metadata"].get("namespace"))):
+    a cleaned copy of the object with its body."""
+    if kind is not records.ChildKind.REVISION:
+        applied = _last_applied(annotations)
+        namespace = _optional_str(obj["metadata"].get("namespace"))
+        if _is_applied_for(applied, kind.api_version, kind.kind, name, namespace):
             return _without_metacontroller_fields(applied)
-    return _cleaned_copy(kind, obj, name, labels, annotations)
+    cleaned = _cleaned(kind.api_version, kind.kind, name, labels, annotations)
+    for field in _BODY_FIELDS[kind]:
+        if kind is records.ChildKind.REVISION and field in obj:
+            cleaned[field] = obj[field]  # exactly as stored
+        elif isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
+            cleaned[field] = obj[field]
+    return cleaned
 
 
-def _cleaned_copy(
-    kind: records.ChildKind,
-    obj: JsonObject,
+def _last_applied(annotations: Mapping[str, str]) -> object:
+    """Metacontroller's last-applied annotation, parsed (None when absent or no JSON)."""
+    text = annotations.get(api.LAST_APPLIED_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _cleaned(
+    api_version: str,
+    kind: str,
     name: str,
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
 ) -> JsonObject:
-    """The object's identity, its own labels and annotations, and its body."""
+    """The identity of a child, its labels and annotations, without Metacontroller's."""
     metadata: JsonObject = {"name": name}
     own_labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
     own_annotations = {k: v for k, v in annotations.items() if k != api.LAST_APPLIED_ANNOTATION}
@@ -499,13 +567,7 @@ def _cleaned_copy(
         metadata["labels"] = own_labels
     if own_annotations:
         metadata["annotations"] = own_annotations
-    cleaned: JsonObject = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
-    for field in _BODY_FIELDS[kind]:
-        if kind is records.ChildKind.REVISION and field in obj:
-            cleaned[field] = obj[field]  # exactly as stored
-        elif isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
-            cleaned[field] = obj[field]
-    return cleaned
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
 
 
 # The fields of a child besides its identity and status: what a cleaned copy keeps.
@@ -518,14 +580,16 @@ _BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
 }
 
 
-def _is_applied_for(applied: object, kind: records.ChildKind, name: str, namespace: str) -> bool:
+def _is_applied_for(
+    applied: object, api_version: str, kind: str, name: str, namespace: str
+) -> TypeGuard[JsonObject]:
     """Whether a last-applied object has exactly the observed object's identity."""
     if not isinstance(applied, dict):
         return False
     metadata = applied.get("metadata")
     return (
-        applied.get("apiVersion") == kind.api_version
-        and applied.get("kind") == kind.kind
+        applied.get("apiVersion") == api_version
+        and applied.get("kind") == kind
         and isinstance(metadata, dict)
         and metadata.get("name") == name
         and metadata.get("namespace", namespace) == namespace
@@ -654,12 +718,17 @@ def render_answer(answer: records.SyncAnswer | records.CustomizeAnswer) -> JsonO
     if isinstance(answer, records.CustomizeAnswer):
         return render_customize_response(answer.related)
     response: JsonObject = {
-        "status": render_status(answer.status),
+        "status": _answered_status(answer),
         "children": list(answer.children),
     }
     if answer.resync_after_seconds is not None:
         response["resyncAfterSeconds"] = answer.resync_after_seconds
     return response
+
+
+def _answered_status(answer: records.SyncAnswer) -> JsonObject:
+    """The status an answer writes: the computed one, beside the observed fields it keeps."""
+    return {**answer.status_kept, **render_status(answer.status)}
 
 
 def render_status(status: records.Status) -> JsonObject:
@@ -696,20 +765,25 @@ def writes(request: records.SyncRequest, answer: records.SyncAnswer) -> Mapping[
     observedGeneration in the status before it compares, so this does too.
     """
     applied = {(item.kind.kind, item.name): item.applied for item in request.children}
+    applied.update((_key_of(item), item) for item in request.unknown_children)
     create = update = 0
     for child in answer.children:
-        previous = applied.pop((child["kind"], child["metadata"]["name"]), None)
+        previous = applied.pop(_key_of(child), None)
         if previous is None:
             create += 1
         elif previous != child:
             update += 1
-    status = {**render_status(answer.status), "observedGeneration": request.parent.generation}
+    status = {**_answered_status(answer), "observedGeneration": request.parent.generation}
     return {
         "create": create,
         "update": update,
         "delete": len(applied),
         "status": int(status != request.parent.status),
     }
+
+
+def _key_of(child: JsonObject) -> tuple[str, str]:
+    return child["kind"], child["metadata"]["name"]
 
 
 def render_customize_response(rules: Sequence[records.RelatedRule]) -> JsonObject:

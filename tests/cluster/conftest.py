@@ -5,6 +5,13 @@ Without the programs (see `hooks.sandbox.assets`; ../shared's copy serves when t
 `tests.shared.testcluster_dirs`) the suite skips with a reason that says what to install; under
 `CI=true` a missing program fails instead (`tests.programs`), so CI can never pass by
 skipping.
+
+LeaderWorkerSet releases: the control plane installs the LWS CRD of `--lws-release` (default:
+upstream's commit 060ab4d). A test marked `lws_releases` runs once more against each other
+release of `assets.LWS_RELEASES`, on a control plane of its own: those runs come last, grouped
+by release, so the session starts at most one extra control plane per release, one at a time
+(`python -m pytest` runs the whole suite against the default and a representative part against
+v0.8.0 and v0.7.0; `python -m pytest tests/cluster --lws-release v0.8.0` all of it against one).
 """
 
 from __future__ import annotations
@@ -16,17 +23,59 @@ from pathlib import Path
 
 import pytest
 
-from hooks.sandbox import assets, kube
+from hooks.sandbox import assets, kube, lws
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
 from tests import programs, shared
 
 
+def _others(config: pytest.Config) -> list[str]:
+    """The releases a test marked `lws_releases` also runs against, in order."""
+    chosen = config.getoption("--lws-release")
+    return [release for release in assets.LWS_RELEASES if release != chosen]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `lws_releases` run against the chosen release (param None, the plane every
+    other test shares) and against each other one."""
+    if "lws_release" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("lws_releases") is None:
+        return
+    chosen = metafunc.config.getoption("--lws-release")
+    metafunc.parametrize(
+        "lws_release",
+        [None, *_others(metafunc.config)],
+        indirect=True,
+        scope="session",
+        ids=lambda release: release or chosen,
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The runs against other releases last, grouped by release (after pytest's own order)."""
+    order = [None, *_others(config)]
+
+    def release_of(item: pytest.Item) -> int:
+        callspec = getattr(item, "callspec", None)
+        return order.index(callspec.params.get("lws_release")) if callspec else 0
+
+    items.sort(key=release_of)
+
+
 @pytest.fixture(scope="session")
-def control_plane_assets() -> assets.Assets:
-    """The programs and CRDs of the control plane (skips, or fails under CI, without them)."""
+def lws_release(request: pytest.FixtureRequest) -> str:
+    """The release whose LeaderWorkerSet CRD the test's control plane runs."""
+    chosen: str = getattr(request, "param", None) or request.config.getoption("--lws-release")
+    return chosen
+
+
+@pytest.fixture(scope="session")
+def control_plane_assets(lws_release: str) -> assets.Assets:
+    """The programs and CRDs of a control plane: skips, or fails under CI=true, without them."""
     try:
-        return assets.find_assets(fallbacks=shared.testcluster_dirs())
+        return assets.find_assets(fallbacks=shared.testcluster_dirs(), lws_release=lws_release)
     except assets.AssetsMissing as missing:
         programs.missing(str(missing))
 
@@ -42,16 +91,10 @@ def control_plane(control_plane_assets: assets.Assets) -> Iterator[ControlPlane]
         plane.stop()
 
 
-# How long an LWS takes to become ready after a change. Real groups take seconds to minutes;
-# with instant readiness a sync can start before Metacontroller's informer cache holds the last
-# write of the previous pass, and the hook then plans from a mix of two passes.
-READINESS_DELAY_SECONDS = 0.25
-
-
 @pytest.fixture(scope="session")
 def fake_lws_session(control_plane: ControlPlane) -> Iterator[FakeLwsController]:
     """The test's stand-in for the LeaderWorkerSet controller, one for the session."""
-    controller = FakeLwsController(control_plane.client, delay=READINESS_DELAY_SECONDS)
+    controller = FakeLwsController(control_plane.client, delay=lws.READINESS_DELAY_SECONDS)
     controller.start()
     try:
         yield controller

@@ -45,6 +45,7 @@ def _revision_of(ds: JsonObject) -> str:
     return revision.compute_revision(roles)
 
 
+@pytest.mark.lws_releases
 def test_set_gets_its_children_names_labels_services_and_status(
     control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
 ) -> None:
@@ -184,6 +185,7 @@ def _without_repeats(values: list[int]) -> list[int]:
     return [value for i, value in enumerate(values) if i == 0 or values[i - 1] != value]
 
 
+@pytest.mark.lws_releases
 def test_image_change_rolls_out_along_the_planners_trajectory(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
@@ -220,6 +222,7 @@ def test_image_change_rolls_out_along_the_planners_trajectory(
     assert plan["old prefill"] == [5, 5, 4, 3, 2, 2, 0]  # docs/rollout.md's worked example
 
 
+@pytest.mark.lws_releases
 def test_external_role_follows_kubectl_scale_and_scale_reads_back(
     control_plane: ControlPlane, namespace: str
 ) -> None:
@@ -260,6 +263,7 @@ def test_external_role_follows_kubectl_scale_and_scale_reads_back(
     assert ready is not None and (ready["status"], ready["reason"]) == ("True", "Bound")
 
 
+@pytest.mark.lws_releases
 def test_deleting_the_set_garbage_collects_every_child(
     control_plane: ControlPlane, namespace: str
 ) -> None:

@@ -25,6 +25,12 @@ name `<set>-<revision>-<role>`. Related objects include foreign LWS and scalers 
 
 tests/property/test_canary_props.py holds the canary and history properties over the same
 requests.
+
+
+(e) What a newer version wrote is never dropped (docs/operations.md, "Upgrading the hook
+    server"): every child of a kind this version does not know is answered as it was last
+    applied, and every status field it does not compute is answered as observed, valid spec
+    or not.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hooks import api
+from hooks.api import limits
 from hooks.core import sync, validation
 from hooks.gocompat import gotext, revision
 from hooks.wire import envelope
@@ -578,6 +585,65 @@ def test_invalid_spec_keeps_every_child_unchanged_and_says_invalid_spec(
     assert {k: v for k, v in response["status"].items() if k not in rewritten} == kept
     assert response["status"]["degraded"] == "InvalidSpec"
     assert "resyncAfterSeconds" not in response or response["resyncAfterSeconds"] > 0
+
+
+NEWER_KIND = "DisaggregatedSetCanary"  # a kind a later version might add
+# What a JSON body from the API server can hold: integers within int64, as Go decodes them.
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=limits.INT64_MIN, max_value=limits.INT64_MAX)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+
+
+@st.composite
+def newer_children(draw: st.DrawFn) -> list[JsonObject]:
+    """Children a newer version made, of a kind this one does not know, some with their
+    last-applied annotation and some without."""
+    found = []
+    for name in draw(st.lists(st.sampled_from(("llm-a", "llm-b", "llm-c")), unique=True)):
+        desired = {
+            "apiVersion": api.API_VERSION,
+            "kind": NEWER_KIND,
+            "metadata": {"name": name, "labels": {api.LABEL_NAME: "llm"}},
+            "data": draw(st.dictionaries(st.sampled_from("xyz"), json_values, max_size=2)),
+        }
+        child = observe(desired, status={"seen": draw(json_values)})
+        if draw(st.booleans()):
+            del child["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION]
+        found.append(child)
+    return found
+
+
+@PROPS
+@given(
+    st.booleans().flatmap(lambda valid: requests(valid=valid)),
+    newer_children(),
+    st.dictionaries(st.sampled_from(("futureField", "history", "zz")), json_values),
+)
+def test_an_answer_never_drops_a_status_field_or_child_it_does_not_know(
+    drawn: tuple[JsonObject, list[JsonObject], JsonObject],
+    newer: list[JsonObject],
+    fields: JsonObject,
+) -> None:
+    _, _, request = drawn
+    request = copy.deepcopy(request)
+    request["parent"]["status"] = {**(request["parent"].get("status") or {}), **fields}
+    request["children"][f"{NEWER_KIND}.{api.API_VERSION}"] = {
+        child["metadata"]["name"]: child for child in newer
+    }
+    response = run_sync(request)
+    answered = {child["metadata"]["name"]: child for child in response["children"]}
+    for child in newer:
+        expected = {k: v for k, v in child.items() if k != "status"}
+        metadata = expected["metadata"] = {"name": child["metadata"]["name"]}
+        metadata["labels"] = {api.LABEL_NAME: "llm"}
+        assert answered[child["metadata"]["name"]] == expected
+    for key, value in fields.items():
+        assert response["status"][key] == value
 
 
 @PROPS

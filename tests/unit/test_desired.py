@@ -61,7 +61,7 @@ def test_two_different_children_under_an_observed_name_hold_the_observed_one() -
 def test_there_is_no_way_to_the_children_around_the_guard() -> None:
     """The deletion guard cannot be skipped: the only accessor of the answer's children checks."""
     public = {name for name in dir(desired.DesiredChildren) if not name.startswith("_")}
-    assert public == {"add", "allow_deletion", "checked_children", "deleted", "requested"}
+    assert public == {"add", "allow_deletion", "checked_children", "deleted", "keep", "requested"}
 
 
 def test_the_hold_path_goes_through_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:

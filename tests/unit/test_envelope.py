@@ -198,7 +198,8 @@ def broken(path: str, value: object) -> api.JsonObject:
         pytest.param(broken("parent/metadata/name", ""), id="parent-without-name"),
         pytest.param(broken("children", KeyError), id="no-children"),
         pytest.param(broken("children", []), id="children-not-a-map"),
-        pytest.param(broken("children/Pod.v1", {}), id="unexpected-child-type"),
+        pytest.param(broken("children/Pod.v1", {"p": {"metadata": {}}}), id="unknown-unnamed"),
+        pytest.param(broken("children/Pod.v1", {"p": []}), id="unknown-child-not-an-object"),
         pytest.param(broken("parent/metadata/generation", "1"), id="generation-not-int"),
     ],
 )
@@ -271,6 +272,64 @@ def test_an_observed_child_of_a_type_the_controller_leaves_out_raises_request_er
     body["children"][builders.child_key(service)] = {"llm-0-aaaaaaaa-prefill-prv": service}
     with pytest.raises(envelope.RequestError, match="childResources leaves out"):
         envelope.parse_sync_request(body)
+
+
+def newer_child(*, applied: bool = True) -> api.JsonObject:
+    """A child of a kind this version does not know, as a newer version created it."""
+    desired = {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSetCanary",
+        "metadata": {"name": "llm-fe283763", "labels": {api.LABEL_NAME: "llm"}},
+        "data": {"roles": []},
+        "revision": 3,
+    }
+    observed = builders.observe(desired, status={"phase": "Recorded"})
+    if not applied:
+        del observed["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION]
+    return observed
+
+
+def test_a_child_of_a_kind_this_version_does_not_know_comes_back_as_last_applied() -> None:
+    child = newer_child()
+    body = builders.make_request(builders.make_ds(), children=[lws_child(), child])
+    request = envelope.parse_sync_request(body)
+    (kept,) = request.unknown_children
+    assert kept == {
+        "apiVersion": "disaggregatedset.x-k8s.io/v1",
+        "kind": "DisaggregatedSetCanary",
+        "metadata": {"name": "llm-fe283763", "labels": {api.LABEL_NAME: "llm"}},
+        "data": {"roles": []},
+        "revision": 3,
+    }
+    assert [item.kind for item in request.children] == [records.ChildKind.LWS]
+
+
+def test_without_its_annotation_an_unknown_child_comes_back_cleaned_of_status_and_metadata() -> (
+    None
+):
+    request = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[newer_child(applied=False)])
+    )
+    (kept,) = request.unknown_children
+    assert kept["metadata"] == {"name": "llm-fe283763", "labels": {api.LABEL_NAME: "llm"}}
+    assert (kept["data"], kept["revision"]) == ({"roles": []}, 3)
+    assert "status" not in kept
+
+
+def test_related_objects_of_unknown_kinds_are_left_out() -> None:
+    body = builders.make_request(builders.make_ds(), children=[lws_child()])
+    body["related"]["ConfigMap.v1"] = {"cm": {"metadata": {"name": "cm"}}}
+    assert envelope.parse_sync_request(body).related == ()
+
+
+def test_the_answer_writes_the_status_fields_kept_beside_the_computed_ones() -> None:
+    answer = records.SyncAnswer(
+        status=api.DisaggregatedSetStatus(revision="fe283763"),
+        status_kept={"futureField": {"a": 1}, "revision": "kept-loses"},
+    )
+    rendered = envelope.render_answer(answer)["status"]
+    assert rendered["futureField"] == {"a": 1}
+    assert rendered["revision"] == "fe283763"
 
 
 def test_malformed_child_raises_request_error() -> None:

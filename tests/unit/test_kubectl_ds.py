@@ -1075,3 +1075,109 @@ def test_status_explains_ready_above_the_target_during_a_surge(
         "ready 4/3: 1 group above the target while the old and the new revision both serve"
         " (maxSurge); READY counts both"
     ) in out.splitlines()
+
+
+# --- adopt ---------------------------------------------------------------------------------------
+
+
+def adoptable(kind: str, name: str, *, owner: str = builders.DS_UID) -> JsonObject:
+    """A child as upstream's controller leaves it: controlled by the set, no controller-uid."""
+    versions = {"LeaderWorkerSet": api.LWS_API_VERSION, "Service": api.SERVICE_API_VERSION}
+    child = builders.observe(
+        {"apiVersion": versions[kind], "kind": kind, "metadata": {"name": name}, "spec": {}},
+        owner_uid=owner,
+    )
+    del child["metadata"]["labels"][api.CONTROLLER_UID_LABEL]
+    child["metadata"]["labels"][api.LABEL_NAME] = "llm"
+    child["metadata"]["resourceVersion"] = "77"
+    return child
+
+
+def test_adopt_labels_each_child_the_set_controls_with_a_resource_version_bound_patch(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill"), adoptable("Service", "llm-0-x-p")),
+    )
+    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
+    kubectl.answer("patch services", {"stdout": "patched\n"})
+    code, out, err = run(capsys, "adopt", "llm", "-n", "ml")
+    assert (code, err) == (0, "")
+    get = kubectl.calls()[1]["argv"]
+    assert get[1:3] == [
+        "get",
+        "leaderworkersets.leaderworkerset.x-k8s.io,services,"
+        "disaggregatedsetrolescalers.disaggregatedset.x-k8s.io,"
+        f"{api.REVISION_PLURAL}.{api.GROUP}",
+    ]
+    assert f"--selector={api.LABEL_NAME}=llm" in get
+    patches = [call["argv"] for call in kubectl.calls() if "patch" in call["argv"]]
+    assert [argv[2:5] for argv in patches] == [
+        ["leaderworkersets.leaderworkerset.x-k8s.io", "llm-0-x-prefill", "--namespace=default"],
+        ["services", "llm-0-x-p", "--namespace=default"],
+    ]
+    assert kubectl.patches() == 2 * [
+        {"metadata": {"resourceVersion": "77", "labels": {"controller-uid": builders.DS_UID}}}
+    ]
+    assert out.splitlines()[-1] == "default/llm: 2 adopted, 0 already adopted, 0 left alone"
+
+
+def test_adopt_refuses_a_child_of_another_owner_with_one_line_and_exit_1(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    foreign = adoptable("LeaderWorkerSet", "llm-0-x-prefill", owner="someone-else")
+    kubectl.answer("get leaderworkersets", listing(foreign))
+    code, out, err = run(capsys, "adopt", "llm")
+    assert (code, kubectl.patches()) == (1, [])
+    (line,) = err.splitlines()
+    assert line.startswith("kubectl ds adopt: error: LeaderWorkerSet default/llm-0-x-prefill:")
+    assert "(uid someone-else)" in line
+    assert out == "default/llm: 0 adopted, 0 already adopted, 1 left alone\n"
+
+
+def test_adopt_judges_again_a_child_that_changed_meanwhile(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    child = adoptable("LeaderWorkerSet", "llm-0-x-prefill")
+    changed = copy.deepcopy(child)
+    changed["metadata"]["resourceVersion"] = "78"
+    kubectl.answer("get leaderworkersets", listing(child), changed)
+    kubectl.answer(
+        "patch leaderworkersets",
+        {"stderr": "Error from server (Conflict): the object has been modified", "exit": 1},
+        {"stdout": "patched\n"},
+    )
+    code, _, err = run(capsys, "adopt", "llm")
+    assert (code, err) == (0, "")
+    assert [patch["metadata"]["resourceVersion"] for patch in kubectl.patches()] == ["77", "78"]
+
+
+def test_adopt_dry_run_and_orphans(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orphan = adoptable("LeaderWorkerSet", "llm-0-x-prefill")
+    del orphan["metadata"]["ownerReferences"]
+    kubectl.answer("get disaggregatedsets", listing(a_set(roles(V1))))
+    kubectl.answer("get leaderworkersets", listing(orphan))
+    code, out, err = run(capsys, "adopt", "--all", "-A", "--orphans", "--dry-run")
+    assert (code, err, kubectl.patches()) == (0, "", [])
+    assert out.startswith("(dry run) LeaderWorkerSet default/llm-0-x-prefill: adopted by llm")
+    assert all("--all-namespaces" in call["argv"] for call in kubectl.calls())
+    selector = [a for a in kubectl.calls()[1]["argv"] if a.startswith("--selector=")]
+    assert selector == [f"--selector={api.LABEL_NAME}"]
+
+
+@pytest.mark.parametrize(
+    "argv", [["adopt"], ["adopt", "llm", "--all"], ["adopt", "llm", "-A"]], ids=" ".join
+)
+def test_adopt_takes_one_set_or_all(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        plugin.main(argv)
+    assert exited.value.code == 2
+    assert "give either SET or --all" in capsys.readouterr().err

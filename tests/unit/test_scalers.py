@@ -99,11 +99,17 @@ def test_foreign_object_at_the_scaler_name_is_a_conflict_not_adopted() -> None:
 
 
 def rolescaler_request(
-    *, owners: list[builders.JsonObject], lws: list[builders.JsonObject], labels: bool = True
+    *,
+    owners: list[builders.JsonObject],
+    lws: list[builders.JsonObject],
+    labels: bool = True,
+    status: builders.JsonObject | None = None,
 ) -> records.ScalerSyncRequest:
     scaler = owned_scaler("decode", 3)
     if not labels:
         del scaler["metadata"]["labels"]
+    if status is not None:
+        scaler["status"] = status
     body = {
         "parent": scaler,
         "children": {},
@@ -140,6 +146,14 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
     )
     (ready,) = state["conditions"]
     assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Bound")
+
+
+def test_rolescaler_sync_keeps_status_fields_it_does_not_compute() -> None:
+    observed = {"replicas": 7, "selector": "old", "lastScaleTime": "2026-11-29T10:00:00Z"}
+    request = rolescaler_request(owners=[external_set()], lws=[], status=observed)
+    state = envelope.render_answer(scalers.sync(request, now=builders.NOW).answer)["status"]
+    assert state["lastScaleTime"] == "2026-11-29T10:00:00Z"
+    assert (state["replicas"], state["selector"].startswith(api.LABEL_NAME)) == (0, True)
 
 
 def test_rolescaler_without_owner_is_not_ready() -> None:

@@ -251,3 +251,24 @@ def test_an_external_role_within_its_name_budget_follows_its_scaler() -> None:
     assert replicas(decided)[f"{name}-0-{decided['status']['revision']}-decode"] == 10
     degraded = next(c for c in decided["status"]["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "False"
+
+
+def test_an_orphan_scaler_with_the_sets_label_is_reported_with_the_adoption_that_fixes_it() -> None:
+    """Metacontroller releases children that another controller made and nobody adopted: the
+    scaler is still seen (a related object) and the set says how to take it back."""
+    roles = [make_role("prefill", replicas=2), make_role("decode", external=True)]
+    request = scenarios.settled_request(make_ds(roles=roles))
+    scalers = request["children"].pop(f"{api.SCALER_KIND}.{api.API_VERSION}")
+    (scaler,) = scalers.values()
+    del scaler["metadata"]["ownerReferences"]
+    del scaler["metadata"]["labels"][api.CONTROLLER_UID_LABEL]
+    request["related"][f"{api.SCALER_KIND}.{api.API_VERSION}"] = dict(scalers)
+    request["children"][f"{api.SCALER_KIND}.{api.API_VERSION}"] = {}
+    degraded = {c["type"]: c for c in answer(request)["status"]["conditions"]}["Degraded"]
+    assert degraded["reason"] == api.Reason.SCALER_CONFLICT
+    assert "`kubectl ds adopt llm --orphans` hands it to the set" in degraded["message"]
+    foreign = copy.deepcopy(request)
+    group = foreign["related"][f"{api.SCALER_KIND}.{api.API_VERSION}"]
+    group["llm-decode"]["metadata"]["labels"][api.LABEL_NAME] = "other"
+    degraded = {c["type"]: c for c in answer(foreign)["status"]["conditions"]}["Degraded"]
+    assert "delete it so the set can create its own" in degraded["message"]

@@ -1,0 +1,179 @@
+"""What `kubectl ds adopt` decides: which children another controller made to hand to
+Metacontroller, which to refuse and why, and the patch that hands each over.
+
+Metacontroller finds a DisaggregatedSet's children by the label `controller-uid: <set uid>` (the
+CompositeController's `generateSelector: true`) and adds that label to every child it creates.
+Children that upstream's Go controller created carry the API's labels and a controller
+ownerReference to the set, but not that label. Metacontroller then never sends them to the
+hooks, and worse, on the set's first sync it releases them (it removes its ownerReference from
+every object the set controls that its selector does not match): they become orphans, no longer
+collected with the set. Adoption adds the label first (docs/operations.md, "Install, upgrade,
+migrate, uninstall").
+
+Pure: every function reads the set and the objects kubectl printed as the hooks read them
+(`hooks.wire.envelope` parses them) and returns values; `hooks.kubectl.plugin` runs kubectl and
+prints. An object is a candidate when it is of a child kind (`RESOURCES`) and
+its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
+
+- controlled by that set (a controller ownerReference with the set's uid): adopted, that is
+  labelled `controller-uid: <set uid>` (relabelled when the label names another uid), or already
+  adopted when it carries the label;
+- controlled by anything else: refused, left alone;
+- controlled by nothing (an orphan: Metacontroller released it because it synced the set before
+  the adoption, or someone created it with the set's label): adopted only when asked
+  (`--orphans`); Metacontroller then adds the ownerReference itself, as it does for any orphan
+  its selector matches.
+
+The patch is a merge patch carrying the `resourceVersion` read, so the API server applies it only
+to the object as it was judged (409 Conflict otherwise: read it again and judge again). It adds or
+replaces one label and changes nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from hooks import api
+from hooks.core import records
+
+JsonObject = dict[str, Any]
+
+
+def _resource(plural: str, api_version: str) -> str:
+    """kubectl's `resource.group` name of a kind (the core group has none)."""
+    group = api_version.rpartition("/")[0]
+    return f"{plural}.{group}" if group else plural
+
+
+RESOURCES: Final[Mapping[str, str]] = {
+    api.LWS_KIND: _resource(api.LWS_PLURAL, api.LWS_API_VERSION),
+    api.SERVICE_KIND: _resource(api.SERVICE_PLURAL, api.SERVICE_API_VERSION),
+    api.SCALER_KIND: _resource(api.SCALER_PLURAL, api.API_VERSION),
+    api.REVISION_KIND: _resource(api.REVISION_PLURAL, api.API_VERSION),
+}
+"""The set's child kinds (the CompositeController's childResources) and kubectl's name for
+each: LeaderWorkerSets, Services, RoleScalers and the history records."""
+
+
+class Verdict(StrEnum):
+    ADOPT = "adopt"
+    """Controlled by the set (or an orphan, with `--orphans`): label it."""
+    ADOPTED = "adopted"
+    """Already carries the set's `controller-uid`."""
+    REFUSED = "refused"
+    """Controlled by another owner: never touched."""
+    ORPHAN = "orphan"
+    """Controlled by nothing, and orphans were not asked for: left alone."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What adoption does with one candidate."""
+
+    kind: str
+    namespace: str
+    name: str
+    set_name: str
+    verdict: Verdict
+    reason: str
+    """Why, in words for the line printed about it."""
+    patch: JsonObject | None = None
+    """The merge patch (ADOPT only)."""
+
+    @property
+    def resource(self) -> str:
+        return RESOURCES[self.kind]
+
+    @property
+    def line(self) -> str:
+        """One line about it: `Kind namespace/name: reason`."""
+        return f"{self.kind} {self.namespace}/{self.name}: {self.reason}"
+
+
+def key_of(parent: records.Parent) -> tuple[str, str]:
+    """(namespace, name) of a set."""
+    return parent.namespace, parent.name
+
+
+def set_of(candidate: records.ObservedObject) -> tuple[str, str]:
+    """(namespace, set name) a candidate's name label points at."""
+    return candidate.namespace, candidate.labels.get(api.LABEL_NAME, "")
+
+
+def patch_of(candidate: records.ObservedObject, *, uid: str) -> JsonObject:
+    """The merge patch that labels `candidate` for the set of `uid`, valid only at the
+    resourceVersion it was read at."""
+    return {
+        "metadata": {
+            "resourceVersion": candidate.resource_version,
+            "labels": {api.CONTROLLER_UID_LABEL: uid},
+        }
+    }
+
+
+def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans: bool) -> Decision:
+    """What adoption does with `candidate` (a child kind with `parent`'s name label)."""
+    set_name, uid = parent.name, parent.uid
+    label = candidate.labels.get(api.CONTROLLER_UID_LABEL)
+    controller = candidate.controller_uid
+
+    def decision(verdict: Verdict, reason: str) -> Decision:
+        patch = patch_of(candidate, uid=uid) if verdict is Verdict.ADOPT else None
+        return Decision(
+            candidate.kind.kind,
+            candidate.namespace,
+            candidate.name,
+            set_name,
+            verdict,
+            reason,
+            patch,
+        )
+
+    if controller is not None and controller != uid:
+        return decision(
+            Verdict.REFUSED,
+            f"carries {set_name}'s name label but is controlled by another owner (uid"
+            f" {controller}), not by {set_name} (uid {uid}): left alone",
+        )
+    if label == uid:
+        return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
+    if controller is None and not orphans:
+        return decision(
+            Verdict.ORPHAN,
+            f"carries {set_name}'s name label but has no controller (Metacontroller releases"
+            " children it finds unlabelled; or someone else made it): left alone; --orphans"
+            " adopts it",
+        )
+    return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
+
+
+def plan(
+    parents: Sequence[records.Parent],
+    candidates: Sequence[records.ObservedObject],
+    *,
+    orphans: bool,
+) -> list[Decision]:
+    """A decision for every candidate of a child kind whose name label names one of `parents`
+    (in its namespace), by set, then kind and name; other objects are no candidates."""
+    by_set = {key_of(parent): parent for parent in parents}
+    decisions = [
+        decide(by_set[set_of(candidate)], candidate, orphans=orphans)
+        for candidate in candidates
+        if candidate.kind.kind in RESOURCES and set_of(candidate) in by_set
+    ]
+    return sorted(decisions, key=lambda d: (d.namespace, d.set_name, d.kind, d.name))
+
+
+def summary(decisions: Sequence[Decision], parent: records.Parent) -> str:
+    """One line per set: how many children were adopted, already adopted, left alone."""
+    namespace, name = key_of(parent)
+    mine = [d for d in decisions if (d.namespace, d.set_name) == (namespace, name)]
+    counts = {verdict: sum(d.verdict is verdict for d in mine) for verdict in Verdict}
+    left = counts[Verdict.REFUSED] + counts[Verdict.ORPHAN]
+    return (
+        f"{namespace}/{name}: {counts[Verdict.ADOPT]} adopted, {counts[Verdict.ADOPTED]} already"
+        f" adopted, {left} left alone"
+    )

@@ -51,6 +51,18 @@ class ApiError(Exception):
         self.status = status
 
 
+def _error_body(content: bytes) -> JsonObject:
+    """An error answer's Status object, or its text as the message (an unknown path answers
+    `404 page not found`, no JSON)."""
+    try:
+        found = json.loads(content)
+    except ValueError:
+        found = None
+    if isinstance(found, dict):
+        return found
+    return {"message": content.decode("utf-8", errors="replace").strip()}
+
+
 def is_transient(error: Exception) -> bool:
     """Whether a request may succeed when tried again: a connection or read failure, a 5xx,
     or 429 Too Many Requests (an API server under load answers both)."""
@@ -125,9 +137,9 @@ class Client:
             timeout=REQUEST_TIMEOUT_SECONDS,
         ) as response:
             content = response.read()
-        payload: JsonObject = json.loads(content) if content else {}
         if response.status >= 300:
-            raise ApiError(response.status, payload)
+            raise ApiError(response.status, _error_body(content))
+        payload: JsonObject = json.loads(content) if content else {}
         return payload
 
     def get(self, resource: Resource, name: str, *, namespace: str | None = None) -> JsonObject:

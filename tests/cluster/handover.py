@@ -64,11 +64,22 @@ Snapshot = dict[tuple[str, str], Child]
 """(resource, name) -> the child."""
 
 
+def _listed(client: kube.Client, resource: kube.Resource, namespace: str) -> list[JsonObject]:
+    """The objects of `resource`; none while the API server does not serve it (upstream's CRDs
+    have no DisaggregatedSetRevisions: ours may not be installed yet)."""
+    try:
+        return client.list(resource, namespace=namespace)
+    except kube.ApiError as error:
+        if error.code == 404:
+            return []
+        raise
+
+
 def snapshot(client: kube.Client, namespace: str) -> Snapshot:
     """Every child of every set of `namespace` (objects with the API's name label)."""
     found: Snapshot = {}
     for resource in CHILD_RESOURCES:
-        for obj in client.list(resource, namespace=namespace):
+        for obj in _listed(client, resource, namespace):
             metadata = obj["metadata"]
             labels = metadata.get("labels", {})
             if api.LABEL_NAME not in labels:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 from hooks import api
 from hooks.core import controls, problems, records, rollout, status
@@ -38,16 +39,23 @@ def rollback_note(control: controls.Control, *, rollback: bool, revision: str) -
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """What the new revision runs in the held slices."""
+
+    text: str
+    """Per spec role, its groups over the role's target there: `prefill 1/4, decode 1/2`."""
+    groups: int
+    """Its groups, all roles together."""
+
+
 def share(
     new_lws: Sequence[records.ObservedObject],
     *,
     held: AbstractSet[int],
     roles: Sequence[rollout.RoleInput],
-) -> str:
-    """What the new revision runs in the held slices, per spec role: `prefill 1/4, decode 1/2`
-    (its groups over the role's target in those slices)."""
-    if not held:
-        return ""
+) -> Share:
+    """What the new revision runs in the held slices (see `Share`)."""
     running = {role.name: 0 for role in roles}
     for item in new_lws:
         role = item.labels.get(api.LABEL_ROLE, "")
@@ -57,15 +65,16 @@ def share(
     def wanted(role: rollout.RoleInput) -> str:
         return "?" if role.target is None else str(role.target * len(held))
 
-    return ", ".join(f"{role.name} {running[role.name]}/{wanted(role)}" for role in roles)
+    text = ", ".join(f"{role.name} {running[role.name]}/{wanted(role)}" for role in roles)
+    return Share(text=text if held else "", groups=sum(running.values()))
 
 
 def progressing(
     plans: Sequence[rollout.SlicePlan],
     *,
     revision: str,
-    hold_at: int | None,
-    share: str,
+    control: controls.Control,
+    share: Share,
     empty: AbstractSet[int] = frozenset(),
 ) -> status.ConditionUpdate | None:
     """Progressing Unknown when every slice that is not steady stands still on purpose: held
@@ -79,10 +88,7 @@ def progressing(
     partitioned = [plan.slice_index for plan in standing if plan.phase is rollout.Phase.PARTITIONED]
     parts = []
     if held:
-        parts.append(
-            f"slices {_indexes(held)} hold at {hold_at}% of revision {revision} ({share}), both"
-            " revisions serving"
-        )
+        parts.append(_held(held, revision=revision, control=control, share=share))
     parts.extend(_partitioned(partitioned, empty=empty))
     reason = api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED
     message = "; ".join(parts) + (
@@ -95,6 +101,17 @@ def progressing(
         reason=reason,
         message=message,
     )
+
+
+def _held(indexes: Sequence[int], *, revision: str, control: controls.Control, share: Share) -> str:
+    """What the status says of the held slices: the share asked for (and, when the annotation
+    is malformed, that it is read as that), what the new revision runs, whether it serves."""
+    hold = f"{control.hold_at_percent}%"
+    if api.ANNOTATION_ROLLOUT_HOLD_AT in control.malformed:
+        hold += f" (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} is malformed: read as {hold})"
+    serving = "both revisions serving" if share.groups else "the new revision runs no group yet"
+    held = _indexes(indexes)
+    return f"slices {held} hold at {hold} of revision {revision} ({share.text}), {serving}"
 
 
 def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str]:

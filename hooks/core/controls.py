@@ -39,6 +39,8 @@ class Control:
     """Rolling slices hold once every role of the new revision reaches this share of its
     target; None: no hold."""
     problems: tuple[problems.Problem, ...] = ()
+    malformed: frozenset[str] = frozenset()
+    """The annotations whose value was malformed and read cautiously instead."""
 
     @property
     def is_canary(self) -> bool:
@@ -106,6 +108,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
     """The rollout and history controls of a set from its annotations."""
     values: dict[str, int] = {}
     found: list[problems.Problem] = []
+    malformed: set[str] = set()
     for annotation in _annotations():
         text = annotations.get(annotation.key)
         if text is None:
@@ -114,6 +117,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         if value is None:
             message = f"annotation {annotation.key} is {text[:64]!r}: {annotation.advice}"
             found.append(problems.Problem(api.Reason.INVALID_ANNOTATION, message))
+            malformed.add(annotation.key)
             value = annotation.fallback
         values[annotation.field] = value
     hold = values.pop("hold_at_percent", None)
@@ -121,6 +125,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         paused=bool(values.pop("paused", 0)),
         hold_at_percent=None if hold == 100 else hold,
         problems=tuple(found),
+        malformed=frozenset(malformed),
         **values,
     )
 

@@ -358,7 +358,7 @@ def _verdict(
         standing=canary.progressing(
             [result.plan for result in results],
             revision=revision,
-            hold_at=plan.control.hold_at_percent,
+            control=plan.control,
             share=canary.share(new_lws, held=held, roles=plan.context.roles),
             empty=empty,
         ),

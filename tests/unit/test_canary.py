@@ -260,16 +260,37 @@ def test_held_and_partitioned_slices_read_as_standing_on_purpose() -> None:
     parted = rollout.SlicePlan(slice_index=1, phase=rollout.Phase.PARTITIONED, replicas={})
     steady = rollout.SlicePlan(slice_index=2, phase=rollout.Phase.STEADY, replicas={})
     moving = rollout.SlicePlan(slice_index=3, phase=rollout.Phase.WAITING, replicas={})
-    both = canary.progressing(
-        [held, parted, steady], revision=NEW, hold_at=25, share="prefill 2/5, decode 1/2"
-    )
+    hold = controls.control_of({api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"})
+    share = canary.Share("prefill 2/5, decode 1/2", groups=3)
+    both = canary.progressing([held, parted, steady], revision=NEW, control=hold, share=share)
     assert both is not None
     assert (both.status, both.reason) == (api.ConditionStatus.UNKNOWN, api.Reason.ROLLOUT_HELD)
-    assert "slices 0 hold at 25% of revision cccccccc (prefill 2/5, decode 1/2)" in both.message
+    assert (
+        "slices 0 hold at 25% of revision cccccccc (prefill 2/5, decode 1/2), both revisions"
+        " serving" in both.message
+    )
     assert "slices 1 are past annotation" in both.message
-    only = canary.progressing([parted, steady], revision=NEW, hold_at=None, share="")
+    only = canary.progressing([parted, steady], revision=NEW, control=NONE, share=NOTHING)
     assert only is not None and only.reason is api.Reason.ROLLOUT_PARTITIONED
-    assert canary.progressing([held, moving], revision=NEW, hold_at=25, share="") is None
+    assert canary.progressing([held, moving], revision=NEW, control=hold, share=NOTHING) is None
+
+
+def test_a_malformed_hold_says_how_it_is_read_and_that_nothing_new_serves_yet() -> None:
+    """Regression: a hold of "150%" read "hold at 0% ... both revisions serving" with the new
+    revision at 0 groups."""
+    held = rollout.SlicePlan(slice_index=0, phase=rollout.Phase.HELD, replicas={})
+    malformed = controls.control_of({api.ANNOTATION_ROLLOUT_HOLD_AT: "150%"})
+    share = canary.Share("prefill 0/4, decode 0/2", groups=0)
+    condition = canary.progressing([held], revision=NEW, control=malformed, share=share)
+    assert condition is not None
+    assert (
+        f"slices 0 hold at 0% (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} is malformed: read as"
+        " 0%) of revision cccccccc (prefill 0/4, decode 0/2), the new revision runs no group yet"
+    ) in condition.message
+
+
+NONE = controls.Control()
+NOTHING = canary.Share("", groups=0)
 
 
 def test_a_message_about_a_hundred_slices_stays_short() -> None:
@@ -277,7 +298,7 @@ def test_a_message_about_a_hundred_slices_stays_short() -> None:
         rollout.SlicePlan(slice_index=index, phase=rollout.Phase.PARTITIONED, replicas={})
         for index in range(1, 100, 2)  # fifty separate ranges
     ]
-    condition = canary.progressing(plans, revision=NEW, hold_at=None, share="")
+    condition = canary.progressing(plans, revision=NEW, control=NONE, share=NOTHING)
     assert condition is not None
     assert "slices 1; 3; 5; 7; 9; and 45 more are past" in condition.message
     assert len(condition.message) < 1000

@@ -126,16 +126,22 @@ class CrdGenError(Exception):
 
 def strip_descriptions(schema: JsonObject) -> JsonObject:
     """A copy of an OpenAPI schema without `description` keywords (data values untouched)."""
+    return _without_keyword(schema, "description")
+
+
+def _without_keyword(schema: JsonObject, keyword: str) -> JsonObject:
+    """A copy of an OpenAPI schema without `keyword` in any of its nodes; the values of
+    `default`, `enum` and the other data keywords are left as they are."""
     result: JsonObject = {}
     for key, value in schema.items():
-        if key == "description":
+        if key == keyword:
             continue
         if key in _SCHEMA_MAPS:
-            result[key] = {name: strip_descriptions(node) for name, node in value.items()}
+            result[key] = {name: _without_keyword(node, keyword) for name, node in value.items()}
         elif key in _SCHEMA_VALUES and isinstance(value, dict):
-            result[key] = strip_descriptions(value)
+            result[key] = _without_keyword(value, keyword)
         elif key in _SCHEMA_LISTS:
-            result[key] = [strip_descriptions(node) for node in value]
+            result[key] = [_without_keyword(node, keyword) for node in value]
         else:
             result[key] = value
     return result
@@ -311,17 +317,7 @@ def _without_defaults(schema: JsonObject) -> JsonObject:
     skips the write when it is unchanged; a server-side default would make the stored status
     differ from the returned one and turn every sync into a write.
     """
-    result: JsonObject = {}
-    for key, value in schema.items():
-        if key == "default":
-            continue
-        if key in _SCHEMA_MAPS:
-            result[key] = {name: _without_defaults(node) for name, node in value.items()}
-        elif key in _SCHEMA_VALUES and isinstance(value, dict):
-            result[key] = _without_defaults(value)
-        else:
-            result[key] = value
-    return result
+    return _without_keyword(schema, "default")
 
 
 # --- CEL rules ----------------------------------------------------------------------------------

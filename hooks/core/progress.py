@@ -1,24 +1,14 @@
-"""Rollout control beyond upstream: pausing, and the progress deadline (docs/rollout.md).
+"""How a rollout's progress reads: the progress deadline, and the rollout record in status.
 
-Both are annotations on the DisaggregatedSet, so its spec stays upstream's:
+docs/rollout.md ("Pausing and the progress deadline") has the rules: what counts as progress,
+when Progressing turns False with ProgressDeadlineExceeded, why a paused, held or partitioned
+rollout does not count against the deadline. This module owns the judgement of one pass
+(`judge`: the record to write in `status.rollout` and how Progressing reads) and the one resync
+a rolling set asks for (`resync_after`, at its deadline). `hooks.core.controls` reads the
+annotations. The time of the last progress lives in `status.rollout`, which Metacontroller hands
+back on every sync, so every hook replica, and a restarted one, sees the same clock.
 
-- `disaggregatedset.x-k8s.io/paused: "true"` freezes rollouts (`rollout.plan_slice` then takes no
-  rollout step in any slice); "false" or no annotation resumes. Progressing is Unknown with reason
-  RolloutPaused, and the deadline does not count.
-- `disaggregatedset.x-k8s.io/progress-deadline-seconds: "N"` (default 1800, "0" turns it off):
-  during a rollout, when the rollout made no progress for longer than N seconds, Progressing is
-  False with reason ProgressDeadlineExceeded and a message naming what is not ready since when.
-  The rollout is not aborted; progress turns Progressing back to True.
-
-A malformed value is reported (Degraded, reason InvalidAnnotation, naming the annotation) and read
-as `hooks.core.controls` says (a malformed `paused` pauses, a malformed deadline is the default);
-it never stops the reconcile.
-
-Progress means the rollout moved: it started (or changed target), a slice took a rollout step,
-the new revision's ready or updated replicas rose, or it was resumed. The time of the last
-progress lives in `status.rollout` (with the counts it was measured at), which Metacontroller
-hands back on every sync: any number of hook replicas, and restarts, see the same clock. Time is
-read only from the `now` the caller passes; timestamps are RFC 3339.
+Pure: time comes only from the `now` the caller passes (RFC 3339).
 """
 
 from __future__ import annotations

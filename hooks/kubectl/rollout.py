@@ -54,7 +54,7 @@ class RolloutError(Exception):
 def read_set(obj: object) -> records.Parent:
     """The set kubectl printed, as the hooks read it; RolloutError when it is not one."""
     try:
-        return envelope.parse_parent(envelope_object(obj, "the set"))
+        return envelope.parse_parent(_json_object(obj, "the set"))
     except envelope.RequestError as error:
         raise RolloutError(f"kubectl printed no usable {api.DS_KIND}: {error}") from None
 
@@ -64,7 +64,7 @@ def read_children(
 ) -> list[records.ObservedObject]:
     """The objects of a `kubectl get -o json` list that `parent` controls, as the hooks read
     them; RolloutError when one is not of that kind's shape."""
-    items = envelope_object(listing, "the list").get("items")
+    items = _json_object(listing, "the list").get("items")
     found = []
     for index, item in enumerate(items if isinstance(items, list) else []):
         try:
@@ -76,7 +76,7 @@ def read_children(
     return found
 
 
-def envelope_object(value: object, what: str) -> JsonObject:
+def _json_object(value: object, what: str) -> JsonObject:
     """`value` when it is a JSON object; RolloutError naming `what` otherwise."""
     if not isinstance(value, dict):
         raise RolloutError(f"kubectl printed no JSON object for {what}")

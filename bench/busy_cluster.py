@@ -3,21 +3,23 @@ watches for the sets, side by side with upstream's Go controller.
 
     python bench/busy_cluster.py [--sets 50] [--services 10000] [--revisions 10000]
                                  [--churn 2000] [--per-workload 6]
-                                 [--wirings default,no-services,no-revisions]
+                                 [--wirings default,no-services]
                                  [--peer PATH] [--delay 0.25] [--timeout 900] [--pprof]
 
 Metacontroller keeps one cluster-wide cache of whole objects per child type of a
 CompositeController and decodes every change of it, whether a set owns the object or not. A real
-LeaderWorkerSet cluster holds many such objects: every LWS and every StatefulSet records its
-template revisions in ControllerRevisions, and every workload has its Services. This benchmark
-puts them beside N Available sets and measures what they cost each controller.
+LeaderWorkerSet cluster holds many objects of the kinds a controller of the sets may watch: every
+LWS and every StatefulSet records its template revisions in ControllerRevisions, and every
+workload has its Services. This benchmark puts them beside N Available sets and measures what
+they cost each controller. The sets keep their history in DisaggregatedSetRevisions, so
+Metacontroller watches no ControllerRevision; Services are a child type unless the wiring leaves
+them out.
 
 Each setup runs on a fresh control plane (`bench/real_stack.py` starts it, the same way as the
 fleet benchmark; Metacontroller with its `unthrottled` flags, upstream's controller as there):
 
-1. create N sets (prefill 2 + decode 1 groups) and wait until every one is Available; wait the
-   hooks' grace for a child that never appears (`hooks/core/creations.py`), so a wiring in which
-   Metacontroller cannot see a child the hook asks for has settled too;
+1. create N sets (prefill 2 + decode 1 groups), wait until every one is Available, then
+   `SETTLE_SECONDS` more for the last syncs and writes;
 2. create the foreign workloads' owners: one StatefulSet per workload, in namespaces of their
    own, which neither controller watches (the objects below are controller-owned by them, as
    real ones are, so the garbage collector keeps them);
@@ -36,9 +38,10 @@ memory (VmRSS summed over its process groups, and PSS) before and after, its CPU
 the CPU net of the idle rate over the phase; then per 1,000 objects. The controller side is ours
 = Metacontroller + the hook server, upstream = its one process (`bench/real_stack.py`). Before
 that, what the sets themselves added to its memory, and the stored size of a set, of one of its
-LWS and of each foreign kind. At the end it compares every set, its LWS (uid, generation,
-replicas), Services and ControllerRevisions with what they were before the first foreign object:
-nothing may have moved, and every set must still be Available.
+LWS and of each foreign kind. At the end it compares every set's status, its LWS (uid,
+generation, replicas), Services (uid) and, for ours, history records (DisaggregatedSetRevisions:
+uid, generation, number) with what they were before the first foreign object: nothing may have
+moved, and every set must still be Available.
 
 A Go program's resident memory follows its heap with a lag: the garbage collector lets the heap
 grow to twice what is live before it collects, so a phase may still grow the memory of the one
@@ -48,22 +51,18 @@ Services), or first (the order above).
 Wirings of ours (`--wirings`, comma-separated; each is a setup of its own):
 
 - default: the kit as shipped;
-- no-services: the kit with `components/no-services` (Services are not a child type);
-- no-revisions: the kit with `controllerrevisions` left out of the CompositeController, so
-  Metacontroller has no ControllerRevision cache: what moving the history to a kind of its own
-  does for it. The hooks still ask for their history record, which Metacontroller creates once
-  and then cannot see: each set reports it missing (`Degraded=NameConflict`) and resyncs every
-  30 s, a background the idle rate measures and the net CPU leaves out;
-- lean: both.
+- no-services: the kit with `components/no-services` (Services are not a child type, and the
+  hooks answer without them).
 
 With `--peer PATH` (upstream's controller, `../shared/peer/README.md`) it runs last, on the same
-workload, and the table compares each wiring with it: the targets are that with no-services
-(or lean) 10,000 foreign Services, and with no-revisions (or lean) 10,000 foreign
-ControllerRevisions, cost ours no more than upstream's (within 10 MB and 1 CPU s, scaled to the
-counts run). With `--pprof`, Metacontroller's heap is profiled (after a garbage collection) at
-the idle phase and after each phase, for `go tool pprof -base` (bench/README.md), and its live
-heap after each collection is printed; the collections change the resident memory, so take the
-table's figures from a run without it.
+workload, and the table compares each wiring with it: the targets are that 10,000 foreign
+ControllerRevisions (in every wiring) and, with no-services, 10,000 foreign Services cost ours
+no more than upstream's (within 10 MB and 1 CPU s, scaled to the counts run); with the default
+install the cost of a Service is measured, not held to a target. With `--pprof`,
+Metacontroller's heap is profiled (after a garbage collection) at the idle phase and after each
+phase, for `go tool pprof -base` (bench/README.md), and its live heap after each collection is
+printed; the collections change the resident memory, so take the table's figures from a run
+without it.
 
 Exit status: 0 when every phase completed, no set moved and every target that applies was met;
 1 otherwise; 2 for a usage error.
@@ -72,14 +71,12 @@ Exit status: 0 when every phase completed, no set moved and every target that ap
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import math
 import signal
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -93,16 +90,14 @@ REPO_ROOT: Final = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import peer, real_stack  # noqa: E402 (needs the root on sys.path)
-from hooks.core import creations  # noqa: E402 (as above)
+from bench import real_stack  # noqa: E402 (needs the root on sys.path)
 from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
 from hooks.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
 from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import shared  # noqa: E402 (as above)
-from tests.cluster import sets  # noqa: E402 (as above)
+from tests.cluster import sets, upstream  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
-Edit = Callable[[JsonObject], JsonObject]
 
 NAMESPACE: Final = real_stack.NAMESPACE
 FOREIGN_NAMESPACES: Final = 10
@@ -112,14 +107,15 @@ QUIET_SECONDS: Final = 3
 QUIET_MARGIN: Final = 0.05
 """CPU seconds per second above the idle rate that still count as quiet."""
 QUIET_TIMEOUT_SECONDS: Final = 300.0
-SETTLE_SECONDS: Final = creations.GRACE_SECONDS + 5
+SETTLE_SECONDS: Final = 30
+"""After the last set is Available: its last syncs and status writes, before the memory reading."""
 TARGET_MB: Final = 10.0
 TARGET_CPU_SECONDS: Final = 1.0
 TARGET_COUNT: Final = 10_000
 MB: Final = 1_000_000
 
 STATEFULSETS: Final = kube.Resource("apps", "v1", "statefulsets")
-REVISIONS: Final = kube.Resource("apps", "v1", "controllerrevisions")
+CONTROLLER_REVISIONS: Final = kube.Resource("apps", "v1", "controllerrevisions")
 LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 HASH_LABEL: Final = "controller-revision-hash"
 COMPONENTS: Final = REPO_ROOT / "components"
@@ -128,45 +124,18 @@ COMPONENTS: Final = REPO_ROOT / "components"
 # --- wirings -------------------------------------------------------------------------------------
 
 
-def without_children(*resources: str) -> Edit:
-    """A kit edit: the DisaggregatedSet CompositeController without these child resources."""
-
-    def edit(document: JsonObject) -> JsonObject:
-        if document.get("kind") != "CompositeController" or not document["spec"].get(
-            "childResources"
-        ):
-            return document
-        changed = copy.deepcopy(document)
-        changed["spec"]["childResources"] = [
-            child
-            for child in document["spec"]["childResources"]
-            if child["resource"] not in resources
-        ]
-        return changed
-
-    return edit
-
-
 @dataclass(frozen=True)
 class Wiring:
     components: tuple[Path, ...] = ()
-    edit: Edit | None = None
+    """The kit's components installed with it."""
     services: bool = True
-    """Whether Metacontroller watches Services in this wiring."""
-    revisions: bool = True
-    """Whether it watches ControllerRevisions."""
+    """Whether Metacontroller watches Services in this wiring (it never watches
+    ControllerRevisions)."""
 
 
 WIRINGS: Final = {
     "default": Wiring(),
     "no-services": Wiring(components=(COMPONENTS / "no-services",), services=False),
-    "no-revisions": Wiring(edit=without_children("controllerrevisions"), revisions=False),
-    "lean": Wiring(
-        components=(COMPONENTS / "no-services",),
-        edit=without_children("controllerrevisions"),
-        services=False,
-        revisions=False,
-    ),
 }
 
 
@@ -348,47 +317,22 @@ def workloads(count: int) -> list[Workload]:
     ]
 
 
-class Writer:
-    """Creates and deletes objects from `WRITERS` threads, each with a client of its own."""
+def write_all(client: kube.Client, work: Sequence[Callable[[kube.Client], Any]]) -> list[Any]:
+    """Run every item of `work` from `WRITERS` threads (the client opens a connection per
+    request), retrying a transient failure; the results in order."""
 
-    def __init__(self, plane: ControlPlane) -> None:
-        self._plane = plane
-        self._local = threading.local()
-        self._clients: list[kube.Client] = []
-        self._lock = threading.Lock()
+    def run(item: Callable[[kube.Client], Any]) -> Any:
+        for attempt in range(10):
+            try:
+                return item(client)
+            except (kube.ApiError, *processes.TRANSPORT_ERRORS) as error:
+                if not kube.is_transient(error) or attempt == 9:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
-    def _client(self) -> kube.Client:
-        client = getattr(self._local, "client", None)
-        if client is None:
-            client = kube.Client(
-                server=self._plane.server,
-                token=self._plane.token,
-                ca_file=str(self._plane.workdir / "ca.crt"),
-            )
-            self._local.client = client
-            with self._lock:
-                self._clients.append(client)
-        return client
-
-    def each(self, work: Sequence[Callable[[kube.Client], Any]]) -> list[Any]:
-        """Run every item of `work` (retrying a transient failure); the results in order."""
-
-        def run(item: Callable[[kube.Client], Any]) -> Any:
-            for attempt in range(10):
-                try:
-                    return item(self._client())
-                except (kube.ApiError, *processes.TRANSPORT_ERRORS) as error:
-                    if not kube.is_transient(error) or attempt == 9:
-                        raise
-                    time.sleep(0.2 * (attempt + 1))
-            raise AssertionError("unreachable")
-
-        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            return list(pool.map(run, work))
-
-    def close(self) -> None:
-        for client in self._clients:
-            client.close()
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        return list(pool.map(run, work))
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -495,8 +439,9 @@ class HeapProfiles:
 # --- the sets must not move --------------------------------------------------------------------
 
 
-def sets_state(client: kube.Client) -> dict[str, Any]:
-    """What a foreign object must never change: each set's status, and its children."""
+def sets_state(client: kube.Client, *, history: bool) -> dict[str, Any]:
+    """What a foreign object must never change: each set's status, and its children (with
+    `history`, its history records too: upstream's controller keeps none)."""
     found: dict[str, Any] = {
         "status": {
             ds["metadata"]["name"]: ds.get("status")
@@ -514,11 +459,16 @@ def sets_state(client: kube.Client) -> dict[str, Any]:
             svc["metadata"]["name"]: svc["metadata"]["uid"]
             for svc in client.list(kube.SERVICES, namespace=NAMESPACE)
         },
-        "revisions": {
-            rev["metadata"]["name"]: (rev["metadata"]["uid"], rev["revision"])
-            for rev in client.list(REVISIONS, namespace=NAMESPACE)
-        },
     }
+    if history:
+        found["records"] = {
+            record["metadata"]["name"]: (
+                record["metadata"]["uid"],
+                record["metadata"]["generation"],
+                record["revision"],
+            )
+            for record in client.list(kube.REVISIONS, namespace=NAMESPACE)
+        }
     return found
 
 
@@ -563,10 +513,10 @@ class Result:
     available: int = 0
     children: Mapping[str, int] = field(default_factory=dict)
     sizes: Mapping[str, int] = field(default_factory=dict)
+    """Bytes of compact JSON of one object of each kind, as the API server stores it."""
     live_heap: dict[str, float] = field(default_factory=dict)
     """With `--pprof`: Metacontroller's live heap (bytes) after a collection, idle and after
     each phase."""
-    """Bytes of compact JSON of one object of each kind, as the API server stores it."""
     profiles: Path | None = None
 
     def phase(self, name: str) -> Phase | None:
@@ -592,7 +542,6 @@ def _play(
     plane = stack.plane
     result = Result(stack.label, profiles=heap.directory if heap else None)
     controller = FakeLwsController(plane.client, delay=delay)
-    writer = Writer(plane)
     try:
         real_stack.wait_for_watches(plane)
         controller.start()
@@ -607,14 +556,13 @@ def _play(
                 return result
             time.sleep(SETTLE_SECONDS)
             result.settled = read(stack)
-            _foreign(stack, counts, writer, result, heap)
+            _foreign(stack, counts, result, heap)
         finally:
             recorder.stop()
         if controller.errors:
             print(f"  fake LWS controller errors: {controller.errors[:3]}")
         return result
     finally:
-        writer.close()
         controller.stop()
         plane.stop()
 
@@ -622,7 +570,6 @@ def _play(
 def _foreign(
     stack: real_stack.Stack,
     counts: Counts,
-    writer: Writer,
     result: Result,
     heap: HeapProfiles | None,
 ) -> None:
@@ -632,9 +579,10 @@ def _foreign(
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"busy-{index}"}}
         client.create(kube.NAMESPACES, namespace)
     owners = workloads(counts.workloads)
-    stored = writer.each([_creating(STATEFULSETS, w.statefulset()) for w in owners])
+    stored = write_all(client, [_creating(STATEFULSETS, w.statefulset()) for w in owners])
     refs = [w.owner(obj) for w, obj in zip(owners, stored, strict=True)]
-    baseline = sets_state(client)
+    history = isinstance(stack, real_stack.Ours)
+    baseline = sets_state(client, history=history)
     start = read(stack)
     time.sleep(IDLE_SECONDS)
     idle = read(stack)
@@ -651,13 +599,18 @@ def _foreign(
     revisions = [(w, number) for number in range(counts.per_workload) for w in range(len(owners))][
         : counts.revisions
     ]
-    created = [_creating(REVISIONS, owners[w].revision(number, refs[w])) for w, number in revisions]
+    created = [
+        _creating(CONTROLLER_REVISIONS, owners[w].revision(number, refs[w]))
+        for w, number in revisions
+    ]
     churn = []
     for w, number in revisions[: counts.churn]:
         old = owners[w].revision(number, refs[w])["metadata"]
-        churn.append(_deleting(REVISIONS, old["name"], old["namespace"]))
+        churn.append(_deleting(CONTROLLER_REVISIONS, old["name"], old["namespace"]))
         churn.append(
-            _creating(REVISIONS, owners[w].revision(number + counts.per_workload, refs[w]))
+            _creating(
+                CONTROLLER_REVISIONS, owners[w].revision(number + counts.per_workload, refs[w])
+            )
         )
     for index, (name, work) in enumerate(
         (("revisions", created), ("churn", churn), ("services", services))
@@ -665,7 +618,7 @@ def _foreign(
         if not work:
             continue
         before = read(stack)
-        writer.each(work)
+        write_all(client, work)
         quiet = wait_quiet(stack, result.idle_rate)
         objects = len(work) // 2 if name == "churn" else len(work)
         result.phases.append(Phase(name, objects, before, read(stack), result.idle_rate, quiet))
@@ -678,11 +631,11 @@ def _foreign(
             number += counts.per_workload
         samples.append(owners[w].revision(number, refs[w]))
     result.sizes = _sizes(client, samples)
-    after = sets_state(client)
+    after = sets_state(client, history=history)
     result.moved = moved(baseline, after)
     listed = client.list(kube.DISAGGREGATED_SETS, namespace=NAMESPACE)
     result.available = sum(sets.is_available(ds) for ds in listed)
-    result.children = {part: len(after[part]) for part in ("lws", "services", "revisions")}
+    result.children = {part: len(found) for part, found in after.items() if part != "status"}
 
 
 def _sizes(client: kube.Client, samples: Sequence[JsonObject]) -> dict[str, int]:
@@ -690,7 +643,7 @@ def _sizes(client: kube.Client, samples: Sequence[JsonObject]) -> dict[str, int]
     found = {}
     for obj in samples:
         metadata = obj["metadata"]
-        resource = kube.SERVICES if obj["kind"] == "Service" else REVISIONS
+        resource = kube.SERVICES if obj["kind"] == "Service" else CONTROLLER_REVISIONS
         stored = client.get(resource, metadata["name"], namespace=metadata["namespace"])
         found[f"foreign {obj['kind']}"] = len(json.dumps(stored, separators=(",", ":")))
     for label, resource in (("set", kube.DISAGGREGATED_SETS), ("set's LWS", kube.LWS)):
@@ -717,7 +670,6 @@ def run_ours(wiring: str, counts: Counts, *, delay: float, timeout: float, pprof
         pprof=pprof,
         audit=True,
         kit_components=chosen.components,
-        kit_edit=chosen.edit,
     )
     heap = HeapProfiles(plane, wiring) if pprof else None
     result = _play(real_stack.Ours(plane), counts, delay=delay, timeout=timeout, heap=heap)
@@ -729,13 +681,13 @@ def run_upstream(
     binary: Path, counts: Counts, *, reconciles: int, delay: float, timeout: float
 ) -> Result:
     plane = ControlPlane.start_bare(
-        assets.find_assets(),
+        assets.find_assets(fallbacks=shared.testcluster_dirs()),
         Path(tempfile.mkdtemp(prefix="ds-busy-peer-")),
-        crds=peer.UPSTREAM_CRDS,
+        crds=upstream.CRDS,
         audit=True,
     )
     try:
-        peer.start_peer(plane, binary, max_concurrent_reconciles=reconciles)
+        upstream.start(plane, binary, max_concurrent_reconciles=reconciles)
     except BaseException:
         plane.stop()
         raise
@@ -829,14 +781,15 @@ def per_thousand(results: Sequence[Result]) -> None:
         print(f"  {result.label:<{width}}  {'  '.join(cells)}")
 
 
-def targets(results: Sequence[Result], upstream: Result) -> list[str]:
-    """The issue's targets that apply to the wirings run; the missed ones."""
+def targets(results: Sequence[Result], peer_result: Result) -> list[str]:
+    """The issue's targets that apply to the wirings run: the foreign ControllerRevisions in
+    every wiring, the foreign Services where Services are not watched; the missed ones."""
     missed = []
     for result in results:
         wiring = WIRINGS[result.label.removeprefix("ours ")]
-        for name, watched in (("services", wiring.services), ("revisions", wiring.revisions)):
-            ours, theirs = result.phase(name), upstream.phase(name)
-            if watched or ours is None or theirs is None:
+        for name in ("revisions", *(() if wiring.services else ("services",))):
+            ours, theirs = result.phase(name), peer_result.phase(name)
+            if ours is None or theirs is None:
                 continue
             scale = TARGET_COUNT / ours.objects
             memory = (ours.rss_delta_bytes - theirs.rss_delta_bytes) * scale / MB
@@ -864,9 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--per-workload", type=int, default=6, help="ControllerRevisions per foreign workload"
     )
-    parser.add_argument(
-        "--wirings", default="default,no-services,no-revisions", help=", ".join(WIRINGS)
-    )
+    parser.add_argument("--wirings", default=",".join(WIRINGS), help=", ".join(WIRINGS))
     parser.add_argument("--peer", type=Path, default=None, help="upstream's controller binary")
     parser.add_argument("--peer-reconciles", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.25, help="LWS readiness delay, seconds")
@@ -907,24 +858,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  (run took {time.monotonic() - started:.0f} s)")
         results.append(result)
         sys.stdout.flush()
-    upstream = None
+    peer_result = None
     if binary is not None:
         print(f"upstream ({binary.name}, {args.peer_reconciles} reconciles at once):")
         started = time.monotonic()
-        upstream = run_upstream(
+        peer_result = run_upstream(
             binary,
             counts,
             reconciles=args.peer_reconciles,
             delay=args.delay,
             timeout=args.timeout,
         )
-        print_result(upstream, counts)
+        print_result(peer_result, counts)
         print(f"  (run took {time.monotonic() - started:.0f} s)")
     else:
         print("upstream's controller: not run (give its binary with --peer PATH to compare)")
-    everything = [*results, *([upstream] if upstream is not None else [])]
+    everything = [*results, *([peer_result] if peer_result is not None else [])]
     per_thousand(everything)
-    missed = targets(results, upstream) if upstream is not None else []
+    missed = targets(results, peer_result) if peer_result is not None else []
     failed = [r.label for r in everything if not r.completed or r.moved]
     if failed:
         print(f"incomplete or moved: {', '.join(failed)}", file=sys.stderr)

@@ -141,8 +141,6 @@ class ControlPlane:
     metacontroller_flags: Sequence[str] = ()
     kit_components: Sequence[Path] = ()
     """Components (directories) the kit is rendered with, as an overlay listing them would."""
-    kit_edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    """A change to each rendered kit document before it is applied (a wiring to measure)."""
     metacontroller_pprof: str = ""
     """The base URL of Metacontroller's /debug/pprof when started with `pprof=True`."""
     audit_log: Path | None = None
@@ -162,13 +160,11 @@ class ControlPlane:
         pprof: bool = False,
         audit: bool = False,
         kit_components: Sequence[Path] = (),
-        kit_edit: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> ControlPlane:
         """Start everything; on any failure, stop what was started and re-raise. Metacontroller
         gets `metacontroller_flags`, by default those of the kit's
         components/metacontroller-scale, and serves /debug/pprof on a free port with `pprof`.
-        The kit is rendered with `kit_components` and each document changed by `kit_edit` (see
-        `install_kit`)."""
+        The kit is rendered with `kit_components` (see `install_kit`)."""
         check_kit(kit)
         flags = scale_flags(kit) if metacontroller_flags is None else metacontroller_flags
         plane = cls(
@@ -177,7 +173,6 @@ class ControlPlane:
             kit=kit,
             metacontroller_flags=flags,
             kit_components=kit_components,
-            kit_edit=kit_edit,
         )
         plane._started(lambda certificates: plane._start(certificates, pprof=pprof), audit=audit)
         return plane
@@ -463,7 +458,7 @@ class ControlPlane:
         Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
         -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
         With `kit_components`, the kit is rendered through an overlay in the work directory that
-        lists them (as a user's overlay does); `kit_edit` then changes each document.
+        lists them (as a user's overlay does).
         """
         source = self.kit
         if self.kit_components:
@@ -483,10 +478,7 @@ class ControlPlane:
             check=True,
             timeout=120,
         ).stdout
-        edit = self.kit_edit or (lambda document: document)
-        documents = [
-            pointed_at(edit(doc), self.hook_url) for doc in yaml.safe_load_all(rendered) if doc
-        ]
+        documents = [pointed_at(doc, self.hook_url) for doc in yaml.safe_load_all(rendered) if doc]
         self._kubectl_retrying(
             ["apply", "-f", "-"], stdin=yaml.safe_dump_all(documents, sort_keys=False)
         )

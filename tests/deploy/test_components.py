@@ -363,7 +363,7 @@ def test_metacontroller_scale_resources_follow_the_sizing_model(tmp_path: Path) 
     """Request: the model at its design point, rounded up to 128 MiB; limit half again above;
     GOMEMLIMIT 90% of the limit; half a core, no CPU limit (docs/operations.md)."""
     model_mb, rows = _sizing_model()
-    assert len(rows) == 4, rows
+    assert len(rows) == 3, rows
     statefulset = copy.deepcopy(METACONTROLLER_STATEFULSET)
     [original] = statefulset["spec"]["template"]["spec"]["containers"]
     original["env"] = [{"name": "EXISTING", "value": "kept"}]

@@ -227,6 +227,8 @@ class ControlPlane:
         """Stop every process (newest first) and remove the work directory."""
         for process in reversed(list(self.running.values())):
             process.stop()
+        if self._client is not None:
+            self._client.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     @property

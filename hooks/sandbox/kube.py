@@ -4,8 +4,10 @@ library's `http.client`.
 Only what they use: get, list, create, merge-patch (of the object or of a subresource), delete,
 an informer-like `Watch` that runs a callback on every change in a background thread, and
 `wait_for`, the one polling wait. `kubectl` itself is used where the work is about kubectl
-(apply, get, scale). Each request opens its own connection, so one client serves any number of
-threads.
+(apply, get, scale). One client serves any number of threads: each thread's requests share one
+kept-alive connection (a TLS handshake per request would slow a thread that writes often, such
+as the fake LWS controller, enough to change what the controller under test sees); a watch has a
+connection of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import collections
 import contextlib
 import http.client
 import json
+import select
 import ssl
 import threading
 import time
@@ -111,10 +114,20 @@ class Client:
         self._port = url.port
         self._tls = ssl.create_default_context(cafile=ca_file) if url.scheme == "https" else None
         self._token = token
+        self._kept = threading.local()
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+
+    def close(self) -> None:
+        """Close the connections kept alive for the threads (a later request opens a new one)."""
+        with self._lock:
+            connections, self._open = self._open, set()
+        for connection in connections:
+            connection.close()
 
     def is_ready(self) -> bool:
         """Whether the API server's /readyz answers 200."""
-        with self._exchange("GET", "/readyz", timeout=2) as response:
+        with self._exchange("/readyz", timeout=2) as response:
             response.read()
             return response.status == 200
 
@@ -129,16 +142,11 @@ class Client:
     ) -> JsonObject:
         """One API call; raises `ApiError` for a non-2xx answer."""
         data = None if body is None else json.dumps(body).encode()
-        with self._exchange(
-            method,
-            _with_query(path, params),
-            body=data,
-            headers={"Content-Type": content_type},
-            timeout=REQUEST_TIMEOUT_SECONDS,
-        ) as response:
-            content = response.read()
-        if response.status >= 300:
-            raise ApiError(response.status, _error_body(content))
+        status, content = self._on_kept_connection(
+            method, _with_query(path, params), body=data, content_type=content_type
+        )
+        if status >= 300:
+            raise ApiError(status, _error_body(content))
         payload: JsonObject = json.loads(content) if content else {}
         return payload
 
@@ -177,20 +185,49 @@ class Client:
     ) -> contextlib.AbstractContextManager[http.client.HTTPResponse]:
         """A streamed watch request: the answer, its body not read yet, and the connection
         closed when the context ends. A read that waits `read_timeout` seconds fails."""
-        return self._exchange("GET", _with_query(path, params), timeout=read_timeout)
+        return self._exchange(_with_query(path, params), timeout=read_timeout)
 
-    @contextlib.contextmanager
-    def _exchange(
-        self,
-        method: str,
-        path: str,
-        *,
-        timeout: float,
-        body: bytes | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> Iterator[http.client.HTTPResponse]:
-        """One request on a connection of its own, connected within `CONNECT_TIMEOUT_SECONDS`;
-        every later read and write within `timeout`."""
+    def _on_kept_connection(
+        self, method: str, path: str, *, body: bytes | None, content_type: str
+    ) -> tuple[int, bytes]:
+        """One request on this thread's kept-alive connection: its status and body. A new
+        connection is opened when the thread has none or the server closed it while it idled; a
+        connection whose request failed, or that the server will close, is not kept."""
+        connection: http.client.HTTPConnection | None = getattr(self._kept, "connection", None)
+        if connection is None or _closed_by_peer(connection):
+            self._forget(connection)
+            connection = self._connect(REQUEST_TIMEOUT_SECONDS)
+            self._kept.connection = connection
+            with self._lock:
+                self._open.add(connection)
+        try:
+            connection.request(method, path, body=body, headers=self._headers(content_type))
+            response = connection.getresponse()
+            content = response.read()
+        except BaseException:
+            self._forget(connection)
+            raise
+        if response.will_close:
+            self._forget(connection)
+        return response.status, content
+
+    def _forget(self, connection: http.client.HTTPConnection | None) -> None:
+        if connection is None:
+            return
+        self._kept.connection = None
+        with self._lock:
+            self._open.discard(connection)
+        connection.close()
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self._token}"}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        """A connection made within `CONNECT_TIMEOUT_SECONDS`, every later read and write
+        within `timeout`."""
         connection: http.client.HTTPConnection
         if self._tls is None:
             connection = http.client.HTTPConnection(
@@ -202,13 +239,32 @@ class Client:
             )
         try:
             connection.connect()
-            if connection.sock is not None:
-                connection.sock.settimeout(timeout)
-            all_headers = {"Authorization": f"Bearer {self._token}", **(headers or {})}
-            connection.request(method, path, body=body, headers=all_headers)
+        except BaseException:
+            connection.close()
+            raise
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        return connection
+
+    @contextlib.contextmanager
+    def _exchange(self, path: str, *, timeout: float) -> Iterator[http.client.HTTPResponse]:
+        """One GET on a connection of its own, closed when the context ends."""
+        connection = self._connect(timeout)
+        try:
+            connection.request("GET", path, headers=self._headers())
             yield connection.getresponse()
         finally:
             connection.close()
+
+
+def _closed_by_peer(connection: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection can no longer carry a request: it has no socket,
+    or its socket is readable while no answer is awaited (the server closed it, or sent what
+    no request asked for)."""
+    if connection.sock is None:
+        return True
+    readable, _, _ = select.select([connection.sock], [], [], 0)
+    return bool(readable)
 
 
 def _with_query(path: str, params: dict[str, str] | None) -> str:

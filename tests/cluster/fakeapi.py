@@ -118,6 +118,7 @@ class FakeApiServer:
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._clients: list[kube.Client] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -128,7 +129,10 @@ class FakeApiServer:
         return f"http://{host!s}:{port}"
 
     def client(self) -> kube.Client:
-        return kube.Client(server=self.url, token="test", ca_file="")
+        """A client of this server, closed with it."""
+        made = kube.Client(server=self.url, token="test", ca_file="")
+        self._clients.append(made)
+        return made
 
     def __enter__(self) -> FakeApiServer:
         self._thread.start()
@@ -136,6 +140,8 @@ class FakeApiServer:
 
     def __exit__(self, *_: object) -> None:
         self._stopping.set()
+        for client in self._clients:
+            client.close()
         self._server.shutdown()
         self._server.server_close()
 

@@ -95,7 +95,7 @@ from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
 from hooks.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
 from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import shared  # noqa: E402 (as above)
-from tests.cluster import sets, upstream  # noqa: E402 (as above)
+from tests.cluster import sets  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 
@@ -680,17 +680,7 @@ def run_ours(wiring: str, counts: Counts, *, delay: float, timeout: float, pprof
 def run_upstream(
     binary: Path, counts: Counts, *, reconciles: int, delay: float, timeout: float
 ) -> Result:
-    plane = ControlPlane.start_bare(
-        assets.find_assets(fallbacks=shared.testcluster_dirs()),
-        Path(tempfile.mkdtemp(prefix="ds-busy-peer-")),
-        crds=upstream.CRDS,
-        audit=True,
-    )
-    try:
-        upstream.start(plane, binary, max_concurrent_reconciles=reconciles)
-    except BaseException:
-        plane.stop()
-        raise
+    plane = real_stack.start_upstream(binary, reconciles=reconciles, prefix="ds-busy-peer-")
     return _play(real_stack.Upstream(plane), counts, delay=delay, timeout=timeout)
 
 

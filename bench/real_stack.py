@@ -852,10 +852,17 @@ def run_upstream(
     external: bool = False,
 ) -> Run:
     """Upstream's controller on a fresh control plane, with the same workload as `run`."""
-    workdir = Path(tempfile.mkdtemp(prefix="ds-bench-peer-"))
+    plane = start_upstream(binary, reconciles=reconciles, prefix="ds-bench-peer-")
+    return _play(Upstream(plane), count, delay=delay, timeout=timeout, external=external)
+
+
+def start_upstream(binary: Path, *, reconciles: int, prefix: str) -> ControlPlane:
+    """A bare control plane (upstream's CRDs, an audit log, its work directory named from
+    `prefix`) with upstream's controller running; stopped again when the controller fails to
+    start."""
     plane = ControlPlane.start_bare(
         assets.find_assets(fallbacks=shared.testcluster_dirs()),
-        workdir,
+        Path(tempfile.mkdtemp(prefix=prefix)),
         crds=upstream.CRDS,
         audit=True,
     )
@@ -864,7 +871,7 @@ def run_upstream(
     except BaseException:
         plane.stop()
         raise
-    return _play(Upstream(plane), count, delay=delay, timeout=timeout, external=external)
+    return plane
 
 
 # --- output ------------------------------------------------------------------------------------

@@ -304,10 +304,10 @@ METACONTROLLER_STATEFULSET = {
 }
 
 
-def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(METACONTROLLER_STATEFULSET))
+def _with_scale(statefulset: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Metacontroller's StatefulSet as an overlay including components/metacontroller-scale
+    renders it."""
+    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(statefulset))
     overlay = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -315,8 +315,14 @@ def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
         "components": [os.path.relpath(SCALE_DIR, tmp_path)],
     }
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    [rendered] = kustomize.render(tmp_path)
+    return rendered
 
-    [statefulset] = kustomize.render(tmp_path)
+
+def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
+    tmp_path: Path,
+) -> None:
+    statefulset = _with_scale(METACONTROLLER_STATEFULSET, tmp_path)
 
     [container] = statefulset["spec"]["template"]["spec"]["containers"]
     flags = dict(arg.split("=", 1) for arg in container["args"])
@@ -367,16 +373,7 @@ def test_metacontroller_scale_resources_follow_the_sizing_model(tmp_path: Path) 
     statefulset = copy.deepcopy(METACONTROLLER_STATEFULSET)
     [original] = statefulset["spec"]["template"]["spec"]["containers"]
     original["env"] = [{"name": "EXISTING", "value": "kept"}]
-    (tmp_path / "metacontroller.yaml").write_text(yaml.safe_dump(statefulset))
-    overlay = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": ["metacontroller.yaml"],
-        "components": [os.path.relpath(SCALE_DIR, tmp_path)],
-    }
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-
-    [rendered] = kustomize.render(tmp_path)
+    rendered = _with_scale(statefulset, tmp_path)
 
     [container] = rendered["spec"]["template"]["spec"]["containers"]
     resources = container["resources"]

@@ -359,14 +359,21 @@ def test_issue25_item1_a_slice_re_added_past_the_partition_gets_the_stable_revis
     assert _revisions_in(cluster, 2) == {first}
 
 
-def test_issue25_item1_a_partitioned_slice_whose_lws_were_deleted_gets_the_stable_revision() -> (
-    None
-):
+def _partitioned_at_one() -> tuple[Cluster, str]:
+    """A 2-slice set rolled to v2 under partition 1, standing partitioned; and its first
+    revision, which slice 1 still runs."""
     cluster = started(canary_set(slices=2))
     first = cluster.revision()
     partition(cluster, "1")
     cluster.edit("llm", to_v2)
     cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    return cluster, first
+
+
+def test_issue25_item1_a_partitioned_slice_whose_lws_were_deleted_gets_the_stable_revision() -> (
+    None
+):
+    cluster, first = _partitioned_at_one()
     for obj in cluster.objects(LWS_TYPE):
         if views.slice_of(obj) == 1:
             cluster.store.delete(
@@ -381,11 +388,7 @@ def test_issue25_item1_a_partitioned_slice_whose_lws_were_deleted_gets_the_stabl
 def test_issue25_item2_a_partitioned_slice_gets_back_a_deleted_service_and_a_new_one_its_own() -> (
     None
 ):
-    cluster = started(canary_set(slices=2))
-    first = cluster.revision()
-    partition(cluster, "1")
-    cluster.edit("llm", to_v2)
-    cluster.run(until=lambda c: progressing(c) == ("Unknown", "RolloutPartitioned"), max_ticks=300)
+    cluster, first = _partitioned_at_one()
     wanted = {f"llm-1-{first}-prefill-prv", f"llm-1-{first}-decode-prv"}
     assert _services(cluster, 1) == wanted
     cluster.store.delete(

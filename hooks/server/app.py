@@ -39,7 +39,6 @@ import flask
 import orjson
 from werkzeug.exceptions import HTTPException
 
-from hooks import api
 from hooks.api import times
 from hooks.core import desired, problems, records, related, scalers, sync
 from hooks.server import bodies, isolation, observability, revisions
@@ -66,11 +65,9 @@ class Hook:
     run: Callable[[object, str], records.HookResult]
 
 
-def _run_sync(
-    body: object, now: str, *, revision_of: Callable[[api.DisaggregatedSetSpec], str]
-) -> records.HookResult:
-    request = envelope.parse_sync_request(body)
-    result = sync.sync(request, now=now, revision_of=revision_of)
+def _run_sync(body: object, now: str, *, memo: revisions.RevisionMemo) -> records.HookResult:
+    request = envelope.parse_sync_request(body, revision_of=memo.of_roles)
+    result = sync.sync(request, now=now, revision_of=memo.of_spec)
     if not isinstance(result.answer, records.SyncAnswer):
         return result
     writes = envelope.writes(request, result.answer)
@@ -94,7 +91,7 @@ def default_hooks() -> Mapping[str, Hook]:
     memo = revisions.RevisionMemo()
     return MappingProxyType(
         {
-            "/sync": Hook("sync", functools.partial(_run_sync, revision_of=memo.of_spec)),
+            "/sync": Hook("sync", functools.partial(_run_sync, memo=memo)),
             "/customize": Hook("customize", _run_customize),
             "/rolescaler/sync": Hook("rolescaler-sync", _run_scaler_sync),
             "/rolescaler/customize": Hook("rolescaler-customize", _run_scaler_customize),

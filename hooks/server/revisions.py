@@ -16,18 +16,20 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Final
 
 from hooks import api
 from hooks.gocompat import revision
 
-MEMO_SIZE: Final = 1024
+MEMO_SIZE: Final = 4096
 """Revisions remembered per app (least recently used first out): one per set and revision in
-flight, a few dozen bytes each."""
+flight (a spec and the history records of a set share theirs), so a rollout of 1,000 sets, two
+revisions each, fits; about a hundred bytes each."""
 
 
 class RevisionMemo:
-    """`of_spec` with the last `size` answers remembered."""
+    """`of_roles` and `of_spec` with the last `size` answers remembered."""
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self._size = size
@@ -38,9 +40,14 @@ class RevisionMemo:
 
     def of_spec(self, spec: api.DisaggregatedSetSpec) -> str:
         """`revision.of_spec(spec)`, from the memo when these roles were hashed before."""
-        roles = [(role.name, role.leader_worker_template) for role in spec.roles]
+        return self.of_roles([(role.name, role.leader_worker_template) for role in spec.roles])
+
+    def of_roles(self, roles: Sequence[tuple[str, api.JsonObject]]) -> str:
+        """`revision.compute_revision(roles)`, from the memo when they were hashed before."""
         try:
-            key = hashlib.sha256(pickle.dumps(roles, protocol=pickle.HIGHEST_PROTOCOL)).digest()
+            key = hashlib.sha256(
+                pickle.dumps(list(roles), protocol=pickle.HIGHEST_PROTOCOL)
+            ).digest()
         except (RecursionError, pickle.PicklingError):  # nested too deeply: no key, no memo
             return revision.compute_revision(roles)
         known = self._known.get(key)

@@ -25,7 +25,7 @@ records `kubectl get` lists the same way, for the kubectl plugin.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, TypeGuard
 
 import orjson
@@ -45,20 +45,35 @@ class RequestError(Exception):
 # --- parsing -------------------------------------------------------------------------------------
 
 
-def parse_sync_request(body: object) -> records.SyncRequest:
+RevisionOf = Callable[[Sequence[tuple[str, api.JsonObject]]], str]
+"""What hashes a list of (role name, leaderWorkerTemplate): `revision.compute_revision`, or a
+memo of it."""
+
+
+def parse_sync_request(
+    body: object, *, revision_of: RevisionOf = revision.compute_revision
+) -> records.SyncRequest:
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used.
 
     Children of a kind this version does not know (a newer version's CompositeController lists
     it) come back apart, as they were last applied, to be answered unchanged; related objects of
-    such a kind are left out (related objects are never answered with)."""
+    such a kind are left out (related objects are never answered with). A history record's roles
+    are hashed with `revision_of`."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
     children, _, unknown = _parse_object_groups(
-        request.get("children"), "children", allowed=records.DS_CHILD_KINDS
+        request.get("children"),
+        "children",
+        allowed=records.DS_CHILD_KINDS,
+        revision_of=revision_of,
     )
     related, _, _ = _parse_object_groups(
-        request.get("related", {}), "related", allowed=frozenset(records.ChildKind), related=True
+        request.get("related", {}),
+        "related",
+        allowed=frozenset(records.ChildKind),
+        related=True,
+        revision_of=revision_of,
     )
     declared = _declared_kinds(request.get("controller"))
     if declared is not None and any(child.kind not in declared for child in children):
@@ -341,6 +356,7 @@ def _parse_object_groups(
     allowed: frozenset[records.ChildKind],
     keep_parents: bool = False,
     related: bool = False,
+    revision_of: RevisionOf = revision.compute_revision,
 ) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...], tuple[JsonObject, ...]]:
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
     `keep_parents`, DisaggregatedSets come back as parents, apart; objects of a kind not
@@ -374,7 +390,13 @@ def _parse_object_groups(
                 parents.append(parse_parent(_require_object(obj, label)))
             else:
                 observed.append(
-                    _parse_observed(kind, _require_object(obj, label), label, related=related)
+                    _parse_observed(
+                        kind,
+                        _require_object(obj, label),
+                        label,
+                        related=related,
+                        revision_of=revision_of,
+                    )
                 )
     return (
         tuple(sorted(observed, key=lambda obj: (obj.kind.value, obj.namespace, obj.name))),
@@ -414,7 +436,12 @@ def _unknown_child(obj: JsonObject, where: str) -> JsonObject:
 
 
 def _parse_observed(
-    kind: records.ChildKind, obj: JsonObject, where: str, *, related: bool = False
+    kind: records.ChildKind,
+    obj: JsonObject,
+    where: str,
+    *,
+    related: bool = False,
+    revision_of: RevisionOf = revision.compute_revision,
 ) -> records.ObservedObject:
     metadata = _require_object(obj.get("metadata"), f"{where} metadata")
     name = _require_str(metadata.get("name"), f"{where} metadata.name")
@@ -427,7 +454,7 @@ def _parse_observed(
     owner = _controller_ref(metadata)
     replica_status, status_error = _replica_status(status)
     stored, stored_error = (
-        _stored_revision(obj) if kind is records.ChildKind.REVISION else (None, None)
+        _stored_revision(obj, revision_of) if kind is records.ChildKind.REVISION else (None, None)
     )
     return records.ObservedObject(
         kind=kind,
@@ -449,9 +476,12 @@ def _parse_observed(
     )
 
 
-def _stored_revision(obj: JsonObject) -> tuple[records.StoredRevision | None, str | None]:
+def _stored_revision(
+    obj: JsonObject, revision_of: RevisionOf
+) -> tuple[records.StoredRevision | None, str | None]:
     """A DisaggregatedSetRevision's body as its CRD describes it (`api.RevisionRecord`), its
-    roles parsed as a spec's roles are, and the revision they hash to; or why it is not one."""
+    roles parsed as a spec's roles are, and the revision they hash to (by `revision_of`); or why
+    it is not one."""
     try:
         body = api.RevisionRecord.model_validate(obj, strict=True)
     except pydantic.ValidationError as error:
@@ -466,7 +496,7 @@ def _stored_revision(obj: JsonObject) -> tuple[records.StoredRevision | None, st
     if len(set(names)) != len(names):
         return None, f"roles: a role name appears twice ({', '.join(names)})"
     try:
-        hashed = revision.compute_revision([(r.name, r.leader_worker_template) for r in roles])
+        hashed = revision_of([(r.name, r.leader_worker_template) for r in roles])
     except gotext.EncodingError as error:
         return None, f"roles: {error}"
     stored = records.StoredRevision(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import orjson
 import pytest
@@ -382,6 +383,23 @@ def test_a_record_is_read_from_the_object_never_from_its_last_applied_annotation
     assert item.stored.hash == record["metadata"]["labels"][api.LABEL_REVISION]
     assert item.applied["roles"] == record["roles"] and item.applied["revision"] == 3
     assert api.LAST_APPLIED_ANNOTATION not in item.applied["metadata"].get("annotations", {})
+
+
+def test_a_records_roles_are_hashed_by_the_function_the_caller_gives() -> None:
+    """The hook server passes its revision memo; the record's hash is what that function
+    answers for the record's own roles."""
+    record = _record()
+    asked: list[list[str]] = []
+
+    def revision_of(roles: Sequence[tuple[str, builders.JsonObject]]) -> str:
+        asked.append([name for name, _ in roles])
+        return "0badf00d"
+
+    (item,) = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), children=[record]), revision_of=revision_of
+    ).children
+    assert asked == [[role["name"] for role in record["roles"]]]
+    assert item.stored is not None and item.stored.hash == "0badf00d"
 
 
 def test_a_record_body_that_is_not_a_records_says_why() -> None:

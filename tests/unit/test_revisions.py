@@ -41,6 +41,22 @@ def test_a_repeated_revision_comes_from_the_memo(monkeypatch: pytest.MonkeyPatch
     assert first == again == plain(computed[0])
 
 
+def test_a_spec_and_a_record_of_its_roles_share_one_computation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    computed: list[object] = []
+    plain = revision.compute_revision
+    monkeypatch.setattr(
+        revision, "compute_revision", lambda roles: computed.append(roles) or plain(roles)
+    )
+    memo = revisions.RevisionMemo()
+    wanted = spec(hostNetwork=True)
+    from_spec = memo.of_spec(wanted)
+    from_roles = memo.of_roles([(role.name, role.leader_worker_template) for role in wanted.roles])
+    assert len(computed) == 1
+    assert from_spec == from_roles == revision.of_spec(wanted)
+
+
 @pytest.mark.parametrize(
     ("one", "other"),
     [(1, True), (1, 1.0), (None, 0)],

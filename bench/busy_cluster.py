@@ -318,8 +318,8 @@ def workloads(count: int) -> list[Workload]:
 
 
 def write_all(client: kube.Client, work: Sequence[Callable[[kube.Client], Any]]) -> list[Any]:
-    """Run every item of `work` from `WRITERS` threads (the client opens a connection per
-    request), retrying a transient failure; the results in order."""
+    """Run every item of `work` from `WRITERS` threads (each keeps its own connection alive),
+    retrying a transient failure; the results in order."""
 
     def run(item: Callable[[kube.Client], Any]) -> Any:
         for attempt in range(10):

@@ -68,8 +68,6 @@ class Assets:
     metacontroller: Path
     metacontroller_crds: Path
     lws_crd: Path
-    lws_release: str = REFERENCE_LWS
-    """Whose LeaderWorkerSet CRD `lws_crd` is (one of `LWS_RELEASES`)."""
 
 
 def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_LWS) -> Assets:
@@ -107,7 +105,6 @@ def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_
         metacontroller=programs["metacontroller"],
         metacontroller_crds=metacontroller_crds,
         lws_crd=lws_crd,
-        lws_release=lws_release,
     )
 
 

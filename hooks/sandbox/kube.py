@@ -457,7 +457,7 @@ class Watch:
                 raise _Relist(f"410 Gone from {params['resourceVersion']}")
             if response.status != 200:
                 content = response.read()
-                raise ApiError(response.status, json.loads(content) if content else {})
+                raise ApiError(response.status, _error_body(content))
             for line in iter(response.readline, b""):
                 if self._stop.is_set():
                     return

@@ -24,6 +24,8 @@ from typing import Any, Final
 
 STOP_GRACE_SECONDS: Final = 5.0
 LOG_TAIL_LINES: Final = 30
+LOCAL_GET_TIMEOUT_SECONDS: Final = 1.0
+"""How long `local_get` waits to connect and for each read: a loopback server answers at once."""
 TRANSPORT_ERRORS: Final = (OSError, http.client.HTTPException)
 """What a request that got no answer raises: refused, reset, timed out, cut short."""
 
@@ -58,12 +60,12 @@ class Answer:
         return json.loads(self.body)
 
 
-def local_get(url: str, *, timeout: float = 1) -> Answer:
+def local_get(url: str) -> Answer:
     """GET a plain-http loopback URL directly (no proxy settings from the environment); raises
     one of `TRANSPORT_ERRORS` when no answer comes."""
     parts = urllib.parse.urlsplit(url)
     connection = http.client.HTTPConnection(
-        parts.hostname or "127.0.0.1", parts.port, timeout=timeout
+        parts.hostname or "127.0.0.1", parts.port, timeout=LOCAL_GET_TIMEOUT_SECONDS
     )
     try:
         connection.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))

@@ -15,8 +15,8 @@ MAX_SLICES: Final = 100
 ROLE_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ROLE_NAME_MAX_LENGTH: Final = 63
 INT32_MAX: Final = 2**31 - 1
-# Go's int64, which a Kubernetes integer field (a ControllerRevision's `revision`, a resource
-# quantity's value) must fit.
+# Go's int64, which a Kubernetes integer field (a resource quantity's value, a percentage in an
+# annotation) must fit.
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas

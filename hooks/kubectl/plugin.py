@@ -132,15 +132,14 @@ class Kubectl:
         return _read(lambda value: rollout.read_children(_LWS, value, parent=parent), listing)
 
     def history(self, parent: records.Parent) -> rollout.History:
-        """The set's history: the records with its name label that it controls, read as the
-        hooks read them (the ones that do not count are named in its notes)."""
+        """The set's history: the records with its name label, read as the hooks read them; the
+        ones that do not count, those it does not control included, are named in its notes."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         try:
             observed = envelope.parse_records(items if isinstance(items, list) else [])
         except envelope.RequestError as error:
             raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
-        mine = [item for item in observed if item.is_controlled_by(parent.uid)]
-        return rollout.records_of(parent, mine)
+        return rollout.records_of(parent, observed)
 
 
 _LWS: Final = records.ChildKind.LWS

@@ -9,6 +9,8 @@ pickle are hashed without the memo, and a template the encoder refuses is refuse
 
 The memo belongs to one app (`hooks.server.app.default_hooks` makes one per app), never to the
 module: a worker forks with none, and tests start clean.
+A body answered in a child process (`hooks.server.isolation`, bodies above its size) hashes
+without teaching the worker's memo: what the child learns ends with it.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ import orjson
 import pydantic
 
 from hooks import api
+from hooks.api import rules
 from hooks.core import records
 from hooks.gocompat import gotext, revision
 
@@ -57,8 +58,9 @@ def parse_sync_request(
 
     Children of a kind this version does not know (a newer version's CompositeController lists
     it) come back apart, as they were last applied, to be answered unchanged; related objects of
-    such a kind are left out (related objects are never answered with). A history record's roles
-    are hashed with `revision_of`."""
+    such a kind are left out (related objects are never answered with); one that shares its kind
+    and name with a known child makes the request unusable. A history record's roles are hashed
+    with `revision_of`."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
@@ -79,6 +81,15 @@ def parse_sync_request(
     if declared is not None and any(child.kind not in declared for child in children):
         # Metacontroller observes only the types it declares: such a body is not its own.
         raise RequestError("children hold a type that controller.spec.childResources leaves out")
+    known = {(child.kind.kind, child.name) for child in children}
+    for item in unknown:
+        if _key_of(item) in known:
+            # An answer holds one object per kind and name: one of the two would be deleted.
+            raise RequestError(
+                f"children hold two {item['kind']}s named {item['metadata']['name']!r} (one of"
+                f" apiVersion {item['apiVersion']}, which this version does not know): an answer"
+                " can keep only one"
+            )
     return records.SyncRequest(
         parent=parent,
         children=children,
@@ -494,7 +505,7 @@ def _stored_revision(
             return None, _first_error(error, root=f"roles[{index}]")
     names = [role.name for role in roles]
     if len(set(names)) != len(names):
-        return None, f"roles: a role name appears twice ({', '.join(names)})"
+        return None, f"{rules.RECORD_ROLE_NAMES_UNIQUE.message} ({', '.join(names)})"
     try:
         hashed = revision_of([(r.name, r.leader_worker_template) for r in roles])
     except gotext.EncodingError as error:

@@ -317,6 +317,17 @@ def test_without_its_annotation_an_unknown_child_comes_back_cleaned_of_status_an
     assert "status" not in kept
 
 
+def test_an_unknown_child_sharing_a_known_childs_kind_and_name_makes_the_request_unusable() -> None:
+    """An answer holds one object per kind and name, so one of the two would be deleted: the
+    request is refused (400, nothing changes) instead."""
+    known = lws_child()
+    newer = lws_child()
+    newer["apiVersion"] = "leaderworkerset.x-k8s.io/v2"
+    body = builders.make_request(builders.make_ds(), children=[known, newer])
+    with pytest.raises(envelope.RequestError, match="an answer can keep only one"):
+        envelope.parse_sync_request(body)
+
+
 def test_related_objects_of_unknown_kinds_are_left_out() -> None:
     body = builders.make_request(builders.make_ds(), children=[lws_child()])
     body["related"]["ConfigMap.v1"] = {"cm": {"metadata": {"name": "cm"}}}

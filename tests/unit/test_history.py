@@ -230,7 +230,7 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_not_created() -> None:
         pytest.param(lambda r: r.pop("firstRevision"), "firstRevision", id="no-first"),
         pytest.param(lambda r: r.update(roles=[]), "roles", id="no-roles"),
         pytest.param(
-            lambda r: r["roles"][1].update(name="prefill"), "appears twice", id="a-role-twice"
+            lambda r: r["roles"][1].update(name="prefill"), "must be unique", id="a-role-twice"
         ),
         pytest.param(lambda r: r["roles"][0].pop("spec"), "roles[0].spec", id="role-without-spec"),
     ],

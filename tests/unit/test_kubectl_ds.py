@@ -392,9 +392,11 @@ def test_history_lists_the_records_by_number_with_the_current_one_marked(
         ),
     )
     code, out, err = run(capsys, "rollout", "history", "llm")
-    # The record another object controls is not the set's; the renamed one does not count.
+    # Neither the record another object controls nor the renamed one counts; both are named.
     assert (code, err) == (
         0,
+        f"kubectl ds rollout history: note: llm-{revision_of(roles(V3))} is not counted: it is"
+        " not controlled by this DisaggregatedSet\n"
         "kubectl ds rollout history: note: llm-renamed is not counted: its name is not"
         " <set>-<its label disaggregatedset.x-k8s.io/revision> "
         f"({revision_of(roles(V3))!r})\n",

@@ -128,10 +128,16 @@ def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -
     when it does: it is controlled by the set, labelled with the set's name, named
     `<set>-<revision>` after its revision label, its body is a record's, the roles it stores hash
     to that revision, and it was not created with a number above its own."""
-    label = item.labels.get(api.LABEL_REVISION, "")
-    stored = item.stored
     if not item.is_controlled_by(set_uid):
         return "it is not controlled by this DisaggregatedSet"
+    return problem_with_body(item, set_name=set_name)
+
+
+def problem_with_body(item: records.ObservedObject, *, set_name: str) -> str | None:
+    """`problem_with` but for who controls it: what `kubectl ds adopt --orphans` asks of a
+    record before it hands the record to the set."""
+    label = item.labels.get(api.LABEL_REVISION, "")
+    stored = item.stored
     if item.labels.get(api.LABEL_NAME) != set_name:
         return f"its label {api.LABEL_NAME} is not {set_name!r}"
     if not label or item.name != naming.history_name(set_name=set_name, revision=label):

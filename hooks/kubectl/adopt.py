@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
-from hooks.core import records
+from hooks.core import history, records
 
 JsonObject = dict[str, Any]
 
@@ -147,6 +147,14 @@ def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans
             " children it finds unlabelled; or someone else made it): left alone; --orphans"
             " adopts it",
         )
+    if controller is None and candidate.kind is records.ChildKind.REVISION:
+        why = history.problem_with_body(candidate, set_name=set_name)
+        if why is not None:
+            return decision(
+                Verdict.REFUSED,
+                f"a history record that would not count ({why}): left alone (delete it: a record"
+                " the set needs is created again)",
+            )
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
 
 

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hooks import api
-from hooks.core import records
+from hooks.core import children, records
+from hooks.gocompat import revision
 from hooks.kubectl import adopt
 from hooks.wire import envelope
 from tests import builders
@@ -125,6 +126,35 @@ def test_an_orphan_is_adopted_only_when_asked() -> None:
     taken = adopt.decide(PARENT, orphan, orphans=True)
     assert taken.verdict is adopt.Verdict.ADOPT
     assert taken.patch is not None
+
+
+def orphan_record(image: str | None = None) -> records.ObservedObject:
+    """The set's record with no controller, as Metacontroller leaves one it released; with
+    `image`, its stored template changed afterwards (so it no longer hashes to its label)."""
+    spec = api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"])
+    rendered = children.render_history(
+        set_name="llm",
+        revision=revision.of_spec(spec),
+        number=2,
+        roles=spec.roles,
+        change_cause=None,
+    )
+    observed = builders.observe(rendered)
+    del observed["metadata"]["ownerReferences"]
+    observed["metadata"]["labels"].pop(api.CONTROLLER_UID_LABEL, None)
+    observed["metadata"]["resourceVersion"] = "812"
+    if image is not None:
+        template = observed["roles"][0]["spec"]["leaderWorkerTemplate"]
+        template["workerTemplate"]["spec"]["containers"][0]["image"] = image
+    return read(observed)
+
+
+def test_an_orphan_record_is_adopted_only_when_it_would_count() -> None:
+    genuine = adopt.decide(PARENT, orphan_record(), orphans=True)
+    assert genuine.verdict is adopt.Verdict.ADOPT
+    forged = adopt.decide(PARENT, orphan_record(image="evil/miner:latest"), orphans=True)
+    assert (forged.verdict, forged.patch) == (adopt.Verdict.REFUSED, None)
+    assert "a history record that would not count (the roles it stores hash to" in forged.line
 
 
 def test_plan_takes_only_child_kinds_labelled_for_a_given_set_in_its_namespace() -> None:

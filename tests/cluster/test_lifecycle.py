@@ -133,8 +133,11 @@ class ReplicaHistory:
 
     def __init__(self, client: kube.Client, namespace: str) -> None:
         self._lock = threading.Lock()
+        self._client = client
+        self._namespace = namespace
         self.values: dict[str, list[int]] = {}
         self.deleted: set[str] = set()
+        self._alive: set[str] = set()
         self._watch = kube.Watch(client, kube.LWS, self._record, namespace=namespace)
 
     def _record(self, event: JsonObject) -> None:
@@ -143,16 +146,33 @@ class ReplicaHistory:
         with self._lock:
             if event["type"] == "DELETED":
                 self.deleted.add(name)
+                self._alive.discard(name)
                 return
+            self._alive.add(name)
             history = self.values.setdefault(name, [])
             replicas = lws["spec"].get("replicas", 1)
             if not history or history[-1] != replicas:
                 history.append(replicas)
 
     def stop(self) -> None:
-        """Stop watching; raises if recording an event ever failed."""
-        self._watch.stop()
-        self._watch.check()
+        """Stop watching once the watch has caught up with the API server (the LWS it holds for
+        alive are those the server lists: a test that saw a state by polling may be ahead of the
+        watch's events); raises if recording an event ever failed."""
+        try:
+            kube.wait_for(
+                lambda: (self.alive(), set(sets.lws_by_name(self._client, self._namespace))),
+                until=lambda seen: seen[0] == seen[1],
+                timeout=sets.WAIT_SECONDS,
+                message="the LWS watch catching up with the API server (watched, listed)",
+            )
+        finally:
+            self._watch.stop()
+            self._watch.check()
+
+    def alive(self) -> set[str]:
+        """The LWS whose last event was not a deletion."""
+        with self._lock:
+            return set(self._alive)
 
 
 def _plan_columns(old: JsonObject, new: JsonObject, tmp_path: Path) -> dict[str, list[int]]:

@@ -35,6 +35,9 @@ LABEL_SLICE: Final = f"{GROUP}/slice"
 LABEL_REVISION: Final = f"{GROUP}/revision"
 LABEL_APP: Final = "app"
 ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
+# Beyond upstream, on each LWS of the revision a slice rolls to: the role's per-slice target when
+# the slice's rollout started (docs/rollout.md, "Scaling while a rollout runs").
+ANNOTATION_ROLLOUT_TARGET: Final = f"{GROUP}/rollout-target-replicas"
 # Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
 # upstream's (docs/rollout.md).
 ANNOTATION_PAUSED: Final = f"{GROUP}/paused"

@@ -17,7 +17,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.core import controls, problems, records, rollout, status
+from hooks.core import controls, problems, records, rollout, status, stock
 
 
 def slice_control(control: controls.Control, index: int, *, rollback: bool) -> rollout.SliceControl:
@@ -53,7 +53,7 @@ def share(
     new_lws: Sequence[records.ObservedObject],
     *,
     held: AbstractSet[int],
-    roles: Sequence[rollout.RoleInput],
+    roles: Sequence[stock.RoleInput],
 ) -> Share:
     """What the new revision runs in the held slices (see `Share`)."""
     running = {role.name: 0 for role in roles}
@@ -62,7 +62,7 @@ def share(
         if item.slice_index in held and role in running:
             running[role] += item.replicas
 
-    def wanted(role: rollout.RoleInput) -> str:
+    def wanted(role: stock.RoleInput) -> str:
         return "?" if role.target is None else str(role.target * len(held))
 
     text = ", ".join(f"{role.name} {running[role.name]}/{wanted(role)}" for role in roles)

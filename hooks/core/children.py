@@ -7,15 +7,16 @@ the roles of its revision.
 
 Existing children are never re-rendered from the current spec: that would rewrite a live pod
 template and restart every group. They are re-emitted from what this hook returned before
-(`ObservedObject.applied`); for an LWS only `spec.replicas` and the `initial-replicas` annotation
-may change, for a scaler only `spec.replicas` is refreshed from the observed object (the
-autoscaler owns it), for a DisaggregatedSetRevision only its number, change-cause and
-`completedAs`. Nothing here mutates its inputs: every change is made on a copy.
+(`ObservedObject.applied`); for an LWS only `spec.replicas` and the rollout's annotations
+(`initial-replicas`, `rollout-target-replicas`) may change, for a scaler only `spec.replicas` is
+refreshed from the observed object (the autoscaler owns it), for a DisaggregatedSetRevision only
+its number, change-cause and `completedAs`. Nothing here mutates its inputs: every change is
+made on a copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from hooks import api
 from hooks.api import naming
@@ -34,8 +35,10 @@ def render_lws(
     revision: str,
     replicas: int,
     policy: api.PlacementPolicy | None,
+    record: int | None = None,
 ) -> JsonObject:
-    """A new LWS for a role in a slice at a revision."""
+    """A new LWS for a role in a slice at a revision; `record`, for the LWS of a rollout, is the
+    role's target when the rollout started (docs/rollout.md, "Scaling while a rollout runs")."""
     labels = naming.lws_labels(
         set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
     )
@@ -52,8 +55,11 @@ def render_lws(
         ),
         "labels": {**role.labels, **labels},
     }
-    if role.annotations:
-        metadata["annotations"] = dict(role.annotations)
+    annotations = dict(role.annotations)
+    if record is not None:
+        annotations[api.ANNOTATION_ROLLOUT_TARGET] = str(record)
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": api.LWS_API_VERSION,
         "kind": api.LWS_KIND,
@@ -160,20 +166,32 @@ def reemit(child: records.ObservedObject) -> JsonObject:
 
 
 def reemit_lws(
-    child: records.ObservedObject, *, replicas: int, initial_replicas: int | None
+    child: records.ObservedObject,
+    *,
+    replicas: int,
+    annotations: Mapping[str, str | None] | None = None,
 ) -> JsonObject:
-    """An existing LWS with only `spec.replicas` and, when given, `initial-replicas` changed."""
+    """An existing LWS with only `spec.replicas` and the rollout's own annotations changed:
+    `annotations` sets each key given a value and removes each key given None (the
+    `initial-replicas` snapshot, the record of the rollout's target)."""
     applied = child.applied
     spec = applied.get("spec")
     spec = dict(spec) if isinstance(spec, dict) else {}
     spec["replicas"] = replicas
     result = {**applied, "spec": spec}
-    if initial_replicas is not None:
+    if annotations:
         metadata = dict(applied["metadata"])
-        annotations = metadata.get("annotations")
-        annotations = dict(annotations) if isinstance(annotations, dict) else {}
-        annotations[api.ANNOTATION_INITIAL_REPLICAS] = str(initial_replicas)
-        metadata["annotations"] = annotations
+        current = metadata.get("annotations")
+        edited = dict(current) if isinstance(current, dict) else {}
+        for key, value in annotations.items():
+            if value is None:
+                edited.pop(key, None)
+            else:
+                edited[key] = value
+        if edited:
+            metadata["annotations"] = edited
+        else:
+            metadata.pop("annotations", None)
         result["metadata"] = metadata
     return result
 
@@ -192,7 +210,7 @@ def reemit_scaler(child: records.ObservedObject) -> JsonObject:
 def unchanged(child: records.ObservedObject) -> JsonObject:
     """An existing child exactly as it is now (the hold path): identity and replicas observed."""
     if child.kind is records.ChildKind.LWS:
-        return reemit_lws(child, replicas=child.replicas, initial_replicas=None)
+        return reemit_lws(child, replicas=child.replicas)
     if child.kind is records.ChildKind.SCALER:
         return reemit_scaler(child)
     return reemit(child)

@@ -10,6 +10,11 @@ The rules (the batch and step index, the ideal counts, rules 1 to 7, orphan prev
 upstream quirk it keeps are written once, in docs/rollout.md ("The planner"); each function below
 names the rule it implements. `resolve_config` turns a role's `rollingUpdateConfiguration` into a
 `RoleConfig` as upstream does (same section).
+
+One departure, only when the caller asks for it: `next_step(keep=...)` gives every role a number of
+old replicas no step may drain below (the availability floor of docs/rollout.md, "Scaling while a
+rollout runs"). Each rule's step is then raised to it, and a rule whose raised step changes nothing
+gives way to the next rule. Where upstream's step keeps those numbers, the step is upstream's.
 """
 
 from __future__ import annotations
@@ -140,6 +145,38 @@ def _prevent_orphans(
     return tuple(1 if o == 0 and r.initial_old > 0 else o for o, r in zip(old, roles, strict=True))
 
 
+def keep_for(*, floor: int, old: int, old_ready: int, new_ready: int) -> int:
+    """Old groups a role keeps so that its Ready groups stay at `floor` or above, whichever
+    groups a removal takes (a removed group is counted as Ready)."""
+    if new_ready >= floor:
+        return 0
+    return min(old, floor - new_ready + old - old_ready)
+
+
+def _kept(step: Step | None, roles: Sequence[_Role], keep: Sequence[int] | None) -> Step | None:
+    """`step` with no role drained below `keep`; None when raising it leaves nothing to do.
+
+    A role raised from 0 while another role keeps old replicas keeps one (at most what it has),
+    so that the coordinated drain does not take the others to 0 with it.
+    """
+    if step is None or keep is None:
+        return step
+    old = [max(o, min(k, r.current_old)) for o, k, r in zip(step.old, keep, roles, strict=True)]
+    if tuple(old) == step.old:
+        return step
+    tracked = [o for o, r in zip(old, roles, strict=True) if r.initial_old > 0]
+    if 0 in tracked and any(tracked):
+        old = [
+            min(1, r.current_old) if o == 0 and r.initial_old > 0 else o
+            for o, r in zip(old, roles, strict=True)
+        ]
+    if tuple(old) == tuple(r.current_old for r in roles) and step.new == tuple(
+        r.current_new for r in roles
+    ):
+        return None
+    return Step(tuple(old), step.new, step.rule)
+
+
 def _scale_up(roles: Sequence[_Role], next_new: tuple[int, ...]) -> Step | None:
     if not any(n > r.current_new for n, r in zip(next_new, roles, strict=True)):
         return None
@@ -180,17 +217,23 @@ def next_step(
     current_new: Sequence[int],
     target: Sequence[int],
     config: Sequence[RoleConfig],
+    keep: Sequence[int] | None = None,
 ) -> Step | None:
     """The next state of the rollout, or None when there is nothing to do (docs/rollout.md).
 
-    Raises ValueError when the vectors and the config do not all have the same length.
+    `keep`: per role, old replicas no step drains below (see the module docstring); None is
+    upstream's planner. Raises ValueError when the vectors and the config do not all have the
+    same length.
     """
     lengths = {len(initial_old), len(current_old), len(current_new), len(target), len(config)}
+    if keep is not None:
+        lengths.add(len(keep))
     if len(lengths) != 1:
         raise ValueError(
             "planner vectors differ in length: "
             f"initial_old={len(initial_old)} current_old={len(current_old)} "
             f"current_new={len(current_new)} target={len(target)} config={len(config)}"
+            + ("" if keep is None else f" keep={len(keep)}")
         )
     roles = tuple(
         _Role(initial_old=i, current_old=o, current_new=n, target=t, config=c)
@@ -203,18 +246,15 @@ def next_step(
     if steps == 0:
         return None
     if any(r.current_old > r.initial_old for r in roles):
-        return Step(
-            tuple(min(r.initial_old, r.current_old) for r in roles),
-            unchanged_new,
-            StepRule.ABNORMAL,
-        )
+        abnormal = tuple(min(r.initial_old, r.current_old) for r in roles)
+        return _kept(Step(abnormal, unchanged_new, StepRule.ABNORMAL), roles, keep)
     if all(r.current_new >= r.target for r in roles):
-        return Step((0,) * len(roles), unchanged_new, StepRule.NEW_AT_TARGET)
+        return _kept(Step((0,) * len(roles), unchanged_new, StepRule.NEW_AT_TARGET), roles, keep)
     candidate = _next_new(roles, steps)
     return (
-        _scale_up(roles, candidate)
-        or _proportional_drain(roles, steps)
-        or _force_drain(roles, candidate)
+        _kept(_scale_up(roles, candidate), roles, keep)
+        or _kept(_proportional_drain(roles, steps), roles, keep)
+        or _kept(_force_drain(roles, candidate), roles, keep)
     )
 
 
@@ -224,11 +264,14 @@ def rollout_sequence(
     target: Sequence[int],
     config: Sequence[RoleConfig],
     max_passes: int,
+    floor: bool = False,
 ) -> list[Step]:
     """Every state of a rollout from `(initial_old, zeros)`, each step assumed ready at once.
 
-    The first element is the start state (rule START); the list ends when `next_step` returns None
-    or after `max_passes` further steps. `sum(initial_old) + sum(target)` passes suffice because
+    With `floor`, every step keeps each role's floor, `min(initial old, target) -
+    maxUnavailable` groups (the hooks' parity mode); without, it is upstream's. The first element
+    is the start state (rule START); the list ends when `next_step` returns None or after
+    `max_passes` further steps. `sum(initial_old) + sum(target)` passes suffice because
     every step moves some count, old never grows and new never passes target (the property tests
     check all three); upstream's test helper cuts at `2 * max(max(initial_old), max(target)) + 10`,
     which can be too few. Raises ValueError on vectors of different lengths.
@@ -237,8 +280,21 @@ def rollout_sequence(
     new = (0,) * len(old)
     sequence = [Step(old, new, StepRule.START)]
     for _ in range(max_passes):
+        keep = None
+        if floor:
+            keep = [
+                keep_for(
+                    floor=max(0, min(i, t) - c.max_unavailable), old=o, old_ready=o, new_ready=n
+                )
+                for i, t, c, o, n in zip(initial_old, target, config, old, new, strict=True)
+            ]
         step = next_step(
-            initial_old=initial_old, current_old=old, current_new=new, target=target, config=config
+            initial_old=initial_old,
+            current_old=old,
+            current_new=new,
+            target=target,
+            config=config,
+            keep=keep,
         )
         if step is None:
             break

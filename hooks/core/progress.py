@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import conditions, limits, times
-from hooks.core import controls, problems, records, status
+from hooks.core import controls, problems, records, rollout, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,3 +183,21 @@ def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
     if not lagging:
         return "every new LWS is ready, but no step can be taken"
     return problems.summarise(lagging)
+
+
+def scaling_note(plans: Sequence[rollout.SlicePlan]) -> str:
+    """What the status says of scaling during a rollout (docs/rollout.md, "Scaling while a
+    rollout runs"): the targets that moved since the slices' rollouts started, and what each
+    slice that did not move waits for, or why one that stands still runs other than its
+    targets. Empty when neither."""
+    moved = sorted({(m.role, m.recorded, m.target) for plan in plans for m in plan.moved})
+    parts = []
+    if moved:
+        changes = ", ".join(f"{role} {recorded} → {target}" for role, recorded, target in moved)
+        parts.append(f"target changed during the rollout: {changes}")
+    waiting = [
+        f"slice {plan.slice_index}: " + ", ".join(plan.waits) for plan in plans if plan.waits
+    ]
+    if waiting:
+        parts.append(problems.summarise(waiting))
+    return "; ".join(parts)

@@ -21,7 +21,7 @@ from collections.abc import Set as AbstractSet
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, records, rollout
+from hooks.core import children, records, stock
 
 JsonObject = api.JsonObject
 
@@ -46,7 +46,7 @@ def plan_slice(
     """The slice's Services, and the names of the observed ones that go: none when `frozen` (the
     Services stay as they are) or `keep_others` (those of `revision` are created when it is
     ready, and every other one stays)."""
-    groups = rollout.group(lws, set_name=set_name, slice_index=slice_index).groups
+    groups = stock.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:
         group = groups.get(candidate, {})

@@ -18,7 +18,17 @@ from typing import Final
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import canary, children, controls, desired, history, records, rollout, services
+from hooks.core import (
+    canary,
+    children,
+    controls,
+    desired,
+    history,
+    records,
+    rollout,
+    services,
+    stock,
+)
 
 JsonObject = api.JsonObject
 Objects = Sequence[records.ObservedObject]
@@ -31,7 +41,7 @@ class SetContext:
     set_name: str
     spec: api.DisaggregatedSetSpec
     revision: str
-    roles: tuple[rollout.RoleInput, ...]
+    roles: tuple[stock.RoleInput, ...]
     foreign_lws: frozenset[str]
     """Names of LWS that exist but are not this set's (never created over)."""
     control: controls.Control
@@ -49,7 +59,7 @@ class SliceTarget:
     """The revision a slice plans for, its roles, and the role specs its new LWS render from."""
 
     revision: str
-    roles: tuple[rollout.RoleInput, ...]
+    roles: tuple[stock.RoleInput, ...]
     specs: Mapping[str, api.Role]
 
 
@@ -104,9 +114,7 @@ def reconcile_slice(
     kept = tuple(item for item in lws if item.name not in dropped)
     existing = [
         children.reemit_lws(
-            item,
-            replicas=plan.replicas[item.name],
-            initial_replicas=plan.initial_replicas.get(item.name),
+            item, replicas=plan.replicas[item.name], annotations=_annotations(plan, item.name)
         )
         for item in kept
     ]
@@ -128,6 +136,17 @@ def reconcile_slice(
     )
 
 
+def _annotations(plan: rollout.SlicePlan, name: str) -> dict[str, str | None]:
+    """The rollout's annotations a pass writes on (or, None, removes from) an existing LWS."""
+    edits: dict[str, str | None] = {}
+    if name in plan.initial_replicas:
+        edits[api.ANNOTATION_INITIAL_REPLICAS] = str(plan.initial_replicas[name])
+    if name in plan.records:
+        record = plan.records[name]
+        edits[api.ANNOTATION_ROLLOUT_TARGET] = None if record is None else str(record)
+    return edits
+
+
 def _slice_target(
     context: SetContext, index: int, *, partitioned: bool, lws: Objects
 ) -> SliceTarget:
@@ -142,10 +161,10 @@ def _slice_target(
     )
     if not partitioned:
         return spec_target
-    state = rollout.take_stock(
+    state = stock.take_stock(
         lws, set_name=context.set_name, slice_index=index, revision=context.revision
     )
-    if state.new or rollout.serves_spec_roles(state, context.roles):
+    if state.new or stock.serves_spec_roles(state, [role.name for role in context.roles]):
         return spec_target
     stable = context.stable
     if stable is None:
@@ -158,7 +177,7 @@ def _slice_target(
         wanted = targets.get(role.name)
         per_slice = role.replicas_or_default if wanted is None else wanted
         roles.append(
-            rollout.RoleInput(
+            stock.RoleInput(
                 name=role.name, target=per_slice, config=rollout.role_config(role, per_slice)
             )
         )
@@ -187,7 +206,7 @@ def _services(
         if item.labels.get(api.LABEL_ROLE) and item.labels.get(api.LABEL_REVISION)
     }
     if len(revisions) == 1 and target.revision not in revisions:
-        groups = rollout.group(kept, set_name=context.set_name, slice_index=index).groups
+        groups = stock.group(kept, set_name=context.set_name, slice_index=index).groups
         ((standing, by_role),) = groups.items()
         spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
         return services.plan_slice(
@@ -237,6 +256,7 @@ def _new_lws(
                 revision=target.revision,
                 replicas=replicas,
                 policy=context.spec.placement_policy,
+                record=plan.created_records.get(role_name),
             )
         )
     return rendered, created, foreign

@@ -18,6 +18,7 @@ It returns a typed answer (`records.SyncAnswer`); `hooks.wire.envelope` writes i
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from hooks.core import (
     services,
     slices,
     status,
+    stock,
     validation,
 )
 from hooks.gocompat import gotext, revision
@@ -202,9 +204,9 @@ def _plan_set(
 
 def _role_inputs(
     spec: api.DisaggregatedSetSpec, targets: Mapping[str, int | None]
-) -> tuple[rollout.RoleInput, ...]:
+) -> tuple[stock.RoleInput, ...]:
     return tuple(
-        rollout.RoleInput(
+        stock.RoleInput(
             name=role.name,
             target=targets[role.name],
             config=rollout.role_config(role, targets[role.name]),
@@ -298,6 +300,10 @@ def _status(
     spec = plan.context.spec
     kept_lws = [*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)]
     verdict = _verdict(request, plan, results, now=now)
+    rollback = canary.rollback_note(
+        plan.control, rollback=plan.context.rollback, revision=plan.context.revision
+    )
+    scaled = progress.scaling_note([result.plan for result in results])
     return status.compute(
         roles=status.role_progress(spec.roles, known, slices=spec.slices),
         lws=kept_lws,
@@ -320,13 +326,19 @@ def _status(
         ],
         observed=request.parent.conditions,
         now=now,
-        progressing=verdict.progressing,
+        progressing=_noted(verdict.progressing, scaled),
         rollout=verdict.rollout,
         creating=awaited.record,
-        note=canary.rollback_note(
-            plan.control, rollback=plan.context.rollback, revision=plan.context.revision
-        ),
+        note="; ".join(part for part in (rollback, scaled) if part),
     ), verdict
+
+
+def _noted(update: status.ConditionUpdate | None, note: str) -> status.ConditionUpdate | None:
+    """A Progressing override (paused, held, partitioned, past the deadline) that also says what
+    scaling during the rollout does (`progress.scaling_note`)."""
+    if update is None or not note:
+        return update
+    return dataclasses.replace(update, message=f"{update.message} ({note})")
 
 
 def _verdict(
@@ -471,6 +483,8 @@ def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:
 
 
 def _describe(plan: rollout.SlicePlan) -> str:
+    if plan.moves:
+        return f"{plan.phase.value}:scaled " + "+".join(sorted(move.value for move in plan.moves))
     if plan.step is None:
         return plan.phase.value
     step = plan.step

@@ -284,17 +284,34 @@ def test_issue25_item9_a_held_slice_never_moves(
     drawn: tuple[JsonObject, list[JsonObject], int],
 ) -> None:
     """Once every spec role of the new revision has the hold's share of its target (every group
-    ready), the slice holds: no LWS is created, scaled or deleted."""
+    ready), the slice holds: no LWS is created, scaled or deleted, as long as each role runs
+    what upstream's step can leave it (old and new together within `min(initial, target) -
+    maxUnavailable` and `max(initial, target) + maxSurge`); outside that, its groups follow the
+    target (docs/rollout.md, "Scaling while a rollout runs")."""
     parent, children, percent = drawn
     target = target_of(parent)
     targets = {role["name"]: role["spec"]["replicas"] for role in parent["spec"]["roles"]}
-    new = {
-        views.labels_of(child)[api.LABEL_ROLE]: views.replicas_of(child)
-        for child in children
-        if child["kind"] == api.LWS_KIND and views.labels_of(child)[api.LABEL_REVISION] == target
-    }
+    new: dict[str, int] = {}
+    old: dict[str, int] = {}
+    initial: dict[str, int] = {}
+    for child in children:
+        if child["kind"] != api.LWS_KIND:
+            continue
+        role = views.labels_of(child)[api.LABEL_ROLE]
+        if views.labels_of(child)[api.LABEL_REVISION] == target:
+            new[role] = views.replicas_of(child)
+        else:
+            old[role] = views.replicas_of(child)
+            initial[role] = views.initial_of(child)
     if not all(new[role] * 100 >= percent * wanted for role, wanted in targets.items()):
         return
+    for spec_role in parent["spec"]["roles"]:
+        role, wanted = spec_role["name"], targets[spec_role["name"]]
+        surge, unavailable = views.resolved_config(spec_role, wanted)
+        total = old[role] + new[role]
+        fewest = min(initial[role], wanted) - unavailable
+        if not fewest <= total <= max(initial[role], wanted) + max(surge, 1):
+            return
     response = run_sync(make_request(parent, children=children))
     before = {
         child["metadata"]["name"]: views.replicas_of(child)

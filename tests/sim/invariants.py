@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks import api
+from tests.sim import scaling_invariants
 from tests.sim.deletions import allowed_deletions, child_id
 from tests.sim.metacontroller import (
     LWS_TYPE,
@@ -117,6 +118,8 @@ class Invariants:
         after_lws = owned(record.after, LWS_TYPE, parent)
         after_scalers = owned(record.after, SCALER_TYPE, parent)
         self._check_rollout(record, parent, after_lws, after_scalers, target)
+        for problem in scaling_invariants.violations(record, parent, target=target):
+            fail(record, problem)
         self._check_available(record, parent, observed, after_scalers, target)
 
     def void_ready_floor(self, *, tick: int) -> None:
@@ -190,11 +193,17 @@ class Invariants:
                 fail(record, f"updated Service {key}; Services are never updated")
             if key[0] == LWS_TYPE:
                 if without_mutable(before) != without_mutable(after):
-                    fail(record, f"re-rendered {key}: more than replicas/initial-replicas changed")
+                    fail(record, f"re-rendered {key}: more than replicas and annotations changed")
                 grew = replicas_of(after) > replicas_of(before)
                 old = labels_of(after).get(api.LABEL_REVISION) != target
-                # A slice past the partition, steady on its revision, scales like a steady one.
-                if old and grew and not self._steady_past_partition(record, after, partitioned):
+                # A slice past the partition, steady on its revision, scales like a steady one;
+                # one that stands still follows its targets (tests.sim.scaling_invariants).
+                if (
+                    old
+                    and grew
+                    and not self._steady_past_partition(record, after, partitioned)
+                    and not _standing(record, after)
+                ):
                     fail(record, f"scaled old LWS {key} up")
         for key, before in record.before.items():
             if key[0] == SCALER_TYPE and key in record.after:
@@ -444,6 +453,12 @@ class Invariants:
                 )
 
 
+def _standing(record: PassRecord, lws: JsonObject) -> bool:
+    """Whether the LWS's slice stood still on purpose in the pass (paused, held, partitioned)."""
+    phase = str((record.summary.get("slices") or {}).get(str(slice_of(lws)), ""))
+    return phase.split(":")[0] in scaling_invariants.STANDING
+
+
 def owned(
     objects: Mapping[ObjectKey, JsonObject], type_key_: str, parent: JsonObject
 ) -> list[JsonObject]:
@@ -469,8 +484,15 @@ def without_mutable(lws: JsonObject) -> JsonObject:
     if "spec" in copied:
         copied["spec"] = {key: value for key, value in copied["spec"].items() if key != "replicas"}
     copied["metadata"] = _without_server_fields(
-        lws["metadata"], (api.ANNOTATION_INITIAL_REPLICAS, api.LAST_APPLIED_ANNOTATION)
+        lws["metadata"],
+        (
+            api.ANNOTATION_INITIAL_REPLICAS,
+            api.ANNOTATION_ROLLOUT_TARGET,
+            api.LAST_APPLIED_ANNOTATION,
+        ),
     )
+    if not copied["metadata"].get("annotations"):
+        copied["metadata"].pop("annotations", None)
     return copied
 
 

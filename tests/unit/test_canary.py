@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from hooks import api
-from hooks.core import canary, controls, planner, rollout
+from hooks.core import canary, controls, planner, rollout, stock
 from tests import builders
 from tests.shared import golden_params
 
@@ -22,8 +22,8 @@ ROLES = ("prefill", "decode")
 SURGE_2 = planner.RoleConfig(max_surge=2, max_unavailable=1)
 
 
-def _role(name: str, target: int, config: planner.RoleConfig) -> rollout.RoleInput:
-    return rollout.RoleInput(name=name, target=target, config=config)
+def _role(name: str, target: int, config: planner.RoleConfig) -> stock.RoleInput:
+    return stock.RoleInput(name=name, target=target, config=config)
 
 
 def _names(count: int) -> tuple[str, ...]:
@@ -100,11 +100,15 @@ def _planner_prefix(
     configs: tuple[planner.RoleConfig, ...],
     percent: int,
 ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    """The planner's own trajectory cut at the first state at or past the hold's share, or where
-    the old revision is gone (its LWS are then deleted: the slice is steady, there is nothing
-    left to hold beside)."""
+    """The planner's own trajectory (with each role's floor, the hooks' parity mode) cut at the
+    first state at or past the hold's share, or where the old revision is gone (its LWS are then
+    deleted: the slice is steady, there is nothing left to hold beside)."""
     sequence = planner.rollout_sequence(
-        initial_old=list(initial), target=list(target), config=list(configs), max_passes=200
+        initial_old=list(initial),
+        target=list(target),
+        config=list(configs),
+        max_passes=200,
+        floor=True,
     )
     states = []
     for state in sequence:

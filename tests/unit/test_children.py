@@ -107,7 +107,9 @@ def test_scaler_has_name_labels_and_seed() -> None:
 def test_reemit_lws_changes_only_replicas_and_the_annotation() -> None:
     (observed,) = builders.parse_children(builders.make_lws("decode", revision="r", replicas=2))
     before = copy.deepcopy(observed.applied)
-    result = children.reemit_lws(observed, replicas=5, initial_replicas=2)
+    result = children.reemit_lws(
+        observed, replicas=5, annotations={api.ANNOTATION_INITIAL_REPLICAS: "2"}
+    )
     assert observed.applied == before
     assert result["spec"] == {**before["spec"], "replicas": 5}
     assert result["metadata"]["annotations"] == {api.ANNOTATION_INITIAL_REPLICAS: "2"}
@@ -121,7 +123,7 @@ def test_reemit_lws_keeps_an_earlier_annotation() -> None:
     (observed,) = builders.parse_children(
         builders.make_lws("decode", revision="r", replicas=2, initial=7)
     )
-    result = children.reemit_lws(observed, replicas=1, initial_replicas=None)
+    result = children.reemit_lws(observed, replicas=1)
     assert result["metadata"]["annotations"] == {api.ANNOTATION_INITIAL_REPLICAS: "7"}
 
 

@@ -50,9 +50,9 @@ def test_the_same_child_twice_is_one_child() -> None:
 def test_two_different_children_under_an_observed_name_hold_the_observed_one() -> None:
     (item,) = builders.parse_children(_observed_lws("llm-1-aaaaaaaa-prefill", replicas=3))
     answer = desired.DesiredChildren([item])
-    answer.add(children.reemit_lws(item, replicas=5, initial_replicas=None))
-    answer.add(children.reemit_lws(item, replicas=0, initial_replicas=None))
-    answer.add(children.reemit_lws(item, replicas=7, initial_replicas=None))  # still held
+    answer.add(children.reemit_lws(item, replicas=5))
+    answer.add(children.reemit_lws(item, replicas=0))
+    answer.add(children.reemit_lws(item, replicas=7))  # still held
     (kept,) = answer.checked_children()
     assert kept["spec"]["replicas"] == 3  # exactly as observed
     assert answer.conflicts == {(api.LWS_KIND, "llm-1-aaaaaaaa-prefill")}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hooks.core import planner, rollout
+from hooks.core import planner, rescale, rollout, stock
 from tests import builders
 
 OLD = "aaaaaaaa"
@@ -16,11 +16,11 @@ def role(
     target: int | None,
     *,
     config: planner.RoleConfig = planner.DEFAULT_CONFIG,
-) -> rollout.RoleInput:
-    return rollout.RoleInput(name=name, target=target, config=config)
+) -> stock.RoleInput:
+    return stock.RoleInput(name=name, target=target, config=config)
 
 
-def plan(roles: list[rollout.RoleInput], *lws: builders.JsonObject) -> rollout.SlicePlan:
+def plan(roles: list[stock.RoleInput], *lws: builders.JsonObject) -> rollout.SlicePlan:
     return rollout.plan_slice(
         set_name="llm",
         slice_index=0,
@@ -205,8 +205,11 @@ def test_removed_role_drains_with_its_revision() -> None:
     assert result.replicas[name(OLD, "prefill")] == 0
 
 
-def test_no_role_shrinks_below_current_new_mid_rollout() -> None:
-    # Upstream guards External roles only; a Static role lowered mid-rollout could stall there.
+def test_a_role_lowered_below_its_new_replicas_mid_rollout_takes_a_scaled_pass() -> None:
+    """Decode's target is 1 while its new LWS runs 3 (a Static edit mid-rollout; upstream's
+    planner stalls there for good): the old revision drains first, every role keeping one group
+    of it, and the new revision sheds what runs over target + maxSurge, never below the target
+    (docs/rollout.md, "Scaling while a rollout runs")."""
     result = plan(
         [role("prefill", 2), role("decode", 1)],
         builders.make_lws("prefill", revision=OLD, replicas=2, initial=2),
@@ -214,8 +217,14 @@ def test_no_role_shrinks_below_current_new_mid_rollout() -> None:
         builders.make_lws("prefill", revision=NEW, replicas=1),
         builders.make_lws("decode", revision=NEW, replicas=3),
     )
-    assert result.step is not None
-    assert result.replicas[name(NEW, "decode")] >= 3
+    assert result.phase is rollout.Phase.STEPPING and result.step is None
+    assert result.moves == {rescale.Move.DRAIN, rescale.Move.SHRINK}
+    assert result.replicas == {
+        name(OLD, "prefill"): 1,
+        name(OLD, "decode"): 1,
+        name(NEW, "prefill"): 1,
+        name(NEW, "decode"): 1,
+    }
 
 
 def test_lws_without_role_or_revision_label_is_kept_unplanned() -> None:
@@ -231,7 +240,7 @@ def test_replicas_default_to_one_and_initial_falls_back() -> None:
         builders.make_lws("prefill", revision=OLD, replicas=3, initial="many"),
     )
     assert unset.replicas == 1
-    assert rollout.initial_of(bad) == 3
+    assert stock.initial_of(bad) == 3
 
 
 def test_duplicate_lws_keeps_its_revision_until_every_copy_is_drained() -> None:

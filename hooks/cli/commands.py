@@ -89,6 +89,7 @@ def _add_plan(commands: _Subcommands) -> None:
         "--max-surge 2 --max-unavailable 1\n"
         "  %(prog)s --old prefill=4,decode=4 --target prefill=4,decode=4 "
         "--max-surge 1 --max-surge decode=50%%\n"
+        "  %(prog)s --old prefill=4,decode=2 --target prefill=4,decode=2 --rescale 4:prefill=8\n"
         "  %(prog)s --from old.yaml --to new.yaml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -100,6 +101,22 @@ def _add_plan(commands: _Subcommands) -> None:
         metavar="N",
         help="stop after N passes (default: the sum of all old and target replicas + 1, "
         "a bound every rollout meets)",
+    )
+    parser.add_argument(
+        "--rescale",
+        action="append",
+        type=_rescale_item,
+        metavar="PASS:ROLE=N,...",
+        help="before pass PASS a role's target becomes N (an autoscaler or an edit during the "
+        "rollout); prints the slice pass by pass through the reconcile's own planner, with "
+        "the targets each pass reads; repeat for more changes",
+    )
+    parser.add_argument(
+        "--ready-after",
+        type=console.positive_int,
+        metavar="PASSES",
+        help="with --rescale (or alone, to see the passes that wait): groups asked for in one "
+        "pass are Ready PASSES passes later (default 1: by the next pass)",
     )
     parser.add_argument(
         "--hold-at",
@@ -159,6 +176,14 @@ def _add_plan_manifests(files: argparse._ArgumentGroup) -> None:
         metavar="NEW.yaml",
         help="the DisaggregatedSet after the change (targets and rollingUpdateConfiguration)",
     )
+
+
+def _rescale_item(text: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """`PASS:ROLE=N,...`: the pass before which the targets change, and the new targets."""
+    at, sep, rest = text.partition(":")
+    if not sep or not at.isdigit() or int(at) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not PASS:ROLE=N,... with PASS 1 or more")
+    return int(at), _replica_vector(rest)
 
 
 def _hold_share(text: str) -> int:

@@ -1,8 +1,11 @@
 """The `plan` command: per-role vectors, the pass-by-pass table, and the command's run.
 
 The roles come from replica vectors or from two DisaggregatedSet manifests; the sequence itself is
-`planner.rollout_sequence` with instant readiness, which is what one slice goes through when every
-pass becomes ready before the next. Roles follow the controller's order: the target's roles as
+`planner.rollout_sequence` with instant readiness and each role's floor (the hooks' parity mode),
+which is what one slice goes through when every pass becomes ready before the next. With targets
+that change during the rollout (`--rescale`) or groups that take passes to become Ready
+(`--ready-after`), the slice is played pass by pass through the reconcile's own slice planner
+instead (`hooks.cli.trajectory`). Roles follow the controller's order: the target's roles as
 given, then removed roles (target 0) by name.
 """
 
@@ -49,6 +52,14 @@ class PlanRole:
     initial_old: int
     target: int
     config: planner.RoleConfig
+    budget: tuple[int | str | None, int | str | None] = (None, None)
+    """maxSurge and maxUnavailable as given, to resolve against another target."""
+
+    def config_for(self, target: int) -> planner.RoleConfig:
+        """The role's budget resolved against `target`."""
+        return planner.resolve_config(
+            replicas=target, max_surge=self.budget[0], max_unavailable=self.budget[1]
+        )
 
 
 def roles_from_vectors(
@@ -79,7 +90,11 @@ def roles_from_vectors(
         )
         roles.append(
             PlanRole(
-                name=name, initial_old=old_by_role.get(name, 0), target=replicas, config=config
+                name=name,
+                initial_old=old_by_role.get(name, 0),
+                target=replicas,
+                config=config,
+                budget=(surge, unavailable),
             )
         )
     if problems:
@@ -122,6 +137,7 @@ def roles_from_manifests(
                 initial_old=old_by_role.get(role.name, 0),
                 target=target,
                 config=rollout.role_config(role, target),
+                budget=role.rolling_update_budget or (None, None),
             )
         )
         if role.is_external:
@@ -276,12 +292,11 @@ def _plan(args: argparse.Namespace) -> int:
         return 0
     roles, notes = planned
     max_passes = args.max_passes or default_max_passes(roles)
-    sequence = planner.rollout_sequence(
-        initial_old=[role.initial_old for role in roles],
-        target=[role.target for role in roles],
-        config=[role.config for role in roles],
-        max_passes=max_passes,
+    unknown = sorted(
+        {name for _, pairs in args.rescale or () for name, _ in pairs} - {r.name for r in roles}
     )
+    if unknown:
+        raise PlanError(f"--rescale names unknown roles: {', '.join(unknown)}", usage=True)
     for line in notes:
         print(line)
     for role in roles:
@@ -290,8 +305,52 @@ def _plan(args: argparse.Namespace) -> int:
             f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
         )
     print()
+    if args.rescale or args.ready_after is not None:
+        return _simulated(args, roles, max_passes=max_passes)
+    sequence = planner.rollout_sequence(
+        initial_old=[role.initial_old for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config for role in roles],
+        max_passes=max_passes,
+        floor=True,
+    )
     complete, summary = outcome(roles, sequence, max_passes=max_passes)
     _print_table(roles, sequence, hold_at=args.hold_at)
+    print(summary)
+    return 0 if complete else 1
+
+
+def _simulated(args: argparse.Namespace, roles: Sequence[PlanRole], *, max_passes: int) -> int:
+    """The slice pass by pass through the reconcile's planner (`trajectory.simulate`), with the
+    targets changed by --rescale and groups Ready --ready-after passes after they are asked for."""
+    from hooks.cli import trajectory
+
+    rescale: dict[int, dict[str, int]] = {}
+    for at, pairs in args.rescale or ():
+        rescale.setdefault(at, {}).update(pairs)
+    budget = (
+        max_passes
+        + max(rescale, default=0)
+        + sum(value for pairs in rescale.values() for value in pairs.values())
+    )
+    rows = trajectory.simulate(
+        [
+            trajectory.Role(
+                name=role.name,
+                initial_old=role.initial_old,
+                target=role.target,
+                config_for=role.config_for,
+            )
+            for role in roles
+        ],
+        rescale=rescale,
+        ready_after=args.ready_after or 1,
+        hold_at=args.hold_at if args.hold_at is not None and args.hold_at < 100 else None,
+        max_passes=args.max_passes or budget * (args.ready_after or 1),
+    )
+    print(trajectory.render(roles=[role.name for role in roles], rows=rows))
+    print()
+    complete, summary = trajectory.outcome(rows)
     print(summary)
     return 0 if complete else 1
 

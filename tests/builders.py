@@ -277,8 +277,10 @@ def make_lws(
     initial: int | str | None = None,
     created: str = CREATED,
     labels: Mapping[str, str] | None = None,
+    record: int | str | None = None,
 ) -> JsonObject:
-    """An observed LWS child of the set (ready defaults to its replicas)."""
+    """An observed LWS child of the set (ready defaults to its replicas; `record`, the rollout's
+    record of its role's target)."""
     name = f"{set_name}-{slice_index}-{revision}-{role}"
     own_labels = {
         "app": f"{set_name}-{slice_index}-{role}",
@@ -298,8 +300,13 @@ def make_lws(
         "metadata": {"name": name, "labels": own_labels},
         "spec": spec,
     }
+    annotations = {}
     if initial is not None:
-        desired["metadata"]["annotations"] = {api.ANNOTATION_INITIAL_REPLICAS: str(initial)}
+        annotations[api.ANNOTATION_INITIAL_REPLICAS] = str(initial)
+    if record is not None:
+        annotations[api.ANNOTATION_ROLLOUT_TARGET] = str(record)
+    if annotations:
+        desired["metadata"]["annotations"] = annotations
     count = 1 if replicas is None else replicas
     return observe(
         desired,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hooks.core import planner, rescale, rollout, stock
 from tests import builders
 
@@ -310,3 +312,86 @@ def test_a_paused_steady_slice_still_scales_in_place() -> None:
     )
     assert result.phase is rollout.Phase.STEADY
     assert result.replicas[name(NEW, "prefill")] == 3
+
+
+# --- the record of each role's target (docs/rollout.md, "Scaling while a rollout runs") ------
+
+
+def test_the_start_pass_records_each_target_and_takes_the_record_off_the_old_lws() -> None:
+    result = plan(
+        [role("prefill", 5), role("decode", None)],
+        builders.make_lws("prefill", revision=OLD, replicas=5, record=3),
+        builders.make_lws("decode", revision=OLD, replicas=2),
+    )
+    assert result.phase is rollout.Phase.STARTING
+    assert dict(result.created_records) == {"prefill": 5}
+    assert dict(result.records) == {name(OLD, "prefill"): None}
+
+
+@pytest.mark.parametrize("written", [None, "", " 4", "4 ", "+4", "-4", "٤", "4.0", "99999999999"])
+def test_a_missing_or_malformed_record_is_written_at_the_current_target(
+    written: str | None,
+) -> None:
+    result = plan(
+        [role("prefill", 4), role("decode", 2)],
+        builders.make_lws("prefill", revision=OLD, replicas=3, initial=4),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=1, record=written),
+        builders.make_lws("decode", revision=NEW, replicas=1, record=2),
+    )
+    assert dict(result.records) == {name(NEW, "prefill"): 4}
+    assert result.moved == ()
+    assert result.step is not None and result.moves == frozenset()
+
+
+def test_a_record_below_the_target_makes_the_pass_a_scaled_one_and_says_so() -> None:
+    result = plan(
+        [role("prefill", 8), role("decode", 2)],
+        builders.make_lws("prefill", revision=OLD, replicas=3, initial=4),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=2, record=4),
+        builders.make_lws("decode", revision=NEW, replicas=1, record=2),
+    )
+    assert result.moved == (rollout.TargetMove(role="prefill", recorded=4, target=8),)
+    assert result.step is None
+    assert result.replicas[name(NEW, "prefill")] == 6
+    assert result.replicas[name(OLD, "decode")] == 1
+
+
+def test_a_paused_slice_whose_target_rose_splits_the_raise_between_its_revisions() -> None:
+    result = rollout.plan_slice(
+        set_name="llm",
+        slice_index=0,
+        revision=NEW,
+        roles=[role("prefill", 8), role("decode", 2)],
+        lws=builders.parse_children(
+            builders.make_lws("prefill", revision=OLD, replicas=3, initial=4),
+            builders.make_lws("decode", revision=OLD, replicas=1, initial=2),
+            builders.make_lws("prefill", revision=NEW, replicas=1, record=4),
+            builders.make_lws("decode", revision=NEW, replicas=1, record=2),
+        ),
+        control=rollout.SliceControl(paused=True),
+    )
+    assert result.phase is rollout.Phase.PAUSED
+    assert result.replicas[name(OLD, "prefill")] == 6
+    assert result.replicas[name(NEW, "prefill")] == 2
+
+
+def test_a_paused_slice_whose_targets_never_moved_stays_as_it_is() -> None:
+    lws = builders.parse_children(
+        builders.make_lws("prefill", revision=OLD, replicas=3, initial=4),
+        builders.make_lws("decode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=2, record=4),
+        builders.make_lws("decode", revision=NEW, replicas=1, record=2),
+    )
+    result = rollout.plan_slice(
+        set_name="llm",
+        slice_index=0,
+        revision=NEW,
+        roles=[role("prefill", 4), role("decode", 2)],
+        lws=lws,
+        control=rollout.SliceControl(paused=True),
+    )
+    assert result.phase is rollout.Phase.PAUSED
+    assert result.replicas == {item.name: item.replicas for item in lws}
+    assert result.records == {}

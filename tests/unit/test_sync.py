@@ -152,6 +152,30 @@ def test_reverting_to_a_revision_whose_lws_still_exist_creates_nothing() -> None
     assert replicas(result) == replicas(serving)
 
 
+def test_a_target_raised_mid_rollout_is_recorded_served_and_reported() -> None:
+    """docs/rollout.md, "Scaling while a rollout runs": the start pass records each role's
+    target on its new LWS; a raise afterwards goes to the new revision at once (within the
+    surge ceiling) and the status says the target moved."""
+    request = settled()
+    template = request["parent"]["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]
+    template["workerTemplate"]["spec"]["containers"][0]["image"] = "example/server:v2"
+    started = answer(request)
+    observed_lws = request["children"][LWS_TYPE]
+    for child in started["children"]:
+        name = child["metadata"]["name"]
+        if child["kind"] == api.LWS_KIND and name not in observed_lws:
+            assert child["metadata"]["annotations"][api.ANNOTATION_ROLLOUT_TARGET] in ("2", "1")
+            observed_lws[name] = observe(child, status=lws_status(0))
+        elif child["kind"] == api.LWS_KIND:
+            observed_lws[name] = observe(child, status=lws_status(child["spec"]["replicas"]))
+    request["parent"]["spec"]["roles"][0]["spec"]["replicas"] = 4
+    result = answer(request)
+    revision = result["status"]["revision"]
+    assert replicas(result)[f"llm-0-{revision}-prefill"] == 3  # 4 + maxSurge 1 - 2 old
+    available = next(c for c in result["status"]["conditions"] if c["type"] == "Available")
+    assert "target changed during the rollout: prefill 2 → 4" in available["message"]
+
+
 # --- customize -----------------------------------------------------------------------------------
 
 

@@ -18,20 +18,25 @@ errors need neither the API's models nor YAML.
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
 annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, an object
-adopt left alone, kubectl failing: not found, a conflict, no access; a failed plan or render); 2
+adopt left alone, kubectl failing: not found, a conflict, no access, or kubectl that cannot be
+run at all; a failed plan or render); 2
 usage error; 3 `rollout status --timeout` ran out while the rollout still moved, waited or was
 paused; 130 interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
 kubectl gives 1 for a timeout too, and 3 lets a pipeline tell "give it longer" from "broken".
-Every error is one line, `kubectl ds COMMAND: error: ...`.
+Every error is one line, `kubectl ds COMMAND: error: ...`. A patch or an object goes to kubectl
+in a file or on its standard input, never on its command line, where Linux takes no argument
+over 128 KiB and a set's templates can be ten times that.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, TypeAlias, TypeVar
@@ -74,8 +79,11 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 
 class Kubectl:
-    """The kubectl binary with the user's connection flags; a failure is a `console.CliError` in
-    kubectl's own words, on one line."""
+    """The kubectl binary with the user's connection flags; a failure, whether kubectl reports it
+    or cannot be run at all, is a `console.CliError` on one line (kubectl's own words when it
+    has some). Objects and patches go to kubectl on its standard input or in a file, never on
+    its command line: Linux takes no argument over 128 KiB, and a set's templates can be ten
+    times that."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         given = (("kubeconfig", args.kubeconfig), ("context", args.context))
@@ -90,6 +98,8 @@ class Kubectl:
                 input=stdin,
                 capture_output=True,
                 text=True,
+                encoding="utf-8",
+                errors="replace",
                 timeout=KUBECTL_TIMEOUT_SECONDS,
                 check=False,
             )
@@ -101,11 +111,29 @@ class Kubectl:
             raise console.CliError(
                 f"kubectl {arguments[0]} did not finish within {KUBECTL_TIMEOUT_SECONDS} s"
             ) from None
+        except OSError as error:
+            raise console.CliError(
+                f"kubectl {arguments[0]} could not be run: {error.strerror or error}"
+            ) from None
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             text = "; ".join(lines) or f"kubectl {arguments[0]} exited with {done.returncode}"
             raise console.CliError(text.removeprefix("error: "))
         return done.stdout
+
+    def patch(self, *arguments: str, body: object) -> str:
+        """`kubectl patch ARGUMENTS` with `body`, as JSON, in a temporary file of its own
+        (`--patch-file`), which is gone when kubectl has read it."""
+        try:
+            scratch = tempfile.TemporaryDirectory(prefix="kubectl-ds-")
+            path = os.path.join(scratch.name, "patch.json")
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(body, file)
+        except OSError as error:
+            message = f"cannot write a patch for kubectl: {error.strerror or error}"
+            raise console.CliError(message) from None
+        with scratch:
+            return self.run("patch", *arguments, f"--patch-file={path}")
 
     def get(self, *arguments: str) -> JsonObject:
         """`kubectl get ... -o json`, parsed: the one place kubectl's output is read."""
@@ -342,7 +370,7 @@ def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
             "apply", "--server-side", manager, "--filename=-", "--output=name", stdin=write.text
         )
         return
-    kubectl.run("patch", SETS, name, f"--type={write.method}", manager, f"--patch={write.text}")
+    kubectl.patch(SETS, name, f"--type={write.method}", manager, body=write.body)
 
 
 def _whole(text: str) -> int:
@@ -404,8 +432,7 @@ def _run_annotate(args: argparse.Namespace) -> int:
     if parent.annotations.get(key) == value:
         print(f"{args.set} already {done} ({shown}): nothing to change")
     else:
-        patch = json.dumps(rollout.annotation_patch({key: value}))
-        kubectl.run("patch", SETS, args.set, "--type=merge", f"--patch={patch}")
+        kubectl.patch(SETS, args.set, "--type=merge", body=rollout.annotation_patch({key: value}))
         print(f"{args.set} {done} ({shown})")
     if hint is not None:
         _note(args, hint)
@@ -514,7 +541,7 @@ def _adopted(
         if decision.patch is None:
             return decision
         try:
-            kubectl.run("patch", *where, "--type=merge", f"--patch={json.dumps(decision.patch)}")
+            kubectl.patch(*where, "--type=merge", body=decision.patch)
             return decision
         except console.CliError as error:
             if "Conflict" not in str(error) and "has been modified" not in str(error):

@@ -1,14 +1,17 @@
 """`kubectl ds` (hooks.kubectl.plugin) against a fake `kubectl` on PATH.
 
-The fake is a small script that records its arguments (and standard input) and answers from
-JSON files, one answer per call and the last one repeated; `rollout status` waits on a fake
-clock, so no test sleeps.
+The fake is a small script that records its arguments (and standard input, and the patch file
+it is given) and answers from JSON files, one answer per call and the last one repeated;
+`rollout status` waits on a fake clock, so no test sleeps.
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
+import subprocess
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -36,8 +39,10 @@ from pathlib import Path
 state = Path({state!r})
 args = sys.argv[1:]
 stdin = sys.stdin.read() if "--filename=-" in args else None
+files = [arg.split("=", 1)[1] for arg in args if arg.startswith("--patch-file=")]
+patch = Path(files[0]).read_text() if files else None
 with (state / "calls.jsonl").open("a") as calls:
-    calls.write(json.dumps({{"argv": args, "stdin": stdin}}) + "\\n")
+    calls.write(json.dumps({{"argv": args, "stdin": stdin, "patch": patch}}) + "\\n")
 words = [arg for arg in args if not arg.startswith("-")]
 key = " ".join([words[0], *(word.split(".")[0] for word in words[1:2])])
 answers = state / (key + ".json")
@@ -51,6 +56,8 @@ answer = queue[min(n, len(queue) - 1)]
 out = answer.get("stdout", "")
 sys.stdout.write(out if isinstance(out, str) else json.dumps(out))
 sys.stderr.write(answer.get("stderr", ""))
+sys.stderr.flush()
+sys.stderr.buffer.write(bytes.fromhex(answer.get("stderr_hex", "")))
 sys.exit(answer.get("exit", 0))
 """
 
@@ -63,7 +70,8 @@ class FakeKubectl:
         self.state = state
 
     def answer(self, key: str, *answers: JsonObject) -> None:
-        queue = [a if {"stdout", "stderr", "exit"} >= a.keys() else {"stdout": a} for a in answers]
+        keys = {"stdout", "stderr", "stderr_hex", "exit"}
+        queue = [a if keys >= a.keys() else {"stdout": a} for a in answers]
         (self.state / f"{key}.json").write_text(json.dumps(queue))
         (self.state / f"{key}.count").unlink(missing_ok=True)
 
@@ -82,11 +90,7 @@ class FakeKubectl:
         """`live` after the one JSON patch written (`kubectl patch --type=json`), which must
         first test the resourceVersion read."""
         (operations,) = [
-            json.loads(arg.removeprefix("--patch="))
-            for call in self.calls()
-            if "--type=json" in call["argv"]
-            for arg in call["argv"]
-            if arg.startswith("--patch=")
+            json.loads(call["patch"]) for call in self.calls() if "--type=json" in call["argv"]
         ]
         assert operations[0] == {
             "op": "test",
@@ -96,12 +100,8 @@ class FakeKubectl:
         return json_patched(live, operations[1:])
 
     def patches(self) -> list[JsonObject]:
-        return [
-            json.loads(arg.removeprefix("--patch="))
-            for call in self.calls()
-            for arg in call["argv"]
-            if arg.startswith("--patch=")
-        ]
+        """Every patch written, as kubectl read it from its `--patch-file`."""
+        return [json.loads(call["patch"]) for call in self.calls() if call["patch"] is not None]
 
 
 def json_patched(document: JsonObject, operations: Sequence[JsonObject]) -> JsonObject:
@@ -339,6 +339,68 @@ def test_without_kubectl_on_path_it_says_so(
     assert err == (
         "kubectl ds rollout pause: error: kubectl is not on PATH, and kubectl ds works through it\n"
     )
+
+
+def test_issue33_item4_patches_go_to_kubectl_in_a_file_that_is_gone_afterwards(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: patches went on kubectl's command line (`--patch=...`), where Linux takes no
+    argument over 128 KiB."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    assert run(capsys, "rollout", "pause", "llm")[0] == 0
+    (call,) = [call for call in kubectl.calls() if "patch" in call["argv"]]
+    assert not [arg for arg in call["argv"] if arg.startswith(("--patch=", "-p"))]
+    (path,) = [arg.split("=", 1)[1] for arg in call["argv"] if arg.startswith("--patch-file=")]
+    assert json.loads(call["patch"]) == {
+        "metadata": {"annotations": {api.ANNOTATION_PAUSED: "true"}}
+    }
+    assert not Path(path).exists()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.E2BIG, "Argument list too long"),
+        OSError(errno.ENOMEM, "Cannot allocate memory"),
+    ],
+    ids=["e2big", "enomem"],
+)
+def test_issue33_item4_a_kubectl_that_cannot_be_run_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: OSError
+) -> None:
+    """Regression: `OSError: [Errno 7] Argument list too long: 'kubectl'` was a traceback."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, out) == (1, "")
+    assert (
+        err == f"kubectl ds rollout undo: error: kubectl get could not be run: {error.strerror}\n"
+    )
+
+
+def test_a_kubectl_that_is_not_executable_is_one_line_and_exit_1(
+    kubectl: FakeKubectl, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = os.environ["PATH"].split(os.pathsep)[0]
+    (Path(bin_dir) / "kubectl").chmod(0o644)
+    monkeypatch.setenv("PATH", bin_dir)
+    code, out, err = run(capsys, "rollout", "resume", "llm")
+    assert (code, out) == (1, "")
+    assert err == (
+        "kubectl ds rollout resume: error: kubectl get could not be run: Permission denied\n"
+    )
+
+
+def test_kubectl_output_that_is_no_utf8_is_read_not_a_traceback(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", {"stderr_hex": "4572726f723a20ff0a", "exit": 1})
+    code, out, err = run(capsys, "rollout", "history", "llm")
+    assert (code, out) == (1, "")
+    assert err == "kubectl ds rollout history: error: Error: \ufffd\n"
 
 
 def test_the_console_script_is_kubectl_ds() -> None:

@@ -119,6 +119,9 @@ class ObservedObject:
     resource_version: str = ""
     """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
     (`kubectl ds adopt`)."""
+    owner_uids: tuple[str, ...] = ()
+    """The uid of each of its ownerReferences, the controller's among them (`kubectl ds adopt`
+    hands a set only an orphan that has none)."""
 
     @property
     def replicas(self) -> int:

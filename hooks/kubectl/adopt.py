@@ -21,8 +21,14 @@ its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
 - controlled by anything else: refused, left alone;
 - controlled by nothing (an orphan: Metacontroller released it because it synced the set before
   the adoption, or someone created it with the set's label): adopted only when asked
-  (`--orphans`); Metacontroller then adds the ownerReference itself, as it does for any orphan
-  its selector matches.
+  (`--orphans`), and only when it has no owner at all and is exactly what the set would have
+  made at its name (`hooks.kubectl.adoptable`: a planted object is refused, naming what differs);
+  Metacontroller then adds the ownerReference itself, as it does for any orphan its selector
+  matches.
+
+A child the set controls is trusted as its controller ownerReference says, as upstream's
+controller trusts it: that is how a set moves from upstream's controller, whose LWS of revisions
+the spec and the records no longer hold could not be checked otherwise.
 
 The patch is a merge patch carrying the `resourceVersion` read, so the API server applies it only
 to the object as it was judged (409 Conflict otherwise: read it again and judge again). It adds or
@@ -37,7 +43,8 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
-from hooks.core import history, records
+from hooks.core import records
+from hooks.kubectl import adoptable
 
 JsonObject = dict[str, Any]
 
@@ -114,8 +121,15 @@ def patch_of(candidate: records.ObservedObject, *, uid: str) -> JsonObject:
     }
 
 
-def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans: bool) -> Decision:
-    """What adoption does with `candidate` (a child kind with `parent`'s name label)."""
+def decide(
+    parent: records.Parent,
+    candidate: records.ObservedObject,
+    *,
+    orphans: bool,
+    known: adoptable.Known,
+) -> Decision:
+    """What adoption does with `candidate` (a child kind with `parent`'s name label); `known`:
+    what `parent` can vouch for (`known_of`)."""
     set_name, uid = parent.name, parent.uid
     label = candidate.labels.get(api.CONTROLLER_UID_LABEL)
     controller = candidate.controller_uid
@@ -145,17 +159,46 @@ def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans
             Verdict.ORPHAN,
             f"carries {set_name}'s name label but has no controller (Metacontroller releases"
             " children it finds unlabelled; or someone else made it): left alone; --orphans"
-            " adopts it",
+            " adopts it if it is exactly what the set would have made there",
         )
-    if controller is None and candidate.kind is records.ChildKind.REVISION:
-        why = history.problem_with_body(candidate, set_name=set_name)
+    if controller is None:
+        why = _why_not(candidate, known)
         if why is not None:
-            return decision(
-                Verdict.REFUSED,
-                f"a history record that would not count ({why}): left alone (delete it: a record"
-                " the set needs is created again)",
-            )
+            return decision(Verdict.REFUSED, why)
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
+
+
+def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str | None:
+    """Why an orphan is not handed to the set, in words for its line; None when it is."""
+    set_name = known.set_name
+    if candidate.owner_uids:
+        owners = ", ".join(candidate.owner_uids)
+        return (
+            f"has an owner that is not its controller (uid {owners}), so it is no orphan that"
+            f" {set_name} lost: left alone"
+        )
+    why = adoptable.difference(candidate, known)
+    if why is None:
+        return None
+    if candidate.kind is records.ChildKind.REVISION:
+        return (
+            f"a history record that would not count ({why}): left alone (delete it: a record"
+            " the set needs is created again)"
+        )
+    return f"not what {set_name} would have made at its name: {why}: left alone"
+
+
+def known_of(
+    parents: Sequence[records.Parent], candidates: Sequence[records.ObservedObject]
+) -> dict[tuple[str, str], adoptable.Known]:
+    """What each set can vouch for (`hooks.kubectl.adoptable.known`), by (namespace, name), from
+    its spec and the records among `candidates` that carry its name label."""
+    return {
+        key_of(parent): adoptable.known(
+            parent, [item for item in candidates if set_of(item) == key_of(parent)]
+        )
+        for parent in parents
+    }
 
 
 def plan(
@@ -163,12 +206,19 @@ def plan(
     candidates: Sequence[records.ObservedObject],
     *,
     orphans: bool,
+    known: Mapping[tuple[str, str], adoptable.Known],
 ) -> list[Decision]:
     """A decision for every candidate of a child kind whose name label names one of `parents`
-    (in its namespace), by set, then kind and name; other objects are no candidates."""
+    (in its namespace), by set, then kind and name; other objects are no candidates. `known`:
+    `known_of(parents, candidates)`."""
     by_set = {key_of(parent): parent for parent in parents}
     decisions = [
-        decide(by_set[set_of(candidate)], candidate, orphans=orphans)
+        decide(
+            by_set[set_of(candidate)],
+            candidate,
+            orphans=orphans,
+            known=known[set_of(candidate)],
+        )
         for candidate in candidates
         if candidate.kind.kind in RESOURCES and set_of(candidate) in by_set
     ]

@@ -12,7 +12,8 @@ ready is where a canary pipeline's gate continues, exit 0), `rollout history`, `
 changed meanwhile is refused, never overwritten), `rollout pause|resume|hold|release|partition`
 (a merge patch of one annotation, its value checked as `hooks.core.controls` reads it), `adopt`
 (label children another controller made for Metacontroller, one merge patch with the
-resourceVersion read per object), and `plan` and `render`, which are `python -m hooks
+resourceVersion read per object; an orphan only when `hooks.kubectl.adoptable` finds it exactly
+what the set would have made), and `plan` and `render`, which are `python -m hooks
 plan|render` (hooks.cli.commands). A command imports only what it runs: `--help` and usage
 errors need neither the API's models nor YAML.
 
@@ -38,13 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from hooks import api
 from hooks.cli import commands, console
 from hooks.core import controls, records
-from hooks.kubectl import adopt, rollout, writes
+from hooks.kubectl import adopt, adoptable, rollout, writes
 from hooks.wire import envelope, version
 
 PROG: Final = "kubectl ds"
@@ -470,8 +471,11 @@ def _add_adopt(commands: _Subcommands) -> None:
         "ownerReference to its uid) with controller-uid=<set uid>, the label Metacontroller "
         "finds a set's children by: run it after upstream's controller stopped and before the "
         "CompositeControllers exist. Objects controlled by another owner are refused and left "
-        "alone; orphans with the set's name label too, unless --orphans. Each patch carries the "
-        "resourceVersion read: an object changed meanwhile is read and judged again.",
+        "alone; orphans with the set's name label too, unless --orphans, and then an orphan "
+        "that is not exactly what the set would have made at its name (for an LWS: its "
+        "labels, annotations and spec, replicas aside, and so every template its revision's), "
+        "naming the difference. Each patch carries the resourceVersion read: an object changed "
+        "meanwhile is read and judged again.",
         epilog="exit status: 0 every candidate adopted; 1 something refused or left alone, or "
         "kubectl failing; 2 usage error",
     )
@@ -481,7 +485,9 @@ def _add_adopt(commands: _Subcommands) -> None:
         "-A", "--all-namespaces", action="store_true", help="with --all: of every namespace"
     )
     parser.add_argument(
-        "--orphans", action="store_true", help="adopt objects with no controller as well"
+        "--orphans",
+        action="store_true",
+        help="adopt objects with no owner as well, each only if exactly what the set would make",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be adopted")
     parser.set_defaults(run=_run_adopt, report_as=parser.prog, parser=parser)
@@ -492,10 +498,11 @@ def _run_adopt(args: argparse.Namespace) -> int:
         args.parser.error("give either SET or --all (-A only with --all)")
     kubectl = Kubectl(args)
     parents, candidates = _adoption_candidates(kubectl, args)
+    known = adopt.known_of(parents, candidates)
     decisions = []
-    for decision in adopt.plan(parents, candidates, orphans=args.orphans):
+    for decision in adopt.plan(parents, candidates, orphans=args.orphans, known=known):
         if decision.verdict is adopt.Verdict.ADOPT and not args.dry_run:
-            decision = _adopted(kubectl, decision, parents, orphans=args.orphans)
+            decision = _adopted(kubectl, decision, parents, orphans=args.orphans, known=known)
         if decision.verdict is adopt.Verdict.ADOPT:
             print(("(dry run) " if args.dry_run else "") + decision.line)
         elif decision.verdict is not adopt.Verdict.ADOPTED:
@@ -531,7 +538,12 @@ def _child(item: JsonObject) -> records.ObservedObject | None:
 
 
 def _adopted(
-    kubectl: Kubectl, decision: adopt.Decision, parents: list[records.Parent], *, orphans: bool
+    kubectl: Kubectl,
+    decision: adopt.Decision,
+    parents: list[records.Parent],
+    *,
+    orphans: bool,
+    known: Mapping[tuple[str, str], adoptable.Known],
 ) -> adopt.Decision:
     """Patch one object; when it changed since it was read (a conflict), read and judge it
     again, a few times."""
@@ -551,7 +563,7 @@ def _adopted(
             raise console.CliError(
                 f"{decision.kind} {decision.name} lost {decision.set_name}'s label"
             )
-        decision = adopt.decide(parent, fresh, orphans=orphans)
+        decision = adopt.decide(parent, fresh, orphans=orphans, known=known[adopt.key_of(parent)])
     raise console.CliError(f"{decision.kind} {decision.name} kept changing: run adopt again")
 
 

@@ -339,12 +339,13 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
 
 
 def parse_child(obj: object, *, where: str) -> records.ObservedObject | None:
-    """An object of a set's child kinds, its kind read from its own apiVersion and kind, as
-    `parse_object` reads it; None for an object of another kind. RequestError when it is not
-    an object of that shape."""
+    """An object of a set's child kinds, its kind read from its own apiVersion and kind, read
+    as a sync request's children are (with `applied`: what the hooks would answer for it once
+    it is a child); None for an object of another kind. RequestError when it is not an object
+    of that shape."""
     found = _require_object(obj, where)
     kind = _known_kind(f"{found.get('kind')}.{found.get('apiVersion')}", records.DS_CHILD_KINDS)
-    return None if kind is None else parse_object(kind, found, where=where)
+    return None if kind is None else _parse_observed(kind, found, where)
 
 
 def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
@@ -484,6 +485,16 @@ def _parse_observed(
         stored_error=stored_error,
         spec=spec,
         resource_version=_optional_str(metadata.get("resourceVersion")),
+        owner_uids=_owner_uids(metadata),
+    )
+
+
+def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:
+    refs = metadata.get("ownerReferences")
+    return (
+        tuple(_optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
+        if isinstance(refs, list)
+        else ()
     )
 
 

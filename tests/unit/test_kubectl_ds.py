@@ -1220,19 +1220,60 @@ def test_adopt_judges_again_a_child_that_changed_meanwhile(
     assert [patch["metadata"]["resourceVersion"] for patch in kubectl.patches()] == ["77", "78"]
 
 
+def lost_lws(roles_: list[JsonObject], role: int = 0, *, image: str | None = None) -> JsonObject:
+    """The set's LWS of `roles_[role]` at their revision as the hooks made it, once the set
+    lost it (deleted with `--cascade=orphan` and created again); with `image`, planted
+    instead: the same but for that image, and never applied by Metacontroller."""
+    rendered = children.render_lws(
+        set_name="llm", role=api.Role.model_validate(roles_[role]), slice_index=0,
+        revision=revision_of(roles_), replicas=2, policy=None,
+    )  # fmt: skip
+    lws_ = builders.observe(copy.deepcopy(rendered), owner_uid="uid-of-the-set-deleted-before")
+    del lws_["metadata"]["ownerReferences"]
+    lws_["metadata"]["resourceVersion"] = "77"
+    if image is not None:
+        lws_["metadata"]["labels"].pop(api.CONTROLLER_UID_LABEL)
+        del lws_["metadata"]["annotations"]
+        template = lws_["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        template["spec"]["containers"][0]["image"] = image
+    return lws_
+
+
 def test_adopt_dry_run_and_orphans(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    orphan = adoptable("LeaderWorkerSet", "llm-0-x-prefill")
-    del orphan["metadata"]["ownerReferences"]
     kubectl.answer("get disaggregatedsets", listing(a_set(roles(V1))))
-    kubectl.answer("get leaderworkersets", listing(orphan))
+    kubectl.answer("get leaderworkersets", listing(lost_lws(roles(V1))))
     code, out, err = run(capsys, "adopt", "--all", "-A", "--orphans", "--dry-run")
     assert (code, err, kubectl.patches()) == (0, "", [])
-    assert out.startswith("(dry run) LeaderWorkerSet default/llm-0-x-prefill: adopted by llm")
+    name = f"llm-0-{revision_of(roles(V1))}-prefill"
+    assert out.startswith(f"(dry run) LeaderWorkerSet default/{name}: adopted by llm")
     assert all("--all-namespaces" in call["argv"] for call in kubectl.calls())
     selector = [a for a in kubectl.calls()[1]["argv"] if a.startswith("--selector=")]
     assert selector == [f"--selector={api.LABEL_NAME}"]
+
+
+def test_issue33_item1_adopt_orphans_refuses_a_planted_lws_with_one_line_and_exit_1(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: an LWS planted at a name the set wants, with its labels and another image,
+    was adopted with exit 0. The set's own orphan is still adopted beside it."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    genuine, planted = lost_lws(roles(V1)), lost_lws(roles(V1), 1, image="evil/miner:latest")
+    kubectl.answer("get leaderworkersets", listing(genuine, planted))
+    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
+    code, out, err = run(capsys, "adopt", "llm", "--orphans")
+    assert code == 1
+    (line,) = err.splitlines()
+    assert line.startswith(
+        f"kubectl ds adopt: error: LeaderWorkerSet default/{planted['metadata']['name']}: not"
+        " what llm would have made at its name: spec.leaderWorkerTemplate.workerTemplate.spec"
+        '.containers[0].image is "evil/miner:latest", not "vllm/vllm-openai:v0.11.0"'
+    )
+    assert line.endswith(": left alone")
+    patched = [call["argv"][2] for call in kubectl.calls() if "patch" in call["argv"]]
+    assert patched == [genuine["metadata"]["name"]]
+    assert out.splitlines()[-1] == "default/llm: 1 adopted, 0 already adopted, 1 left alone"
 
 
 @pytest.mark.parametrize(

@@ -266,7 +266,10 @@ def test_an_orphan_scaler_with_the_sets_label_is_reported_with_the_adoption_that
     request["children"][f"{api.SCALER_KIND}.{api.API_VERSION}"] = {}
     degraded = {c["type"]: c for c in answer(request)["status"]["conditions"]}["Degraded"]
     assert degraded["reason"] == api.Reason.SCALER_CONFLICT
-    assert "`kubectl ds adopt llm --orphans` hands it to the set" in degraded["message"]
+    assert (
+        "`kubectl ds adopt llm --orphans` hands it to the set when it has no owner and its name"
+        " and labels are the ones the set gives it"
+    ) in degraded["message"]
     foreign = copy.deepcopy(request)
     group = foreign["related"][f"{api.SCALER_KIND}.{api.API_VERSION}"]
     group["llm-decode"]["metadata"]["labels"][api.LABEL_NAME] = "other"

@@ -15,7 +15,11 @@ runs kubectl, reads the clock or prints.
   restored spec must hash to the recorded revision. The set's `kubernetes.io/change-cause`
   becomes the revision's (or goes when it has none), so the record renumbered by the rollback
   keeps its own cause. How it is written: `hooks.kubectl.writes`.
-- **Status** (`judge`). Only a status of the current generation counts. Degraded=True and
+- **Status** (`judge`, `progress`). The revision a rollout moves to is the one the status
+  names (`target_of`); a status of the current generation that names none is not these hooks'
+  (they always write one; upstream's controller writes none): then the spec's revision tells
+  the new LWS from the old, and the lines say so instead of naming a revision "None". Only a
+  status of the current generation counts. Degraded=True and
   Progressing=False with ProgressDeadlineExceeded fail; Available=True is done; Progressing
   Unknown with RolloutHeld or RolloutPartitioned, every LWS of the new revision ready, stands on
   purpose (done, not failed) only when the annotations ask for just that now: an annotation
@@ -331,9 +335,27 @@ class Verdict:
     message: str
 
 
+def target_of(parent: records.Parent) -> tuple[str | None, str | None]:
+    """The revision the set's rollout moves to, and, when the status does not name it, a line
+    saying why and what stands in for it (see the module): the spec's revision, or None when
+    that cannot be computed either."""
+    if parent.revision is not None or parent.status_generation != parent.generation:
+        return parent.revision, None
+    unrun = (
+        f"the status of {parent.name} names no revision: these hooks, which always write one,"
+        " do not run it (upstream's controller writes none)"
+    )
+    try:
+        target = spec_revision(parent)
+    except RolloutError as error:
+        return None, f"{unrun}, and {error}: every LWS counts as old"
+    return target, f"{unrun}; the LWS of the spec's revision, {target}, count as new"
+
+
 def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verdict:
     """Where the rollout of the set's current generation stands (see the module)."""
-    name, generation, target = parent.name, parent.generation, parent.revision
+    name, generation = parent.name, parent.generation
+    target, unrun = target_of(parent)
     if parent.status_generation != generation:
         return Verdict(
             Outcome.WAITING, f"waiting for the controller to see generation {generation}"
@@ -347,24 +369,41 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
         if progressing
         else ("", "", "")
     )
-    new = [item for item in lws if item.labels.get(api.LABEL_REVISION) == target]
+    new = [item for item in lws if _is_of(item, target)]
+    goal = _to_revision(target)
     if degraded is not None and degraded.status == api.ConditionStatus.TRUE:
         text = f"{name} is Degraded ({degraded.reason}): {degraded.message}"
         return Verdict(Outcome.DEGRADED, text)
     if available is not None and available.status == api.ConditionStatus.TRUE:
-        return Verdict(Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}")
+        return Verdict(Outcome.AVAILABLE, _available(name, target, unrun=unrun is not None))
     if (state, reason) == (api.ConditionStatus.FALSE, api.Reason.PROGRESS_DEADLINE_EXCEEDED):
         return Verdict(
             Outcome.DEADLINE_EXCEEDED, f"{name} exceeded its progress deadline: {message}"
         )
     outcome = _STANDING.get(reason) if state == api.ConditionStatus.UNKNOWN else None
     if outcome is not None and _stands(parent, new, outcome):
-        return Verdict(outcome, f"{name} rollout to revision {target} is {outcome}: {message}")
+        return Verdict(outcome, f"{name} rollout{goal} is {outcome}: {message}")
     if reason == api.Reason.ROLLOUT_PAUSED:
         return Verdict(Outcome.PAUSED, f"{name} rollout is paused: {message}")
-    return Verdict(
-        Outcome.WAITING, f"waiting for {name} to roll out to revision {target}: {message}"
-    )
+    return Verdict(Outcome.WAITING, f"waiting for {name} to roll out{goal}: {message}")
+
+
+def _available(name: str, target: str | None, *, unrun: bool) -> str:
+    """What Available means: rolled out to the target, or, when the status names no revision
+    (`target_of`), only what the status says."""
+    if not unrun:
+        return f"{name} successfully rolled out to revision {target}"
+    spec = f"the spec's is {target}" if target is not None else "the spec's cannot be computed"
+    return f"{name} is Available, as its status says (it names no revision; {spec})"
+
+
+def _to_revision(target: str | None) -> str:
+    return f" to revision {target}" if target is not None else ""
+
+
+def _is_of(item: records.ObservedObject, revision_: str | None) -> bool:
+    """Whether an LWS is of `revision_` (none is of no revision)."""
+    return revision_ is not None and item.labels.get(api.LABEL_REVISION) == revision_
 
 
 def _stands(
@@ -417,18 +456,20 @@ _STANDING: Final = {
 def progress(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> dict[str, str]:
     """One line per slice: its phase, then per role the old and new revision's ready/replicas
     (spec roles in order, then removed ones by name). LWS without a decimal slice label are
-    left out, as the hooks leave them out of planning."""
+    left out, as the hooks leave them out of planning. First, when the status names no
+    revision, what stands in for it (`target_of`)."""
     phases = parent.slice_phases
+    target, unrun = target_of(parent)
     groups: dict[tuple[int, str, bool], list[records.ObservedObject]] = {}
     for item in lws:
         if item.slice_index is not None:
-            is_new = item.labels.get(api.LABEL_REVISION) == parent.revision
+            is_new = _is_of(item, target)
             key = (item.slice_index, item.labels.get(api.LABEL_ROLE, "?"), is_new)
             groups.setdefault(key, []).append(item)
     spec = parent.spec
     spec_roles = [role.name for role in spec.roles] if spec is not None else []
     count = spec.slices if spec is not None else 1
-    lines = {}
+    lines = {} if unrun is None else {"revision": unrun}
     for index in sorted(set(range(count)) | {key[0] for key in groups}):
         removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
         cells = [

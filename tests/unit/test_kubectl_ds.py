@@ -847,6 +847,70 @@ def test_status_waits_for_the_controller_to_see_the_generation(
     assert out.splitlines()[0] == "waiting for the controller to see generation 3"
 
 
+def upstreams(roles_: list[JsonObject], *, available: bool) -> JsonObject:
+    """The set as upstream's controller keeps its status: conditions, observedGeneration and
+    roleStatuses, no revision."""
+    state = ("True", "False") if available else ("False", "True")
+    reason = "AllRolesReady" if available else "RolloutInProgress"
+    ds = a_set(
+        roles_,
+        conditions=[
+            ("Available", state[0], reason, "All roles have reached their desired replica count"),
+            ("Progressing", state[1], reason, "Not all roles have reached it"),
+        ],
+    )
+    del ds["status"]["revision"]
+    return ds
+
+
+def test_issue33_item7_status_of_a_set_another_controller_runs_says_its_status_has_no_revision(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: under upstream's controller it printed "successfully rolled out to revision
+    None" and every group as old. The spec's revision now tells new LWS from old."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer(
+        "get disaggregatedsets",
+        upstreams(roles(V2), available=False),
+        upstreams(roles(V2), available=True),
+    )
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", old, 1, 1), lws("prefill", new, 2, 1), lws("decode", new, 1, 1)),
+        listing(lws("prefill", new, 2, 2), lws("decode", new, 1, 1)),
+    )
+    code, out, err = run(capsys, "rollout", "status", "llm")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"waiting for llm to roll out to revision {new}: Not all roles have reached it",
+        "the status of llm names no revision: these hooks, which always write one, do not run it"
+        f" (upstream's controller writes none); the LWS of the spec's revision, {new}, count as"
+        " new",
+        "slice 0 Steady: prefill old 1/1 new 1/2, decode old 0/0 new 1/1",
+        "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
+        f"llm is Available, as its status says (it names no revision; the spec's is {new})",
+    ]
+    assert "None" not in out
+
+
+def test_status_of_a_set_whose_status_names_no_revision_and_whose_spec_is_not_valid(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    invalid = upstreams(roles(V1), available=True)
+    invalid["spec"]["slices"] = True
+    kubectl.answer("get disaggregatedsets", invalid)
+    kubectl.answer("get leaderworkersets", listing(lws("prefill", revision_of(roles(V1)), 2, 2)))
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    first, *_, last = out.splitlines()
+    assert first.startswith("the status of llm names no revision: these hooks")
+    assert first.endswith(": every LWS counts as old")
+    assert "and the spec of llm is not valid (spec.slices: " in first
+    assert last == (
+        "llm is Available, as its status says (it names no revision; the spec's cannot be computed)"
+    )
+
+
 def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:

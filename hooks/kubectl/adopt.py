@@ -193,10 +193,11 @@ def known_of(
 ) -> dict[tuple[str, str], adoptable.Known]:
     """What each set can vouch for (`hooks.kubectl.adoptable.known`), by (namespace, name), from
     its spec and the records among `candidates` that carry its name label."""
+    by_set: dict[tuple[str, str], list[records.ObservedObject]] = {}
+    for item in candidates:
+        by_set.setdefault(set_of(item), []).append(item)
     return {
-        key_of(parent): adoptable.known(
-            parent, [item for item in candidates if set_of(item) == key_of(parent)]
-        )
+        key_of(parent): adoptable.known(parent, by_set.get(key_of(parent), []))
         for parent in parents
     }
 

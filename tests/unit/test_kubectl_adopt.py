@@ -670,3 +670,30 @@ def test_an_orphan_lws_is_adopted_exactly_when_its_templates_are_its_revisions(
         assert decision.verdict is adopt.Verdict.ADOPT, decision.line
     else:
         assert f"spec.leaderWorkerTemplate.{pod}.spec." in refused_because(decision)
+
+
+def test_an_lws_made_before_a_settings_edit_is_the_sets_while_a_record_holds_those_settings() -> (
+    None
+):
+    """maxSurge edited in the spec (no new revision): the LWS keeps what it was made with, which
+    the record of its revision holds; without the record it is refused, naming the setting."""
+    made = [builders.make_role(name, max_surge=1) for name in ("prefill", "decode")]
+    edited = [builders.make_role(name, max_surge=2) for name in ("prefill", "decode")]
+    then = envelope.parse_parent(builders.make_ds(roles=made))
+    now = envelope.parse_parent(builders.make_ds(roles=edited))
+    assert then.spec is not None and now.spec is not None
+    assert revision.of_spec(then.spec) == revision.of_spec(now.spec)
+    lws = read(released(rendered_lws(spec=then.spec)))
+    recorded = children.render_history(
+        set_name="llm",
+        revision=revision.of_spec(then.spec),
+        number=1,
+        roles=then.spec.roles,
+        change_cause=None,
+    )
+    record = builders.observe(recorded, owner_uid=OLD_SET_UID)
+    del record["metadata"]["ownerReferences"]
+    reason = refused_because(decide(lws, orphans=True, parent=now))
+    assert "spec.rolloutStrategy.rollingUpdateConfiguration.maxSurge is 1, not 2" in reason
+    adopted = decide(lws, orphans=True, parent=now, others=[read(record)])
+    assert adopted.verdict is adopt.Verdict.ADOPT, adopted.line

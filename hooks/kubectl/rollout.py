@@ -15,13 +15,14 @@ runs kubectl, reads the clock or prints.
   restored spec must hash to the recorded revision. The set's `kubernetes.io/change-cause`
   becomes the revision's (or goes when it has none), so the record renumbered by the rollback
   keeps its own cause. How it is written: `hooks.kubectl.writes`.
-- **Status** (`judge`). Only a status of the current generation counts. Degraded=True and
-  Progressing=False with ProgressDeadlineExceeded fail; Available=True is done; Progressing
-  Unknown with RolloutHeld or RolloutPartitioned, every LWS of the new revision ready, stands on
-  purpose (done, not failed) only when the annotations ask for just that now: an annotation
-  change keeps the generation, so after `release`, `partition --clear` or a new hold or
-  partition the status can report the old one until the hooks have seen the change. The rest
-  waits, RolloutPaused included.
+- **Status** (`judge`). Only a status of the current generation counts. Degraded=True, and
+  Progressing=False with ProgressDeadlineExceeded or RoleScaledToZero (a role at 0 groups beside
+  busy ones, which nothing the rollout does can make Available), fail; Available=True is done;
+  Progressing Unknown with RolloutHeld or RolloutPartitioned, every LWS of the new revision
+  ready, stands on purpose (done, not failed) only when the annotations ask for just that now:
+  an annotation change keeps the generation, so after `release`, `partition --clear` or a new
+  hold or partition the status can report the old one until the hooks have seen the change. The
+  rest waits, RolloutPaused included.
 """
 
 from __future__ import annotations
@@ -317,9 +318,10 @@ class Outcome(StrEnum):
     PARTITIONED = "partitioned"
     DEADLINE_EXCEEDED = "deadline-exceeded"
     DEGRADED = "degraded"
+    CANNOT_SERVE = "cannot-serve"
 
 
-FAILED: Final = frozenset({Outcome.DEADLINE_EXCEEDED, Outcome.DEGRADED})
+FAILED: Final = frozenset({Outcome.DEADLINE_EXCEEDED, Outcome.DEGRADED, Outcome.CANNOT_SERVE})
 FINAL: Final = FAILED | {Outcome.AVAILABLE, Outcome.HELD, Outcome.PARTITIONED}
 
 
@@ -339,8 +341,9 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
             Outcome.WAITING, f"waiting for the controller to see generation {generation}"
         )
     conditions = {condition.type: condition for condition in parent.conditions}
-    degraded = conditions.get(api.ConditionType.DEGRADED)
-    available = conditions.get(api.ConditionType.AVAILABLE)
+    settled = _settled(conditions, name=name, target=target)
+    if settled is not None:
+        return settled
     progressing = conditions.get(api.ConditionType.PROGRESSING)
     state, reason, message = (
         (progressing.status, progressing.reason, progressing.message)
@@ -348,15 +351,6 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
         else ("", "", "")
     )
     new = [item for item in lws if item.labels.get(api.LABEL_REVISION) == target]
-    if degraded is not None and degraded.status == api.ConditionStatus.TRUE:
-        text = f"{name} is Degraded ({degraded.reason}): {degraded.message}"
-        return Verdict(Outcome.DEGRADED, text)
-    if available is not None and available.status == api.ConditionStatus.TRUE:
-        return Verdict(Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}")
-    if (state, reason) == (api.ConditionStatus.FALSE, api.Reason.PROGRESS_DEADLINE_EXCEEDED):
-        return Verdict(
-            Outcome.DEADLINE_EXCEEDED, f"{name} exceeded its progress deadline: {message}"
-        )
     outcome = _STANDING.get(reason) if state == api.ConditionStatus.UNKNOWN else None
     if outcome is not None and _stands(parent, new, outcome):
         return Verdict(outcome, f"{name} rollout to revision {target} is {outcome}: {message}")
@@ -365,6 +359,27 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
     return Verdict(
         Outcome.WAITING, f"waiting for {name} to roll out to revision {target}: {message}"
     )
+
+
+def _settled(
+    conditions: Mapping[str, records.ObservedCondition], *, name: str, target: str | None
+) -> Verdict | None:
+    """Degraded, Available, or a Progressing=False that fails (`_FAILING`), or None."""
+    degraded = conditions.get(api.ConditionType.DEGRADED)
+    if degraded is not None and degraded.status == api.ConditionStatus.TRUE:
+        text = f"{name} is Degraded ({degraded.reason}): {degraded.message}"
+        return Verdict(Outcome.DEGRADED, text)
+    available = conditions.get(api.ConditionType.AVAILABLE)
+    if available is not None and available.status == api.ConditionStatus.TRUE:
+        return Verdict(Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}")
+    progressing = conditions.get(api.ConditionType.PROGRESSING)
+    if progressing is None or progressing.status != api.ConditionStatus.FALSE:
+        return None
+    failing = _FAILING.get(progressing.reason)
+    if failing is None:
+        return None
+    outcome, said = failing
+    return Verdict(outcome, f"{name} {said}: {progressing.message}")
 
 
 def _stands(
@@ -407,6 +422,15 @@ def _sum(lws: Sequence[records.ObservedObject], index: int, role: str) -> int:
         if item.slice_index == index and item.labels.get(api.LABEL_ROLE) == role
     )
 
+
+_FAILING: Final = {
+    api.Reason.PROGRESS_DEADLINE_EXCEEDED.value: (
+        Outcome.DEADLINE_EXCEEDED,
+        "exceeded its progress deadline",
+    ),
+    api.Reason.ROLE_SCALED_TO_ZERO.value: (Outcome.CANNOT_SERVE, "cannot be Available"),
+}
+"""The reasons of a Progressing=False that fail `rollout status`, and what it says of the set."""
 
 _STANDING: Final = {
     api.Reason.ROLLOUT_HELD.value: Outcome.HELD,

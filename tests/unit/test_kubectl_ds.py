@@ -950,8 +950,12 @@ def test_a_partition_changed_is_not_reported_from_the_status_before_it(
             (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
             "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
         ),
+        (
+            progressing("False", "RoleScaledToZero", "decode is at 0 groups while prefill 4 run"),
+            "llm cannot be Available: decode is at 0 groups while prefill 4 run",
+        ),
     ],
-    ids=["deadline-exceeded", "degraded"],
+    ids=["deadline-exceeded", "degraded", "role-scaled-to-zero"],
 )
 def test_status_fails_with_the_conditions_message(
     kubectl: FakeKubectl,

@@ -295,6 +295,29 @@ def test_status_fails_with_the_deadlines_message_on_a_stalled_rollout(
     assert f"llm-0-{ds['status']['revision']}-prefill" in stalled.stderr
 
 
+def test_status_fails_on_a_new_set_that_never_becomes_ready(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 5): a new set whose groups never became ready read
+    Progressing=True for ever, and `rollout status` (no --timeout) waited for ever."""
+    manifest = sets.small_set(namespace)
+    manifest["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "3"}
+    with lws_controller.held(namespace):  # no LWS of the set ever reports a ready group
+        sets.apply_set(control_plane, manifest)
+        # The default --timeout 0 waits for ever: the deadline ends the wait.
+        stalled = kubectl_ds(control_plane, namespace, "rollout", "status", "llm")
+        ds = get_set(control_plane.client, namespace)
+    assert stalled.returncode == 1, (stalled.stdout, stalled.stderr)
+    progressing = sets.condition(ds, "Progressing")
+    assert progressing is not None and progressing["reason"] == "ProgressDeadlineExceeded"
+    assert progressing["observedGeneration"] == ds["metadata"]["generation"]
+    assert stalled.stderr == (
+        "kubectl ds rollout status: error: llm exceeded its progress deadline: "
+        f"{progressing['message']}\n"
+    )
+    assert f"llm-0-{ds['status']['revision']}-prefill (0/2 ready)" in stalled.stderr
+
+
 def test_a_hold_at_half_is_reported_as_held_and_release_completes(
     control_plane: ControlPlane, namespace: str
 ) -> None:

@@ -55,37 +55,23 @@ def compute(
     rollout: api.RolloutStatus | None = None,
     creating: Sequence[api.CreatingChild] = (),
     note: str = "",
+    warnings: Sequence[str] = (),
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
     past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
     `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
-    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
+    the message of a rollout in progress (a hold that does not apply, `core/canary.py`);
+    `warnings` what the spec asks for that is ignored (`validation.warnings`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
-    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
-    idle = _idle_beside_busy(roles)
-    # Progressing says the rollout while one runs, then why the set is not Available.
-    progress_reason, progress_message = idle if idle and available else (reason, message)
-    if idle:
-        reason, message = idle
     conditions = [
-        new_condition(
-            api.ConditionType.AVAILABLE,
-            true=available and idle is None,
-            reason=reason,
-            message=message,
-        ),
-        progressing
-        or new_condition(
-            api.ConditionType.PROGRESSING,
-            true=not available,
-            reason=progress_reason,
-            message=progress_message,
-        ),
+        *_available_and_progressing(role_statuses, roles, revision=revision, note=note),
         _degraded(problems),
     ]
+    if progressing is not None:
+        conditions[1] = progressing
     degraded = conditions[2]
     return api.DisaggregatedSetStatus(
         observed_generation=generation,
@@ -100,6 +86,37 @@ def compute(
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
         rollout=rollout,
         creating=list(creating) or None,
+        warnings=list(warnings) or None,
+    )
+
+
+def _available_and_progressing(
+    role_statuses: Sequence[api.RoleStatus],
+    roles: Sequence[RoleProgress],
+    *,
+    revision: str,
+    note: str,
+) -> tuple[ConditionUpdate, ConditionUpdate]:
+    """Available and Progressing as readiness and the roles' targets have them (see the
+    module): Progressing says the rollout while one runs, then why the set is not Available."""
+    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
+    idle = _idle_beside_busy(roles)
+    progress_reason, progress_message = idle if idle and available else (reason, message)
+    if idle:
+        reason, message = idle
+    return (
+        new_condition(
+            api.ConditionType.AVAILABLE,
+            true=available and idle is None,
+            reason=reason,
+            message=message,
+        ),
+        new_condition(
+            api.ConditionType.PROGRESSING,
+            true=not available,
+            reason=progress_reason,
+            message=progress_message,
+        ),
     )
 
 

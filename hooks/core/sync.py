@@ -326,6 +326,7 @@ def _status(
         note=canary.rollback_note(
             plan.control, rollback=plan.context.rollback, revision=plan.context.revision
         ),
+        warnings=validation.warnings(name=request.parent.name, spec=spec),
     ), verdict
 
 

@@ -768,6 +768,29 @@ def test_render_writes_no_yaml_anchors_or_aliases(
     assert [event for event in yaml.parse(out) if getattr(event, "anchor", None)] == []
 
 
+def test_render_warns_of_an_external_roles_replicas_and_still_renders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression (issue 35 item 6): `replicas: 5` on an External role was ignored silently."""
+    manifest = yaml.safe_load((EXAMPLES / "llm.yaml").read_text())
+    manifest["spec"]["roles"][1]["spec"]["replicas"] = 5
+    path = tmp_path / "llm.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 0
+    [rendered] = yaml.safe_load_all(out)
+    [sentence] = rendered["status"]["warnings"]
+    assert sentence.startswith('spec.roles[name="decode"].spec.replicas is 5 but the role has')
+    assert 'DisaggregatedSetRoleScaler "llm-decode"' in sentence
+    assert err.splitlines() == [
+        f"python -m hooks render: warning: {path}: DisaggregatedSet llm: {sentence}"
+    ]
+    scaler = next(c for c in rendered["children"] if c["kind"] == "DisaggregatedSetRoleScaler")
+    assert scaler["spec"]["replicas"] == 1  # its first value, not 5
+
+
 def test_render_reports_every_problem_in_one_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -77,6 +77,8 @@ def _unique_role_names(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation
 
 def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     counted = [role.replicas for role in spec.roles if not role.is_external]
+    if any(replicas is not None and replicas < 0 for replicas in counted):
+        return  # the schema's error (replicas at least 0), not this rule's: said once
     all_zero = all(replicas is None or replicas == 0 for replicas in counted)
     all_positive = all(replicas is not None and replicas > 0 for replicas in counted)
     if not (all_zero or all_positive):

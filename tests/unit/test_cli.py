@@ -802,7 +802,7 @@ def test_render_reports_every_problem_in_one_run(
     prefix = f"python -m hooks render: error: {path}: DisaggregatedSet LLM: "
     [document] = yaml.safe_load_all(path.read_text())
     assert err.splitlines() == [prefix + problem for problem in manifests.check(document).problems]
-    assert len(err.splitlines()) == 9
+    assert len(err.splitlines()) == 8
 
 
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
@@ -1017,7 +1017,7 @@ def test_render_names_a_too_long_set_name_as_metadata_name(
     problem = line.partition(f"{path}: DisaggregatedSet qwen-vl-{'x' * 40}: ")[2]
     assert problem.startswith(
         "metadata.name: is too long: 48 characters, at most 31 with these roles, slices and "
-        "replicas: the generated names ("
+        "replicas (the generated names would have "
     )
     assert "spec.roles" not in line
 

@@ -810,7 +810,7 @@ def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
 
 
 HELD_MESSAGE = (
-    "slices 0 hold at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
+    "slice 0 holds at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
 )
 
 
@@ -882,7 +882,7 @@ def test_a_hold_just_released_is_not_reported_as_held(
     assert out.splitlines()[-1].startswith("llm successfully rolled out to revision ")
 
 
-PARTITIONED_MESSAGE = "slices 1 are past annotation disaggregatedset.x-k8s.io/rollout-partition"
+PARTITIONED_MESSAGE = "slice 1 is past annotation disaggregatedset.x-k8s.io/rollout-partition"
 
 
 def partitioned_set(partition: str) -> JsonObject:

@@ -20,7 +20,8 @@ its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
   adopted when it carries the label;
 - controlled by anything else: refused, left alone;
 - controlled by nothing (an orphan: Metacontroller released it because it synced the set before
-  the adoption, or someone created it with the set's label): adopted only when asked
+  the adoption, a set of that name was deleted with `--cascade=orphan`, or someone created it
+  with the set's label): adopted only when asked
   (`--orphans`); Metacontroller then adds the ownerReference itself, as it does for any orphan
   its selector matches.
 
@@ -141,12 +142,7 @@ def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans
     if label == uid:
         return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
     if controller is None and not orphans:
-        return decision(
-            Verdict.ORPHAN,
-            f"carries {set_name}'s name label but has no controller (Metacontroller releases"
-            " children it finds unlabelled; or someone else made it): left alone; --orphans"
-            " adopts it",
-        )
+        return decision(Verdict.ORPHAN, _orphan_reason(set_name, label))
     if controller is None and candidate.kind is records.ChildKind.REVISION:
         why = history.problem_with_body(candidate, set_name=set_name)
         if why is not None:
@@ -156,6 +152,26 @@ def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans
                 " the set needs is created again)",
             )
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
+
+
+def _orphan_reason(set_name: str, label: str | None) -> str:
+    """Why an object with the set's name label and no controller is left alone, by what most
+    likely made it an orphan: a set of that name deleted with `--cascade=orphan` (its children
+    keep that set's controller-uid label), or Metacontroller releasing an unlabelled child."""
+    if label:
+        how = (
+            f"its {api.CONTROLLER_UID_LABEL} label names {label}, an earlier set of this name,"
+            " deleted with `kubectl delete --cascade=orphan`, which leaves its children"
+        )
+    else:
+        how = (
+            "Metacontroller released it: it synced the set before the adoption, or someone"
+            " made it with the set's label"
+        )
+    return (
+        f"carries {set_name}'s name label but has no controller ({how}): left alone; --orphans"
+        f" adopts it into {set_name}"
+    )
 
 
 def plan(

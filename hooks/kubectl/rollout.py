@@ -452,19 +452,41 @@ def progress(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> d
     spec = parent.spec
     spec_roles = [role.name for role in spec.roles] if spec is not None else []
     count = spec.slices if spec is not None else 1
-    lines = {}
-    for index in sorted(set(range(count)) | {key[0] for key in groups}):
-        removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
-        cells = [
-            f"{role} old {_counts(groups.get((index, role, False), []))}"
-            f" new {_counts(groups.get((index, role, True), []))}"
-            for role in [*spec_roles, *removed]
-        ]
-        lines[f"slice {index}"] = f"slice {index} {phases.get(index, 'Steady')}: {', '.join(cells)}"
+    lines = {
+        f"slice {index}": _slice_line(index, groups, spec_roles, phase=phases.get(index))
+        for index in sorted(set(range(count)) | {key[0] for key in groups})
+    }
     surge = surge_line(parent)
     if surge is not None:
         lines["ready"] = surge
     return lines
+
+
+def _slice_line(
+    index: int,
+    groups: Mapping[tuple[int, str, bool], Sequence[records.ObservedObject]],
+    spec_roles: Sequence[str],
+    *,
+    phase: str | None,
+) -> str:
+    """One slice's line: its phase (`phase`, as status.rollout names it, or `_unrecorded_phase`),
+    then per role the old and new revision's ready/replicas."""
+    removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
+    cells = [
+        f"{role} old {_counts(groups.get((index, role, False), []))}"
+        f" new {_counts(groups.get((index, role, True), []))}"
+        for role in [*spec_roles, *removed]
+    ]
+    in_slice = [item for key, items in groups.items() if key[0] == index for item in items]
+    return f"slice {index} {phase or _unrecorded_phase(in_slice)}: {', '.join(cells)}"
+
+
+def _unrecorded_phase(items: Sequence[records.ObservedObject]) -> str:
+    """A slice that `status.rollout` does not name: Steady once every group it asks for is
+    ready, else Coming up (a new set or slice, or groups not ready yet: regression, issue 35
+    item 8, a set still coming up read "Steady ... new 0/4")."""
+    ready = bool(items) and all(item.status.ready_replicas >= item.replicas for item in items)
+    return "Steady" if ready else "Coming up"
 
 
 def _counts(items: Sequence[records.ObservedObject]) -> str:
@@ -491,9 +513,12 @@ def surge_line(parent: records.Parent) -> str | None:
     if not (ready.isdigit() and wanted.isdigit()) or int(ready) <= int(wanted):
         return None
     extra = int(ready) - int(wanted)
+    # A hold keeps both revisions serving on purpose; otherwise the surplus is the rollout's surge.
+    held = any(c.reason == api.Reason.ROLLOUT_HELD for c in parent.conditions)
+    why = f"the rollout holds (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT})" if held else "maxSurge"
     return (
         f"ready {parent.ready}: {extra} group{'s' if extra != 1 else ''} above the target while"
-        " the old and the new revision both serve (maxSurge); READY counts both"
+        f" the old and the new revision both serve ({why}); READY counts both"
     )
 
 

@@ -391,3 +391,48 @@ def test_a_partition_is_reported_as_partitioned_and_clearing_it_completes(
     )
     assert out.splitlines()[-1] == f"llm successfully rolled out to revision {new_revision}"
     wait_rolled_out(client, namespace, revision=new_revision, lws=4)
+
+
+def test_a_set_recreated_after_an_orphaning_delete_gets_its_children_back_without_a_restart(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """docs/operations.md, "Replacing a set without a restart": delete with --cascade=orphan,
+    apply the same manifest again, `kubectl ds adopt SET --orphans`. Every LWS keeps its uid and
+    generation (no group restarts), and adopt says why each child was an orphan (issue 35 item
+    8: it said "someone else made it")."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace)
+    sets.apply_set(control_plane, manifest)
+    sets.wait_available(client, namespace, "llm")
+    before = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    old_uid = get_set(client, namespace)["metadata"]["uid"]
+    control_plane.kubectl(
+        "delete", "disaggregatedset", "llm", "-n", namespace, "--cascade=orphan", "--wait"
+    )
+    kube.wait_for(
+        lambda: sets.lws_by_name(client, namespace),
+        until=lambda found: all(
+            not lws["metadata"].get("ownerReferences") for lws in found.values()
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the garbage collector orphaned every LWS",
+    )
+    sets.apply_set(control_plane, manifest)
+    listed = kubectl_ds(control_plane, namespace, "adopt", "llm")
+    assert listed.returncode == 1
+    assert f"its controller-uid label names {old_uid}, an earlier set of this name" in (
+        listed.stdout + listed.stderr
+    )
+    succeeds(control_plane, namespace, "adopt", "llm", "--orphans")
+    ds = sets.wait_available(client, namespace, "llm")
+    after = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    assert after == before
+    for lws in sets.lws_by_name(client, namespace).values():
+        [owner] = lws["metadata"]["ownerReferences"]
+        assert owner["uid"] == ds["metadata"]["uid"] != old_uid

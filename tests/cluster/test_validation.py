@@ -218,3 +218,53 @@ def test_kubectl_apply_warns_of_an_external_roles_replicas(
         ]
         == 1
     )  # the scaler's first value, not 5
+
+
+TROUBLESHOOTING: Final = REPO_ROOT / "docs" / "troubleshooting.md"
+
+
+def _quoted(text: str) -> str:
+    """The doc's text of `text` flattened: one line, as kubectl prints it."""
+    return " ".join(text.split())
+
+
+def test_kubectl_scale_of_a_set_answers_as_the_troubleshooting_doc_says(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 8): `kubectl scale dset` answered NotFound with no hint; the
+    doc quotes the answer and says what to do."""
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    scaled = control_plane.kubectl(
+        "scale", "dset", "llm", "-n", namespace, "--replicas=3", check=False
+    )
+    said = (
+        'Error from server (NotFound): disaggregatedsets.disaggregatedset.x-k8s.io "llm" not found'
+    )
+    assert scaled.returncode == 1
+    assert scaled.stderr.strip() == said
+    doc = _quoted(TROUBLESHOOTING.read_text())
+    assert _quoted(said.replace('"llm"', '"NAME"')) in doc
+    assert "kubectl scale dsrs NAME-ROLE --replicas N" in doc
+
+
+def test_a_blocking_schema_error_ends_with_the_line_the_troubleshooting_doc_quotes(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Eleven roles and a wrong type: the API server adds its `<nil>` line, which the doc
+    explains (issue 35 item 8)."""
+    manifest = sets.small_set(namespace)
+    manifest["spec"]["roles"] = [
+        {**manifest["spec"]["roles"][0], "name": f"r{index}"} for index in range(11)
+    ]
+    manifest["spec"]["slices"] = "2"
+    applied = control_plane.kubectl(
+        "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest), check=False
+    )
+    line = (
+        "<nil>: Invalid value: null: some validation rules were not checked because the"
+        " object was invalid; correct the existing errors to complete validation"
+    )
+    assert applied.returncode == 1
+    assert "spec.roles: Too many: 11: must have at most 10 items" in applied.stderr
+    assert line in applied.stderr
+    assert _quoted(line) in _quoted(TROUBLESHOOTING.read_text())

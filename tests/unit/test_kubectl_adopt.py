@@ -128,6 +128,22 @@ def test_an_orphan_is_adopted_only_when_asked() -> None:
     assert taken.patch is not None
 
 
+def test_an_orphan_says_what_most_likely_orphaned_it() -> None:
+    """Regression (issue 35 item 8): children a `kubectl delete --cascade=orphan` left behind
+    read "someone else made it"; they keep the deleted set's controller-uid label."""
+    cascaded = adopt.decide(
+        PARENT, read(upstream_child(controller_uid=None, label=OTHER_UID)), orphans=False
+    )
+    assert cascaded.verdict is adopt.Verdict.ORPHAN
+    assert (
+        f"its controller-uid label names {OTHER_UID}, an earlier set of this name, deleted with"
+        " `kubectl delete --cascade=orphan`, which leaves its children" in cascaded.line
+    )
+    released = adopt.decide(PARENT, read(upstream_child(controller_uid=None)), orphans=False)
+    assert "Metacontroller released it: it synced the set before the adoption" in released.line
+    assert "--cascade=orphan" not in released.line
+
+
 def orphan_record(image: str | None = None) -> records.ObservedObject:
     """The set's record with no controller, as Metacontroller leaves one it released; with
     `image`, its stored template changed afterwards (so it no longer hashes to its label)."""

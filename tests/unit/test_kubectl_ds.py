@@ -19,9 +19,10 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children
+from hooks.core import children, records
 from hooks.gocompat import revision
-from hooks.kubectl import plugin
+from hooks.kubectl import plugin, rollout
+from hooks.wire import envelope
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -1187,3 +1188,43 @@ def test_adopt_takes_one_set_or_all(
         plugin.main(argv)
     assert exited.value.code == 2
     assert "give either SET or --all" in capsys.readouterr().err
+
+
+# --- the progress lines' words (issue 35 item 8) ---------------------------------------------
+
+
+def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
+    """Regression: a new set whose groups were not ready yet read `slice 0 Steady: ... new 0/4`."""
+    new = revision_of(roles(V2))
+    parent = rollout.read_set(a_set(roles(V2), conditions=ROLLING))
+    coming = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, coming)["slice 0"] == (
+        "slice 0 Coming up: prefill old 0/0 new 0/2, decode old 0/0 new 0/1"
+    )
+    assert rollout.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
+    ready = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("RolloutHeld", "the rollout holds (annotation disaggregatedset.x-k8s.io/rollout-hold-at)"),
+        ("RolloutInProgress", "maxSurge"),
+    ],
+)
+def test_the_surplus_of_ready_groups_is_put_down_to_what_causes_it(reason: str, why: str) -> None:
+    """Regression: `ready 7/5 ... (maxSurge)` while the surplus came from a hold."""
+    stored = a_set(roles(V2), conditions=progressing("Unknown", reason, "m"))
+    stored["status"]["ready"] = "7/5"
+    line = rollout.surge_line(rollout.read_set(stored))
+    assert line == (
+        "ready 7/5: 2 groups above the target while the old and the new revision both serve"
+        f" ({why}); READY counts both"
+    )

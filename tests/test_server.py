@@ -194,6 +194,8 @@ def _without_times(document: dict[str, object]) -> dict[str, object]:
         {key: value for key, value in condition.items() if key != "lastTransitionTime"}
         for condition in status.get("conditions", [])
     ]
+    if isinstance(status.get("rollout"), dict):  # a new set's record of its coming up
+        status["rollout"] = {k: v for k, v in status["rollout"].items() if k != "lastProgressTime"}
     return {**document, "status": status}
 
 

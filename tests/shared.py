@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ GOLDEN_DIR = SHARED_DIR / "golden"
 REFERENCE_DIR = SHARED_DIR / "reference"
 TESTCLUSTER_DIR = SHARED_DIR / "testcluster"
 TESTCLUSTER_ARCHIVE = TESTCLUSTER_DIR / "testcluster.tar.xz"
+PROJECT_VERSION: str = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
+    "version"
+]
+"""pyproject.toml's version: the package's, the server's, the kit's image tag (CHANGELOG.md)."""
 
 
 def testcluster_dirs() -> list[Path]:

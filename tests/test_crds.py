@@ -340,6 +340,8 @@ def test_ds_names_and_version(crds: dict[str, JsonObject]) -> None:
         ("Available", '.status.conditions[?(@.type=="Available")].status', "string", 0),
         ("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string", 0),
         ("Degraded", ".status.degraded", "string", 0),
+        ("Generation", ".metadata.generation", "integer", 0),
+        ("Observed", ".status.observedGeneration", "integer", 0),
         ("Age", ".metadata.creationTimestamp", "date", 0),
         ("Roles", ".status.readyByRole", "string", 1),
     ]
@@ -479,7 +481,10 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
         "conditions",
         "rollout",
         "creating",
+        "warnings",
     }
+    assert status["warnings"]["items"]["type"] == "string"
+    assert status["warnings"]["maxItems"] == 10  # one per role at most
     assert status["observedGeneration"]["format"] == "int64"
     rollout = status["rollout"]
     assert rollout["required"] == ["lastProgressTime", "revision"]

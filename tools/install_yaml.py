@@ -32,7 +32,7 @@ HEADER: Final = """\
 #     | kubectl apply --server-side -f -
 #
 # As it is, `kubectl apply --server-side -f install.yaml` runs the image
-# disaggregatedset-hooks:0.1.0 (for a local cluster that loaded a local build).
+# disaggregatedset-hooks:0.2.0 (for a local cluster that loaded a local build).
 #
 # Generated from kustomization.yaml by `python -m tools.install_yaml`; do not edit. To change
 # the image, namespace, replicas or resources declaratively, use an overlay

@@ -34,6 +34,7 @@ class Reason(StrEnum):
     ROLLOUT_HELD = "RolloutHeld"
     ROLLOUT_PARTITIONED = "RolloutPartitioned"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    ROLE_SCALED_TO_ZERO = "RoleScaledToZero"
     # Degraded of a DisaggregatedSet: AsExpected when False, else the first problem.
     AS_EXPECTED = "AsExpected"
     INVALID_SPEC = "InvalidSpec"

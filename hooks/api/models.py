@@ -404,6 +404,11 @@ class DisaggregatedSetStatus(_Model):
     )
     """Children the set asked for that are not observed yet (absent once they all exist)."""
 
+    warnings: list[str] | None = Field(default=None, max_length=limits.MAX_ROLES)
+    """What the spec asks for that the controller ignores, one sentence per role: an External
+    role's `spec.replicas` above 1 (its DisaggregatedSetRoleScaler sets its replicas), which the
+    API server also answers `kubectl apply` with a warning for. Absent when there is none."""
+
 
 class DisaggregatedSetRoleScalerSpec(_Model):
     """Desired replicas of one External role; written by an autoscaler, never by users."""

@@ -130,8 +130,13 @@ REPLICAS_ALL_OR_NOTHING: Final = CelRule(
     id="replicas-all-or-nothing",
     path=RuleNode.SPEC,
     field_path=".roles",
+    # A negative count is the schema's error (`minimum: 0`), which the API server reports too:
+    # this rule says nothing more of it.
     rule=(
-        f"self.roles.all(r, {_is_external('r')} || !has(r.spec.replicas) || r.spec.replicas == 0)"
+        f"self.roles.exists(r, !{_is_external('r')} && has(r.spec.replicas)"
+        " && r.spec.replicas < 0)"
+        f" || self.roles.all(r, {_is_external('r')} || !has(r.spec.replicas)"
+        " || r.spec.replicas == 0)"
         f" || self.roles.all(r, {_is_external('r')}"
         " || (has(r.spec.replicas) && r.spec.replicas > 0))"
     ),

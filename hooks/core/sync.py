@@ -326,6 +326,7 @@ def _status(
         note=canary.rollback_note(
             plan.control, rollback=plan.context.rollback, revision=plan.context.revision
         ),
+        warnings=validation.warnings(name=request.parent.name, spec=spec),
     ), verdict
 
 
@@ -347,10 +348,12 @@ def _verdict(
         for r in results
         if r.plan.phase is rollout.Phase.PARTITIONED and not r.kept_lws and not r.created
     }
+    created, coming_up = _coming_up(results, new_lws)
     return progress.judge(
         control=plan.control,
         rolling=phases != {rollout.Phase.STEADY},
-        stepped=bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        stepped=created or bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        coming_up=coming_up,
         revision=revision,
         new_lws=new_lws,
         parent=request.parent,
@@ -368,6 +371,15 @@ def _verdict(
             if result.plan.phase is not rollout.Phase.STEADY
         ],
     )
+
+
+def _coming_up(
+    results: Sequence[slices.SliceResult], new_lws: Sequence[records.ObservedObject]
+) -> tuple[bool, bool]:
+    """Whether this pass creates an LWS, and whether the target revision is still coming up
+    (an LWS created now or not ready): what `progress.judge` needs of a set that does not roll."""
+    created = any(result.created for result in results)
+    return created, created or any(item.status.ready_replicas < item.replicas for item in new_lws)
 
 
 def _hold(

@@ -77,6 +77,8 @@ def _unique_role_names(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation
 
 def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     counted = [role.replicas for role in spec.roles if not role.is_external]
+    if any(replicas is not None and replicas < 0 for replicas in counted):
+        return  # the schema's error (replicas at least 0), not this rule's: said once
     all_zero = all(replicas is None or replicas == 0 for replicas in counted)
     all_positive = all(replicas is not None and replicas > 0 for replicas in counted)
     if not (all_zero or all_positive):
@@ -219,3 +221,20 @@ def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.
         scaler = naming.scaler_name(set_name=name, role=role.name)
         if role.is_external and len(scaler) > naming.DNS1123_SUBDOMAIN_MAX:
             yield _violation(rules.SCALER_NAME_FITS, _role_path(index, "name"))
+
+
+def warnings(*, name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
+    """What a valid spec asks for that the controller ignores, one sentence per role: each
+    External role's `spec.replicas` above 1. The same sentences, in the same words, as the
+    kit's ValidatingAdmissionPolicy warns with on `kubectl apply`
+    (metacontroller/validatingadmissionpolicy.yaml; 1 is the CRD's default, so it stays
+    silent)."""
+    return [
+        f'spec.roles[name="{role.name}"].spec.replicas is {role.replicas} but the role has'
+        " scaling.mode External, so this value is ignored: its replicas are driven by the"
+        f' DisaggregatedSetRoleScaler "{naming.scaler_name(set_name=name, role=role.name)}"'
+        " (scale that object or let its autoscaler do it). Remove spec.replicas from the role"
+        " or set it to 1."
+        for role in spec.roles
+        if role.is_external and role.replicas is not None and role.replicas > 1
+    ]

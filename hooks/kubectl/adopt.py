@@ -20,11 +20,11 @@ its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
   adopted when it carries the label;
 - controlled by anything else: refused, left alone;
 - controlled by nothing (an orphan: Metacontroller released it because it synced the set before
-  the adoption, or someone created it with the set's label): adopted only when asked
-  (`--orphans`), and only when it has no owner at all and is exactly what the set would have
-  made at its name (`hooks.kubectl.adoptable`: a planted object is refused, naming what differs);
-  Metacontroller then adds the ownerReference itself, as it does for any orphan its selector
-  matches.
+  the adoption, a set of that name was deleted with `--cascade=orphan`, or someone created it
+  with the set's label): adopted only when asked (`--orphans`), and only when it has no owner at
+  all and is exactly what the set would have made at its name (`hooks.kubectl.adoptable`: a
+  planted object is refused, naming what differs); Metacontroller then adds the ownerReference
+  itself, as it does for any orphan its selector matches.
 
 A child the set controls is trusted as its controller ownerReference says, as upstream's
 controller trusts it: that is how a set moves from upstream's controller, whose LWS of revisions
@@ -155,12 +155,7 @@ def decide(
     if label == uid:
         return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
     if controller is None and not orphans:
-        return decision(
-            Verdict.ORPHAN,
-            f"carries {set_name}'s name label but has no controller (Metacontroller releases"
-            " children it finds unlabelled; or someone else made it): left alone; --orphans"
-            " adopts it if it is exactly what the set would have made there",
-        )
+        return decision(Verdict.ORPHAN, _orphan_reason(set_name, label))
     if controller is None:
         why = _why_not(candidate, known)
         if why is not None:
@@ -200,6 +195,26 @@ def known_of(
         key_of(parent): adoptable.known(parent, by_set.get(key_of(parent), []))
         for parent in parents
     }
+
+
+def _orphan_reason(set_name: str, label: str | None) -> str:
+    """Why an object with the set's name label and no controller is left alone, by what most
+    likely made it an orphan: a set of that name deleted with `--cascade=orphan` (its children
+    keep that set's controller-uid label), or Metacontroller releasing an unlabelled child."""
+    if label:
+        how = (
+            f"its {api.CONTROLLER_UID_LABEL} label names {label}, an earlier set of this name,"
+            " deleted with `kubectl delete --cascade=orphan`, which leaves its children"
+        )
+    else:
+        how = (
+            "Metacontroller released it: it synced the set before the adoption, or someone"
+            " made it with the set's label"
+        )
+    return (
+        f"carries {set_name}'s name label but has no controller ({how}): left alone; --orphans"
+        f" adopts it into {set_name} if it is exactly what the set would have made there"
+    )
 
 
 def plan(

@@ -2,11 +2,13 @@
 and this project's hook server, with the kit installed as `kubectl apply -k .` installs it.
 
 `ControlPlane.start(assets, workdir, kit=...)` creates fresh certificates (openssl) and random
-ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and the kit
-rendered from `kit` (a checkout's root: its kustomization.yaml, the CompositeControllers' hook
-URLs pointed at the local hook server), and returns once Metacontroller is ready. `stop()` stops
-every process it started, by process group, and removes the work directory. No kubelet runs:
-the sandbox and the tests play the LeaderWorkerSet controller (`hooks.sandbox.lws`).
+ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs (files found,
+or `hooks.sandbox.thirdparty`'s) and the kit of `kit` (a checkout's root, with its
+kustomization.yaml) through an overlay in the work directory that points the
+CompositeControllers' hook URLs at the local hook server (`kit_overlay`), and returns once
+Metacontroller is ready. `stop()` stops every process it started, by process group, and removes
+the work directory. No kubelet runs: the sandbox and the tests play the LeaderWorkerSet
+controller (`hooks.sandbox.lws`).
 
 `ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
 garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
@@ -31,13 +33,10 @@ from typing import Any, Final
 
 import yaml
 
-from hooks.sandbox import kube, processes
+from hooks.sandbox import kube, overlay, processes, thirdparty
 from hooks.sandbox.assets import Assets
 
 START_TIMEOUT_SECONDS: Final = 60.0
-KIT_NAMESPACE: Final = "disaggregatedset-system"
-# The in-cluster address of the hook Service in the kit's CompositeControllers.
-KIT_HOOK_URL: Final = f"http://disaggregatedset-hooks.{KIT_NAMESPACE}.svc"
 # The large-fleet settings the README recommends, as components/metacontroller-scale adds them to
 # Metacontroller's install; the control plane runs Metacontroller with them (its defaults, 5
 # requests/s with a burst of 10, would make a rollout wait on client-side throttling).
@@ -186,12 +185,19 @@ class ControlPlane:
         crds: Sequence[Path] = (),
         audit: bool = False,
         kit: Path = Path(),
+        metacontroller_crds: bool = False,
     ) -> ControlPlane:
         """etcd, kube-apiserver and the garbage collector with the LeaderWorkerSet CRD and `crds`
-        installed: no Metacontroller, hook server or kit (`kit` is the one `install_kit`, called
-        later, installs). On any failure, stop and re-raise."""
+        installed, and Metacontroller's CRDs with `metacontroller_crds`: no Metacontroller, hook
+        server or kit (`kit` is the one `install_kit`, called later, installs). On any failure,
+        stop and re-raise."""
         plane = cls(assets=assets, workdir=workdir, kit=kit)
-        plane._started(lambda certificates: plane._start_bare(certificates, crds), audit=audit)
+        plane._started(
+            lambda certificates: plane._start_bare(
+                certificates, crds, metacontroller_crds=metacontroller_crds
+            ),
+            audit=audit,
+        )
         return plane
 
     def _started(self, start: Callable[[Certificates], None], *, audit: bool) -> None:
@@ -209,16 +215,20 @@ class ControlPlane:
             raise
 
     def _start(self, certificates: Certificates, *, pprof: bool) -> None:
-        self.install_crds_from(self.assets.metacontroller_crds)
-        self.install_crds_from(self.assets.lws_crd)
+        metacontroller_crds, lws_crd = thirdparty.files(self.assets, self.workdir)
+        self.install_crds_from(metacontroller_crds)
+        self.install_crds_from(lws_crd)
         self.start_hooks()
         self.install_kit()
         self._wait_for_crds()
         self._start_controller_manager(certificates)
         self.start_metacontroller(pprof=pprof)
 
-    def _start_bare(self, certificates: Certificates, crds: Sequence[Path]) -> None:
-        for path in (self.assets.lws_crd, *crds):
+    def _start_bare(
+        self, certificates: Certificates, crds: Sequence[Path], *, metacontroller_crds: bool
+    ) -> None:
+        metacontroller, lws = thirdparty.files(self.assets, self.workdir)
+        for path in (lws, *crds, *([metacontroller] if metacontroller_crds else [])):
             self.install_crds_from(path)
         self._wait_for_crds()
         self._start_controller_manager(certificates)
@@ -454,43 +464,30 @@ class ControlPlane:
         stdin = "\n".join(json.dumps(crd) for crd in crds)
         self._kubectl_retrying(["apply", "--server-side", "-f", "-"], stdin=stdin)
 
-    def install_kit(self) -> None:
-        """Install `kubectl kustomize` of the kit, hook URLs pointed at the local server.
+    @property
+    def kit_overlay(self) -> Path:
+        """The kustomization this control plane installs the kit from (`install_kit`)."""
+        return self.workdir / overlay.DIRECTORY
 
-        Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
-        -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
-        With `kit_components`, the kit is rendered through an overlay in the work directory that
-        lists them (as a user's overlay does).
-        """
-        source = self.kit
-        if self.kit_components:
-            source = self.workdir / "kit-overlay"
-            source.mkdir(exist_ok=True)
-            overlay = {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(self.kit, source)],
-                "components": [os.path.relpath(path, source) for path in self.kit_components],
-            }
-            (source / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-        rendered = subprocess.run(
-            ["kubectl", "kustomize", str(source)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout
-        documents = [pointed_at(doc, self.hook_url) for doc in yaml.safe_load_all(rendered) if doc]
-        self._kubectl_retrying(
-            ["apply", "-f", "-"], stdin=yaml.safe_dump_all(documents, sort_keys=False)
+    def install_kit(self, *, server_side: bool = False) -> subprocess.CompletedProcess[str]:
+        """Write the kit as this control plane runs it (`hooks.sandbox.overlay.write_kit`: the
+        `kit_components`, the local hook URLs) and `kubectl apply -k` it, client-side as `kubectl
+        apply -k .` applies (`server_side`: `--server-side`, as a migration does); the hook
+        Deployment, Service and PDB never run (no kubelet). Returns what kubectl printed."""
+        overlay.write_kit(
+            self.kit, self.kit_overlay, components=self.kit_components, hook_url=self.hook_url
         )
+        mode = ["--server-side"] if server_side else []
+        return self._kubectl_retrying(["apply", *mode, "-k", str(self.kit_overlay)])
 
-    def _kubectl_retrying(self, arguments: list[str], *, stdin: str | None = None) -> None:
+    def _kubectl_retrying(
+        self, arguments: list[str], *, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while True:
             result = self.kubectl(*arguments, stdin=stdin, check=False)
             if result.returncode == 0:
-                return
+                return result
             transient = "unable to handle the request" in result.stderr
             if not transient or time.monotonic() > deadline:
                 raise processes.ProcessError(f"kubectl {' '.join(arguments)}: {result.stderr}")
@@ -502,12 +499,3 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
             message="CRDs established",
         )
-
-
-def pointed_at(document: dict[str, Any], hook_url: str) -> dict[str, Any]:
-    """A kit document with every CompositeController hook URL moved to `hook_url`."""
-    if document.get("kind") != "CompositeController":
-        return document
-    text = json.dumps(document).replace(KIT_HOOK_URL, hook_url)
-    moved: dict[str, Any] = json.loads(text)
-    return moved

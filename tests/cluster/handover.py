@@ -17,6 +17,7 @@ compared before and after.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,11 +105,13 @@ class Stack:
     running: Controller = Controller.NONE
     started: dict[str, float] = field(default_factory=dict)
     """When each controller was last started (time.monotonic())."""
+    kit_applied: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
+    """What each `kubectl apply --server-side -k` of the kit printed, in order."""
 
     @classmethod
     def start(cls, found: Assets, workdir: Path) -> Stack:
         plane = ControlPlane.start_bare(
-            found, workdir, crds=(*upstream.CRDS, found.metacontroller_crds), kit=REPO_ROOT
+            found, workdir, crds=upstream.CRDS, kit=REPO_ROOT, metacontroller_crds=True
         )
         try:
             return cls(plane=plane, binary=upstream.find_binary(plane.workdir))
@@ -140,7 +143,8 @@ class Stack:
         adopt()
         self._check_alone(METACONTROLLER)
         self.plane.start_hooks()
-        self.plane.install_kit()
+        # docs/operations.md's step 4, server-side as step 2 (the CRDs) was: one way of applying.
+        self.kit_applied.append(self.plane.install_kit(server_side=True))
         self.plane.start_metacontroller()
         self.started[METACONTROLLER] = time.monotonic()
         self.running = Controller.OURS

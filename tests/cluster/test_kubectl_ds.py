@@ -301,6 +301,29 @@ def test_status_fails_with_the_deadlines_message_on_a_stalled_rollout(
     assert f"llm-0-{ds['status']['revision']}-prefill" in stalled.stderr
 
 
+def test_status_fails_on_a_new_set_that_never_becomes_ready(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 5): a new set whose groups never became ready read
+    Progressing=True for ever, and `rollout status` (no --timeout) waited for ever."""
+    manifest = sets.small_set(namespace)
+    manifest["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "3"}
+    with lws_controller.held(namespace):  # no LWS of the set ever reports a ready group
+        sets.apply_set(control_plane, manifest)
+        # The default --timeout 0 waits for ever: the deadline ends the wait.
+        stalled = kubectl_ds(control_plane, namespace, "rollout", "status", "llm")
+        ds = get_set(control_plane.client, namespace)
+    assert stalled.returncode == 1, (stalled.stdout, stalled.stderr)
+    progressing = sets.condition(ds, "Progressing")
+    assert progressing is not None and progressing["reason"] == "ProgressDeadlineExceeded"
+    assert progressing["observedGeneration"] == ds["metadata"]["generation"]
+    assert stalled.stderr == (
+        "kubectl ds rollout status: error: llm exceeded its progress deadline: "
+        f"{progressing['message']}\n"
+    )
+    assert f"llm-0-{ds['status']['revision']}-prefill (0/2 ready)" in stalled.stderr
+
+
 def test_a_hold_at_half_is_reported_as_held_and_release_completes(
     control_plane: ControlPlane, namespace: str
 ) -> None:
@@ -536,3 +559,48 @@ def test_issue33_item4_undo_of_a_large_client_side_applied_set_through_the_real_
     )
     wait_rolled_out(client, namespace, revision=revisions[0], lws=10)
     print(f"large set: {len(json.dumps(get_set(client, namespace)))} bytes stored")
+
+
+def test_a_set_recreated_after_an_orphaning_delete_gets_its_children_back_without_a_restart(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """docs/operations.md, "Replacing a set without a restart": delete with --cascade=orphan,
+    apply the same manifest again, `kubectl ds adopt SET --orphans`. Every LWS keeps its uid and
+    generation (no group restarts), and adopt says why each child was an orphan (issue 35 item
+    8: it said "someone else made it")."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace)
+    sets.apply_set(control_plane, manifest)
+    sets.wait_available(client, namespace, "llm")
+    before = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    old_uid = get_set(client, namespace)["metadata"]["uid"]
+    control_plane.kubectl(
+        "delete", "disaggregatedset", "llm", "-n", namespace, "--cascade=orphan", "--wait"
+    )
+    kube.wait_for(
+        lambda: sets.lws_by_name(client, namespace),
+        until=lambda found: all(
+            not lws["metadata"].get("ownerReferences") for lws in found.values()
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the garbage collector orphaned every LWS",
+    )
+    sets.apply_set(control_plane, manifest)
+    listed = kubectl_ds(control_plane, namespace, "adopt", "llm")
+    assert listed.returncode == 1
+    assert f"its controller-uid label names {old_uid}, an earlier set of this name" in (
+        listed.stdout + listed.stderr
+    )
+    succeeds(control_plane, namespace, "adopt", "llm", "--orphans")
+    ds = sets.wait_available(client, namespace, "llm")
+    after = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    assert after == before
+    for lws in sets.lws_by_name(client, namespace).values():
+        [owner] = lws["metadata"]["ownerReferences"]
+        assert owner["uid"] == ds["metadata"]["uid"] != old_uid

@@ -252,6 +252,14 @@ def test_sets_go_from_upstream_to_ours_and_back_and_to_ours_again_untouched(
         figures.append(f"{step}: {kept}, Available {seconds:.1f} s after the controller started")
         roll_and_scale(stack, namespace, image, decode, until)
     print("\n".join(["handover figures:", *figures]))
+    # Regression (issue 35 item 9): step 4 applied the kit client-side over the CRDs step 2 had
+    # applied server-side, and kubectl warned of each missing last-applied annotation.
+    assert stack.kit_applied
+    for applied in stack.kit_applied:
+        assert "Warning" not in applied.stderr, applied.stderr
+        assert "compositecontroller.metacontroller.k8s.io/disaggregatedset-controller" in (
+            applied.stdout
+        )
 
 
 def test_issue33_item7_rollout_status_under_upstreams_controller_says_the_status_names_no_revision(

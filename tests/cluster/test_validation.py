@@ -22,8 +22,11 @@ from hooks.api import rules
 from hooks.core import validation
 from hooks.gocompat import revision
 from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL
+from tests.cluster import sets
 from tests.shared import REPO_ROOT, by_name, golden_params, names_over_budget, reference_params
 
 JsonObject = dict[str, Any]
@@ -176,3 +179,92 @@ def test_upstream_objects_are_stored_as_upstream_stored_them(
         (role["name"], role["spec"]["leaderWorkerTemplate"]) for role in stored["spec"]["roles"]
     ]
     assert revision.compute_revision(roles) == vector["revision"]
+
+
+def test_kubectl_apply_warns_of_an_external_roles_replicas(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 6): `replicas: 5` on an External role ran 1 group without a word
+    unless an optional component was listed; the kit's policy warns now, and the set says it."""
+    manifest = sets.small_set(namespace, decode=5, external="decode")
+    [sentence] = validation.warnings(
+        name="llm", spec=api.DisaggregatedSetSpec.model_validate(manifest["spec"])
+    )
+    assert sentence.startswith('spec.roles[name="decode"].spec.replicas is 5 but the role has')
+    policy = "disaggregatedset-external-role-replicas"
+    warning = (
+        f"Warning: Validation failed for ValidatingAdmissionPolicy '{policy}' with binding"
+        f" '{policy}': {sentence}"
+    )
+    # The API server compiles a policy a moment after it exists: a dry run shows when it does.
+    kube.wait_for(
+        lambda: (
+            control_plane.kubectl(
+                "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest)
+            ).stderr
+        ),
+        until=lambda stderr: warning in stderr,
+        timeout=sets.WAIT_SECONDS,
+        message="the kit's admission policy warning",
+    )
+    applied = control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    assert warning in applied.stderr
+    assert "disaggregatedset.disaggregatedset.x-k8s.io/llm created" in applied.stdout
+    ds = sets.wait_available(control_plane.client, namespace, "llm")
+    assert ds["status"]["warnings"] == [sentence]
+    assert (
+        sets.replicas_by_name(control_plane.client, namespace)[
+            f"llm-0-{ds['status']['revision']}-decode"
+        ]
+        == 1
+    )  # the scaler's first value, not 5
+
+
+TROUBLESHOOTING: Final = REPO_ROOT / "docs" / "troubleshooting.md"
+
+
+def _quoted(text: str) -> str:
+    """The doc's text of `text` flattened: one line, as kubectl prints it."""
+    return " ".join(text.split())
+
+
+def test_kubectl_scale_of_a_set_answers_as_the_troubleshooting_doc_says(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 8): `kubectl scale dset` answered NotFound with no hint; the
+    doc quotes the answer and says what to do."""
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    scaled = control_plane.kubectl(
+        "scale", "dset", "llm", "-n", namespace, "--replicas=3", check=False
+    )
+    said = (
+        'Error from server (NotFound): disaggregatedsets.disaggregatedset.x-k8s.io "llm" not found'
+    )
+    assert scaled.returncode == 1
+    assert scaled.stderr.strip() == said
+    doc = _quoted(TROUBLESHOOTING.read_text())
+    assert _quoted(said.replace('"llm"', '"NAME"')) in doc
+    assert "kubectl scale dsrs NAME-ROLE --replicas N" in doc
+
+
+def test_a_blocking_schema_error_ends_with_the_line_the_troubleshooting_doc_quotes(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Eleven roles and a wrong type: the API server adds its `<nil>` line, which the doc
+    explains (issue 35 item 8)."""
+    manifest = sets.small_set(namespace)
+    manifest["spec"]["roles"] = [
+        {**manifest["spec"]["roles"][0], "name": f"r{index}"} for index in range(11)
+    ]
+    manifest["spec"]["slices"] = "2"
+    applied = control_plane.kubectl(
+        "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest), check=False
+    )
+    line = (
+        "<nil>: Invalid value: null: some validation rules were not checked because the"
+        " object was invalid; correct the existing errors to complete validation"
+    )
+    assert applied.returncode == 1
+    assert "spec.roles: Too many: 11: must have at most 10 items" in applied.stderr
+    assert line in applied.stderr
+    assert _quoted(line) in _quoted(TROUBLESHOOTING.read_text())

@@ -43,6 +43,8 @@ BASE_OBJECTS = {
     ("NetworkPolicy", HOOK_NAME),
     ("CompositeController", "disaggregatedset-controller"),
     ("CompositeController", "disaggregatedsetrolescaler-controller"),
+    ("ValidatingAdmissionPolicy", "disaggregatedset-external-role-replicas"),
+    ("ValidatingAdmissionPolicyBinding", "disaggregatedset-external-role-replicas"),
 }
 
 

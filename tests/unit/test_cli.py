@@ -768,6 +768,29 @@ def test_render_writes_no_yaml_anchors_or_aliases(
     assert [event for event in yaml.parse(out) if getattr(event, "anchor", None)] == []
 
 
+def test_render_warns_of_an_external_roles_replicas_and_still_renders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression (issue 35 item 6): `replicas: 5` on an External role was ignored silently."""
+    manifest = yaml.safe_load((EXAMPLES / "llm.yaml").read_text())
+    manifest["spec"]["roles"][1]["spec"]["replicas"] = 5
+    path = tmp_path / "llm.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 0
+    [rendered] = yaml.safe_load_all(out)
+    [sentence] = rendered["status"]["warnings"]
+    assert sentence.startswith('spec.roles[name="decode"].spec.replicas is 5 but the role has')
+    assert 'DisaggregatedSetRoleScaler "llm-decode"' in sentence
+    assert err.splitlines() == [
+        f"python -m hooks render: warning: {path}: DisaggregatedSet llm: {sentence}"
+    ]
+    scaler = next(c for c in rendered["children"] if c["kind"] == "DisaggregatedSetRoleScaler")
+    assert scaler["spec"]["replicas"] == 1  # its first value, not 5
+
+
 def test_render_reports_every_problem_in_one_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -779,7 +802,7 @@ def test_render_reports_every_problem_in_one_run(
     prefix = f"python -m hooks render: error: {path}: DisaggregatedSet LLM: "
     [document] = yaml.safe_load_all(path.read_text())
     assert err.splitlines() == [prefix + problem for problem in manifests.check(document).problems]
-    assert len(err.splitlines()) == 9
+    assert len(err.splitlines()) == 8
 
 
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
@@ -994,7 +1017,7 @@ def test_render_names_a_too_long_set_name_as_metadata_name(
     problem = line.partition(f"{path}: DisaggregatedSet qwen-vl-{'x' * 40}: ")[2]
     assert problem.startswith(
         "metadata.name: is too long: 48 characters, at most 31 with these roles, slices and "
-        "replicas: the generated names ("
+        "replicas (the generated names would have "
     )
     assert "spec.roles" not in line
 

@@ -206,10 +206,24 @@ def test_an_orphan_is_adopted_only_when_asked() -> None:
     orphan = read(released(rendered_lws()))
     left = decide(orphan, orphans=False)
     assert (left.verdict, left.patch) == (adopt.Verdict.ORPHAN, None)
-    assert "--orphans adopts it if it is exactly what the set would have made there" in left.line
+    assert "--orphans adopts it into llm if it is exactly what the set would have made" in left.line
     taken = decide(orphan, orphans=True)
     assert taken.verdict is adopt.Verdict.ADOPT
     assert taken.patch is not None
+
+
+def test_an_orphan_says_what_most_likely_orphaned_it() -> None:
+    """Regression (issue 35 item 8): children a `kubectl delete --cascade=orphan` left behind
+    read "someone else made it"; they keep the deleted set's controller-uid label."""
+    cascaded = decide(read(upstream_child(controller_uid=None, label=OTHER_UID)), orphans=False)
+    assert cascaded.verdict is adopt.Verdict.ORPHAN
+    assert (
+        f"its controller-uid label names {OTHER_UID}, an earlier set of this name, deleted with"
+        " `kubectl delete --cascade=orphan`, which leaves its children" in cascaded.line
+    )
+    released = decide(read(upstream_child(controller_uid=None)), orphans=False)
+    assert "Metacontroller released it: it synced the set before the adoption" in released.line
+    assert "--cascade=orphan" not in released.line
 
 
 def orphan_record(image: str | None = None) -> records.ObservedObject:

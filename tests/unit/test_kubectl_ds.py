@@ -22,9 +22,10 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children
+from hooks.core import children, records
 from hooks.gocompat import revision
-from hooks.kubectl import plugin
+from hooks.kubectl import plugin, rollout
+from hooks.wire import envelope
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -886,7 +887,7 @@ def test_issue33_item7_status_of_a_set_another_controller_runs_says_its_status_h
         "the status of llm names no revision: these hooks, which always write one, do not run it"
         f" (upstream's controller writes none); the LWS of the spec's revision, {new}, count as"
         " new",
-        "slice 0 Steady: prefill old 1/1 new 1/2, decode old 0/0 new 1/1",
+        "slice 0 Coming up: prefill old 1/1 new 1/2, decode old 0/0 new 1/1",
         "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
         f"llm is Available, as its status says (it names no revision; the spec's is {new})",
     ]
@@ -936,7 +937,7 @@ def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
 
 
 HELD_MESSAGE = (
-    "slices 0 hold at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
+    "slice 0 holds at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
 )
 
 
@@ -1008,7 +1009,7 @@ def test_a_hold_just_released_is_not_reported_as_held(
     assert out.splitlines()[-1].startswith("llm successfully rolled out to revision ")
 
 
-PARTITIONED_MESSAGE = "slices 1 are past annotation disaggregatedset.x-k8s.io/rollout-partition"
+PARTITIONED_MESSAGE = "slice 1 is past annotation disaggregatedset.x-k8s.io/rollout-partition"
 
 
 def partitioned_set(partition: str) -> JsonObject:
@@ -1076,8 +1077,12 @@ def test_a_partition_changed_is_not_reported_from_the_status_before_it(
             (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
             "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
         ),
+        (
+            progressing("False", "RoleScaledToZero", "decode is at 0 groups while prefill 4 run"),
+            "llm cannot be Available: decode is at 0 groups while prefill 4 run",
+        ),
     ],
-    ids=["deadline-exceeded", "degraded"],
+    ids=["deadline-exceeded", "degraded", "role-scaled-to-zero"],
 )
 def test_status_fails_with_the_conditions_message(
     kubectl: FakeKubectl,
@@ -1350,3 +1355,43 @@ def test_adopt_takes_one_set_or_all(
         plugin.main(argv)
     assert exited.value.code == 2
     assert "give either SET or --all" in capsys.readouterr().err
+
+
+# --- the progress lines' words (issue 35 item 8) ---------------------------------------------
+
+
+def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
+    """Regression: a new set whose groups were not ready yet read `slice 0 Steady: ... new 0/4`."""
+    new = revision_of(roles(V2))
+    parent = rollout.read_set(a_set(roles(V2), conditions=ROLLING))
+    coming = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, coming)["slice 0"] == (
+        "slice 0 Coming up: prefill old 0/0 new 0/2, decode old 0/0 new 0/1"
+    )
+    assert rollout.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
+    ready = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("RolloutHeld", "the rollout holds (annotation disaggregatedset.x-k8s.io/rollout-hold-at)"),
+        ("RolloutInProgress", "maxSurge"),
+    ],
+)
+def test_the_surplus_of_ready_groups_is_put_down_to_what_causes_it(reason: str, why: str) -> None:
+    """Regression: `ready 7/5 ... (maxSurge)` while the surplus came from a hold."""
+    stored = a_set(roles(V2), conditions=progressing("Unknown", reason, "m"))
+    stored["status"]["ready"] = "7/5"
+    line = rollout.surge_line(rollout.read_set(stored))
+    assert line == (
+        "ready 7/5: 2 groups above the target while the old and the new revision both serve"
+        f" ({why}); READY counts both"
+    )

@@ -14,7 +14,7 @@ import orjson
 from hooks import api
 from hooks.core import creations, related, sync
 from hooks.wire import envelope
-from tests.builders import NOW, lws_status, make_ds, make_role, observe
+from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
 from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
 
@@ -275,3 +275,73 @@ def test_an_orphan_scaler_with_the_sets_label_is_reported_with_the_adoption_that
     group["llm-decode"]["metadata"]["labels"][api.LABEL_NAME] = "other"
     degraded = {c["type"]: c for c in answer(foreign)["status"]["conditions"]}["Degraded"]
     assert "delete it so the set can create its own" in degraded["message"]
+
+
+# --- the progress deadline of a set coming up (issue 35 item 5) ----------------------------------
+
+
+def _next_pass(request: JsonObject, previous: JsonObject, *, ready: int | None) -> JsonObject:
+    """`request` once every child `previous` asked for exists, each LWS with `ready` groups
+    ready and updated (None: all), and the set's status is `previous`'s."""
+    following = copy.deepcopy(request)
+    for child in previous["children"]:
+        group = following["children"].setdefault(f"{child['kind']}.{child['apiVersion']}", {})
+        status = None
+        if child["kind"] == api.LWS_KIND:
+            status = lws_status(child["spec"]["replicas"], ready=ready, updated=ready)
+        group.setdefault(child["metadata"]["name"], observe(child, status=status))
+    following["parent"]["status"] = {**previous["status"], "observedGeneration": 1}
+    return following
+
+
+def _sync_at(request: JsonObject, now: str) -> JsonObject:
+    result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=now)
+    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    return decoded
+
+
+def _condition(answer_: JsonObject, kind: str) -> tuple[str, str]:
+    found = next(c for c in answer_["status"]["conditions"] if c["type"] == kind)
+    return found["status"], found["reason"]
+
+
+def test_a_new_set_that_never_becomes_ready_reports_its_progress_deadline() -> None:
+    """Regression (issue 35 item 5): a new set stayed Progressing=True RolloutInProgress for
+    ever, since the deadline ran only between revisions."""
+    ds = make_ds()
+    ds["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "60"}
+    first = _sync_at(make_request(ds), NOW)
+    assert first["status"]["rollout"]["lastProgressTime"] == NOW
+    assert first["resyncAfterSeconds"] == 61  # the first second past the deadline
+
+    waiting = _next_pass(make_request(ds), first, ready=0)
+    before = _sync_at(waiting, "2026-11-29T12:01:00Z")  # 60 s: not past it yet
+    assert _condition(before, "Progressing") == ("True", "RolloutInProgress")
+    assert before["resyncAfterSeconds"] == 1
+    late = _sync_at(waiting, "2026-11-29T12:01:01Z")
+    assert _condition(late, "Progressing") == ("False", "ProgressDeadlineExceeded")
+    assert _condition(late, "Available") == ("False", "RolloutInProgress")
+    message = next(c for c in late["status"]["conditions"] if c["type"] == "Progressing")
+    assert f"llm-0-{late['status']['revision']}-prefill (0/2 ready)" in message["message"]
+    assert "resyncAfterSeconds" not in late  # reported: nothing more to wait for
+    assert replicas(late) == replicas(before)  # nothing is aborted
+
+
+def test_a_new_set_that_becomes_ready_drops_its_record() -> None:
+    first = _sync_at(make_request(make_ds()), NOW)
+    ready = _sync_at(_next_pass(make_request(make_ds()), first, ready=None), LATER)
+    assert _condition(ready, "Available") == ("True", "AllRolesReady")
+    assert "rollout" not in ready["status"]
+    assert "resyncAfterSeconds" not in ready
+
+
+def test_a_ready_set_that_loses_a_group_starts_no_deadline() -> None:
+    """As for a Deployment whose rollout completed: a group lost later is no stalled rollout."""
+    request = settled()
+    lws = request["children"][LWS_TYPE]
+    prefill = next(name for name in lws if name.endswith("-prefill"))
+    lws[prefill]["status"] = lws_status(2, ready=1)
+    result = answer(request)
+    assert _condition(result, "Progressing") == ("True", "RolloutInProgress")
+    assert "rollout" not in result["status"]
+    assert "resyncAfterSeconds" not in result

@@ -305,3 +305,28 @@ def test_stored_objects_match_upstream_webhook(vector: JsonObject) -> None:
     expected = [error.split(":", 1)[0]] if error else []
     expected += names_over_budget(stored)
     assert [field for _, field in _check(stored)] == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "external", "warned"),
+    [(5, True, True), (1, True, False), (None, True, False), (5, False, False)],
+    ids=["external-5", "external-1", "external-unset", "static-5"],
+)
+def test_only_an_external_roles_replicas_above_one_is_warned_of(
+    replicas: int | None, external: bool, warned: bool
+) -> None:
+    role = make_role("decode", replicas=replicas, scaling="External" if external else None)
+    spec = api.DisaggregatedSetSpec.model_validate(
+        make_ds(make_role("prefill", replicas=2), role)["spec"]
+    )
+    found = validation.warnings(name="llm", spec=spec)
+    assert found == (
+        [
+            'spec.roles[name="decode"].spec.replicas is 5 but the role has scaling.mode External,'
+            " so this value is ignored: its replicas are driven by the DisaggregatedSetRoleScaler"
+            ' "llm-decode" (scale that object or let its autoscaler do it). Remove spec.replicas'
+            " from the role or set it to 1."
+        ]
+        if warned
+        else []
+    )

@@ -23,7 +23,8 @@ KUBECTL_TIMEOUT_S: Final = 120
 
 HEADER: Final = """\
 # disaggregatedset-hooks: the CRDs, the two CompositeControllers, the hook server (Deployment,
-# Service, PodDisruptionBudget, NetworkPolicy) and the aggregated user roles, in namespace
+# Service, PodDisruptionBudget, NetworkPolicy), the aggregated user roles and the adoption
+# policy (only Metacontroller and admins hand a set its children), in namespace
 # disaggregatedset-system. Prerequisites: Metacontroller v4.17.x and LeaderWorkerSet.
 #
 # Install (and later upgrade) with the image you built and pushed:

@@ -122,6 +122,10 @@ class ObservedObject:
     owner_uids: tuple[str, ...] = ()
     """The uid of each of its ownerReferences, the controller's among them (`kubectl ds adopt`
     hands a set only an orphan that has none)."""
+    controller_object: str | None = None
+    """Its controller as `Kind.group/name` (`Kind/name` in the core group), None without one:
+    `kubectl ds adopt` trusts only a controller reference to the set itself, the kind of
+    reference the kit's admission policy guards."""
 
     @property
     def replicas(self) -> int:

@@ -15,10 +15,11 @@ Pure: every function reads the set and the objects kubectl printed as the hooks 
 prints. An object is a candidate when it is of a child kind (`RESOURCES`) and
 its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
 
-- controlled by that set (a controller ownerReference with the set's uid): adopted, that is
-  labelled `controller-uid: <set uid>` (relabelled when the label names another uid), or already
-  adopted when it carries the label;
-- controlled by anything else: refused, left alone;
+- controlled by that set (a controller ownerReference to the DisaggregatedSet of the set's name
+  and uid): adopted, that is labelled `controller-uid: <set uid>` (relabelled when the label
+  names another uid), or already adopted when it carries the label;
+- controlled by anything else (a reference with the set's uid to another kind or name among
+  them): refused, left alone;
 - controlled by nothing (an orphan: Metacontroller released it because it synced the set before
   the adoption, a set of that name was deleted with `--cascade=orphan`, or someone created it
   with the set's label): adopted only when asked (`--orphans`), and only when it has no owner at
@@ -28,7 +29,9 @@ its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
 
 A child the set controls is trusted as its controller ownerReference says, as upstream's
 controller trusts it: that is how a set moves from upstream's controller, whose LWS of revisions
-the spec and the records no longer hold could not be checked otherwise.
+the spec and the records no longer hold could not be checked otherwise. The kit's admission
+policy (metacontroller/adoption-policy.yaml) lets only those allowed `VERB` on the set add such a
+reference, or the label; the plugin asks the API server whether the user is before it writes.
 
 The patch is a merge patch carrying the `resourceVersion` read, so the API server applies it only
 to the object as it was judged (409 Conflict otherwise: read it again and judge again). It adds or
@@ -63,6 +66,11 @@ RESOURCES: Final[Mapping[str, str]] = {
 }
 """The set's child kinds (the CompositeController's childResources) and kubectl's name for
 each: LeaderWorkerSets, Services, RoleScalers and the history records."""
+
+VERB: Final = "adopt"
+"""The RBAC verb on a DisaggregatedSet that hands it an object: the kit's admission policy
+refuses the `controller-uid` label and a controller ownerReference to a set without it, and
+the kit grants it to the admin role and to Metacontroller (metacontroller/user-roles.yaml)."""
 
 
 class Verdict(StrEnum):
@@ -154,6 +162,12 @@ def decide(
         )
     if label == uid:
         return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
+    if controller == uid and candidate.controller_object != _set_object(set_name):
+        return decision(
+            Verdict.REFUSED,
+            f"carries {set_name}'s uid in a controller reference to"
+            f" {candidate.controller_object}, not to the {api.DS_KIND} {set_name}: left alone",
+        )
     if controller is None and not orphans:
         return decision(Verdict.ORPHAN, _orphan_reason(set_name, label))
     if controller is None:
@@ -161,6 +175,11 @@ def decide(
         if why is not None:
             return decision(Verdict.REFUSED, why)
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
+
+
+def _set_object(set_name: str) -> str:
+    """A set as `records.ObservedObject.controller_object` names it."""
+    return f"{api.DS_KIND}.{api.GROUP}/{set_name}"
 
 
 def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str | None:

@@ -13,16 +13,17 @@ changed meanwhile is refused, never overwritten), `rollout pause|resume|hold|rel
 (a merge patch of one annotation, its value checked as `hooks.core.controls` reads it), `adopt`
 (label children another controller made for Metacontroller, one merge patch with the
 resourceVersion read per object; an orphan only when `hooks.kubectl.adoptable` finds it exactly
-what the set would have made), and `plan` and `render`, which are `python -m hooks
-plan|render` (hooks.cli.commands). A command imports only what it runs: `--help` and usage
-errors need neither the API's models nor YAML.
+what the set would have made; only for a user the API server allows the verb `adopt` on the
+set, which the kit's admission policy asks of whoever hands a set an object), and `plan` and
+`render`, which are `python -m hooks plan|render` (hooks.cli.commands). A command imports only
+what it runs: `--help` and usage errors need neither the API's models nor YAML.
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
 annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, an object
-adopt left alone, kubectl failing: not found, a conflict, no access, or kubectl that cannot be
-run at all; a failed plan or render); 2
-usage error; 3 `rollout status --timeout` ran out while the rollout still moved, waited or was
-paused; 130 interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
+adopt left alone, adopt without the verb adopt, kubectl failing: not found, a conflict, no
+access, or kubectl that cannot be run at all; a failed plan or render); 2 usage error; 3
+`rollout status --timeout` ran out while the rollout still moved, waited or was paused; 130
+interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
 kubectl gives 1 for a timeout too, and 3 lets a pipeline tell "give it longer" from "broken".
 Every error is one line, `kubectl ds COMMAND: error: ...`. A patch or an object goes to kubectl
 in a file or on its standard input, never on its command line, where Linux takes no argument
@@ -137,14 +138,23 @@ class Kubectl:
             return self.run("patch", *arguments, f"--patch-file={path}")
 
     def get(self, *arguments: str) -> JsonObject:
-        """`kubectl get ... -o json`, parsed: the one place kubectl's output is read."""
-        try:
-            value = json.loads(self.run("get", *arguments, "--output=json"))
-        except ValueError as error:
-            raise console.CliError(f"kubectl get printed no JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise console.CliError("kubectl get printed no JSON object")
-        return value
+        """`kubectl get ... -o json`, parsed."""
+        return _json_object(self.run("get", *arguments, "--output=json"), "kubectl get")
+
+    def may(self, verb: str, resource: str, name: str, *, namespace: str) -> bool:
+        """Whether the user may `verb` the object `name` of `resource` (`plural.group`), as the
+        API server answers a SelfSubjectAccessReview."""
+        plural, _, group = resource.partition(".")
+        attributes = {"namespace": namespace, "verb": verb, "group": group}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {**attributes, "resource": plural, "name": name}},
+        }
+        arguments = ("--filename=-", "--validate=false", "--output=json")
+        shown = self.run("create", *arguments, stdin=json.dumps(review))
+        status = _json_object(shown, "kubectl create").get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
 
     def get_set(self, name: str, *, managed_fields: bool = False) -> JsonObject:
         """The set as kubectl prints it (with `managedFields` when asked)."""
@@ -172,6 +182,17 @@ class Kubectl:
 
 
 _LWS: Final = records.ChildKind.LWS
+
+
+def _json_object(text: str, command: str) -> JsonObject:
+    """What kubectl printed with `--output=json`, parsed: the one place its output is read."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise console.CliError(f"{command} printed no JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise console.CliError(f"{command} printed no JSON object")
+    return value
 
 
 def _read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
@@ -323,8 +344,33 @@ def _add_undo(actions: _Subcommands) -> None:
     parser.set_defaults(run=_run_undo)
 
 
+# A status the hooks write meanwhile changes the set's resourceVersion but not its generation:
+# undo then reads the set again and tries anew, this many times in all.
+_UNDO_ATTEMPTS = 3
+
+
+class _StatusMoved(Exception):
+    """The set's resourceVersion changed under the undo's first write, its generation did not."""
+
+
 def _run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
+    for _ in range(_UNDO_ATTEMPTS - 1):
+        try:
+            return _undo(args, kubectl)
+        except _StatusMoved:
+            continue
+    try:
+        return _undo(args, kubectl)
+    except _StatusMoved:
+        raise console.CliError(
+            f"{args.set}'s status kept changing while undo ran, so nothing was written: run undo"
+            " again"
+        ) from None
+
+
+def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
+    """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
     live = kubectl.get_set(args.set, managed_fields=True)
     parent = _read(rollout.read_set, live)
     known = kubectl.history(parent)
@@ -342,10 +388,10 @@ def _run_undo(args: argparse.Namespace) -> int:
         try:
             _write(kubectl, args.set, write)
         except console.CliError:
-            if (
-                index == 0
-                and kubectl.read_set(args.set).resource_version != parent.resource_version
-            ):
+            now = kubectl.read_set(args.set) if index == 0 else None
+            if now is not None and now.resource_version != parent.resource_version:
+                if now.generation == parent.generation and now.annotations == parent.annotations:
+                    raise _StatusMoved from None
                 raise console.CliError(
                     f"{args.set} changed while undo ran, so nothing was written: run undo again"
                 ) from None
@@ -475,7 +521,8 @@ def _add_adopt(commands: _Subcommands) -> None:
         "that is not exactly what the set would have made at its name (for an LWS: its "
         "labels, annotations and spec, replicas aside, and so every template its revision's), "
         "naming the difference. Each patch carries the resourceVersion read: an object changed "
-        "meanwhile is read and judged again.",
+        "meanwhile is read and judged again. Adopting takes the RBAC verb adopt on the set, "
+        "which the admin role has: without it nothing is written.",
         epilog="exit status: 0 every candidate adopted; 1 something refused or left alone, or "
         "kubectl failing; 2 usage error",
     )
@@ -499,8 +546,11 @@ def _run_adopt(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
     parents, candidates = _adoption_candidates(kubectl, args)
     known = adopt.known_of(parents, candidates)
+    planned = adopt.plan(parents, candidates, orphans=args.orphans, known=known)
+    if not args.dry_run:
+        _check_allowed(kubectl, planned)
     decisions = []
-    for decision in adopt.plan(parents, candidates, orphans=args.orphans, known=known):
+    for decision in planned:
         if decision.verdict is adopt.Verdict.ADOPT and not args.dry_run:
             decision = _adopted(kubectl, decision, parents, orphans=args.orphans, known=known)
         if decision.verdict is adopt.Verdict.ADOPT:
@@ -511,6 +561,21 @@ def _run_adopt(args: argparse.Namespace) -> int:
     for parent in parents:
         print(adopt.summary(decisions, parent))
     return int(any(d.verdict in (adopt.Verdict.REFUSED, adopt.Verdict.ORPHAN) for d in decisions))
+
+
+def _check_allowed(kubectl: Kubectl, planned: Sequence[adopt.Decision]) -> None:
+    """Before anything is written: the user may adopt for every set that would be handed an
+    object, or it is one error line (the kit's admission policy would refuse the label)."""
+    for namespace, name in dict.fromkeys(
+        (d.namespace, d.set_name) for d in planned if d.verdict is adopt.Verdict.ADOPT
+    ):
+        if not kubectl.may(adopt.VERB, SETS, name, namespace=namespace):
+            raise console.CliError(
+                f"you may not adopt for {namespace}/{name}: that takes the RBAC verb"
+                f" {adopt.VERB} on the set (kubectl auth can-i {adopt.VERB} {SETS}/{name} -n"
+                f" {namespace}), which the admin role has, and the kit's admission policy refuses"
+                " the label without it; nothing was written"
+            )
 
 
 def _adoption_candidates(

@@ -5,10 +5,11 @@ and this project's hook server, with the kit installed as `kubectl apply -k .` i
 ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs (files found,
 or `hooks.sandbox.thirdparty`'s) and the kit of `kit` (a checkout's root, with its
 kustomization.yaml) through an overlay in the work directory that points the
-CompositeControllers' hook URLs at the local hook server (`kit_overlay`), and returns once
-Metacontroller is ready. `stop()` stops every process it started, by process group, and removes
-the work directory. No kubelet runs: the sandbox and the tests play the LeaderWorkerSet
-controller (`hooks.sandbox.lws`).
+CompositeControllers' hook URLs at the local hook server (`kit_overlay`), starts Metacontroller as
+the service account of its production manifests (`hooks.sandbox.identities`), and returns once it
+is ready. `stop()` stops every process it started, by process group, and removes the work
+directory. No kubelet runs: the sandbox and the tests play the LeaderWorkerSet controller
+(`hooks.sandbox.lws`).
 
 `ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
 garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
@@ -33,7 +34,7 @@ from typing import Any, Final
 
 import yaml
 
-from hooks.sandbox import kube, overlay, processes, thirdparty
+from hooks.sandbox import identities, kube, overlay, processes, thirdparty
 from hooks.sandbox.assets import Assets
 
 START_TIMEOUT_SECONDS: Final = 60.0
@@ -42,6 +43,9 @@ START_TIMEOUT_SECONDS: Final = 60.0
 # requests/s with a burst of 10, would make a rollout wait on client-side throttling).
 SCALE_COMPONENT: Final = Path("components", "metacontroller-scale", "kustomization.yaml")
 KUSTOMIZATION: Final = "kustomization.yaml"
+# Metacontroller's service account in its production manifests, which the kit binds to the verb
+# adopt (metacontroller/adoption-policy.yaml): (namespace, name).
+METACONTROLLER_ACCOUNT: Final = ("metacontroller", "metacontroller")
 
 
 def check_kit(kit: Path) -> None:
@@ -62,54 +66,6 @@ def scale_flags(kit: Path) -> tuple[str, ...]:
         for operation in operations
         if operation["path"].endswith("/args/-")
     )
-
-
-@dataclass
-class Certificates:
-    """A throwaway CA, the API server's serving certificate and the service-account keys."""
-
-    ca_cert: Path
-    ca_key: Path
-    server_cert: Path
-    server_key: Path
-    service_account_key: Path
-    service_account_public: Path
-
-
-def make_certificates(directory: Path) -> Certificates:
-    """A CA, a serving certificate for IP 127.0.0.1 signed by it, and a service-account key pair."""
-    files = Certificates(
-        ca_cert=directory / "ca.crt",
-        ca_key=directory / "ca.key",
-        server_cert=directory / "server.crt",
-        server_key=directory / "server.key",
-        service_account_key=directory / "sa.key",
-        service_account_public=directory / "sa.pub",
-    )
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl(
-        "req", "-x509", *ec, "-keyout", files.ca_key, "-out", files.ca_cert,
-        "-days", "2", "-subj", "/CN=disaggregatedset-test-ca",
-    )  # fmt: skip
-    request = directory / "server.csr"
-    _openssl(
-        "req", *ec, "-keyout", files.server_key, "-out", request, "-subj", "/CN=kube-apiserver",
-    )  # fmt: skip
-    extensions = directory / "server.ext"
-    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl(
-        "x509", "-req", "-in", request, "-CA", files.ca_cert, "-CAkey", files.ca_key,
-        "-CAcreateserial", "-days", "2", "-extfile", extensions, "-out", files.server_cert,
-    )  # fmt: skip
-    _openssl("genrsa", "-out", files.service_account_key, "2048")
-    _openssl(
-        "rsa", "-in", files.service_account_key, "-pubout", "-out", files.service_account_public
-    )
-    return files
-
-
-def _openssl(*arguments: object) -> None:
-    subprocess.run(["openssl", *map(str, arguments)], check=True, capture_output=True, timeout=60)
 
 
 # Every request at level Metadata (verb, resource, user agent; no bodies), written when it arrives
@@ -135,6 +91,8 @@ class ControlPlane:
     server: str = ""
     token: str = ""
     kubeconfig: Path = Path()
+    """The administrator's (group `system:masters`), as the sandbox prints it."""
+    ca_file: Path = Path()
     hook_port: int = 0
     metacontroller_metrics: str = ""
     metacontroller_flags: Sequence[str] = ()
@@ -200,11 +158,11 @@ class ControlPlane:
         )
         return plane
 
-    def _started(self, start: Callable[[Certificates], None], *, audit: bool) -> None:
+    def _started(self, start: Callable[[identities.Certificates], None], *, audit: bool) -> None:
         """The common beginning (certificates, etcd, the API server, a kubeconfig), then `start`."""
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            certificates = make_certificates(self.workdir)
+            certificates = identities.make_certificates(self.workdir)
             self.token = secrets.token_hex(16)
             self._start_etcd()
             self._start_apiserver(certificates, audit=audit)
@@ -214,7 +172,7 @@ class ControlPlane:
             self.stop()
             raise
 
-    def _start(self, certificates: Certificates, *, pprof: bool) -> None:
+    def _start(self, certificates: identities.Certificates, *, pprof: bool) -> None:
         metacontroller_crds, lws_crd = thirdparty.files(self.assets, self.workdir)
         self.install_crds_from(metacontroller_crds)
         self.install_crds_from(lws_crd)
@@ -225,7 +183,11 @@ class ControlPlane:
         self.start_metacontroller(pprof=pprof)
 
     def _start_bare(
-        self, certificates: Certificates, crds: Sequence[Path], *, metacontroller_crds: bool
+        self,
+        certificates: identities.Certificates,
+        crds: Sequence[Path],
+        *,
+        metacontroller_crds: bool,
     ) -> None:
         metacontroller, lws = thirdparty.files(self.assets, self.workdir)
         for path in (lws, *crds, *([metacontroller] if metacontroller_crds else [])):
@@ -287,7 +249,7 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
         )
 
-    def _start_apiserver(self, certificates: Certificates, *, audit: bool) -> None:
+    def _start_apiserver(self, certificates: identities.Certificates, *, audit: bool) -> None:
         port = processes.free_port()
         self.server = f"https://127.0.0.1:{port}"
         tokens = self.workdir / "tokens.csv"
@@ -330,29 +292,31 @@ class ControlPlane:
         )
         processes.wait_until_ready(apiserver, self._client.is_ready, timeout=START_TIMEOUT_SECONDS)
 
-    def _write_kubeconfig(self, certificates: Certificates) -> None:
-        self.kubeconfig = self.workdir / "kubeconfig"
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "test",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority": str(certificates.ca_cert),
-                    },
-                }
-            ],
-            "users": [{"name": "admin", "user": {"token": self.token}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
-            "current-context": "test",
-        }
-        self.kubeconfig.write_text(json.dumps(config))
+    def _write_kubeconfig(self, certificates: identities.Certificates) -> None:
+        self.ca_file = certificates.ca_cert
+        self.kubeconfig = identities.write_kubeconfig(
+            self.workdir / "kubeconfig",
+            server=self.server,
+            ca_file=self.ca_file,
+            user="admin",
+            token=self.token,
+        )
+
+    def controller_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig for a controller to run as the service account `namespace/name`, with
+        every ordinary verb on every resource and nothing more (`identities.controller`)."""
+        token = identities.controller(self.client, namespace, name)
+        return identities.write_kubeconfig(
+            self.workdir / f"{namespace}-{name}.kubeconfig",
+            server=self.server,
+            ca_file=self.ca_file,
+            user=name,
+            token=token,
+        )
 
     # --- controllers -------------------------------------------------------------------------
 
-    def _start_controller_manager(self, certificates: Certificates) -> None:
+    def _start_controller_manager(self, certificates: identities.Certificates) -> None:
         port = processes.free_port()
         kcm = self.start_process(
             "kube-controller-manager",
@@ -361,7 +325,8 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--authentication-kubeconfig={self.kubeconfig}",
                 f"--authorization-kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token",
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,"
+                "clusterrole-aggregation,validatingadmissionpolicy-status-controller",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
@@ -374,7 +339,9 @@ class ControlPlane:
         )
 
     def start_metacontroller(self, *, pprof: bool = False) -> None:
-        """Start Metacontroller (its CRDs must exist) and wait until it is ready."""
+        """Start Metacontroller (its CRDs must exist) as the service account of its production
+        manifests (`METACONTROLLER_ACCOUNT`, `identities`), and wait until it is ready."""
+        kubeconfig = self.controller_kubeconfig(*METACONTROLLER_ACCOUNT)
         metrics_port, probe_port = processes.free_port(), processes.free_port()
         self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         pprof_address = "0"
@@ -385,7 +352,7 @@ class ControlPlane:
             "metacontroller",
             [
                 str(self.assets.metacontroller),
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={kubeconfig}",
                 f"--metrics-address=127.0.0.1:{metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
                 f"--pprof-address={pprof_address}",

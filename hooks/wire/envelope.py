@@ -486,7 +486,17 @@ def _parse_observed(
         spec=spec,
         resource_version=_optional_str(metadata.get("resourceVersion")),
         owner_uids=_owner_uids(metadata),
+        controller_object=_controller_object(owner),
     )
+
+
+def _controller_object(owner: JsonObject | None) -> str | None:
+    """`Kind.group/name` of a controller reference (`Kind/name` in the core group)."""
+    if owner is None:
+        return None
+    group = _optional_str(owner.get("apiVersion")).rpartition("/")[0]
+    kind = _optional_str(owner.get("kind")) + (f".{group}" if group else "")
+    return f"{kind}/{_optional_str(owner.get('name'))}"
 
 
 def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:

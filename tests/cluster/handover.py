@@ -2,9 +2,11 @@
 server, the kit installed) or upstream's Go controller (`tests.cluster.upstream`), handed over in
 the order docs/operations.md gives ("Install, upgrade, migrate, uninstall").
 
-- `to_upstream`: delete our CompositeControllers, so Metacontroller stops syncing the sets; stop
-  Metacontroller and the hook server; apply upstream's CRDs over ours; start upstream's
-  controller with its webhooks.
+- `to_upstream`: delete our CompositeControllers, so Metacontroller stops syncing the sets, and
+  the kit's adoption policy, which would refuse upstream's controller (a service account of its
+  own, without the verb adopt) the ownerReference of every child it creates; stop Metacontroller
+  and the hook server; apply upstream's CRDs over ours; start upstream's controller with its
+  webhooks.
 - `to_ours`: stop upstream's controller and delete its webhook configurations; apply our CRDs
   over upstream's; adopt the children upstream's controller made (the caller's `adopt`: the
   plugin or the kubectl one-liner); apply the kit (the CompositeControllers); start the hook
@@ -39,6 +41,7 @@ COMPOSITE_CONTROLLERS: Final = kube.Resource(
 )
 CHILD_RESOURCES: Final = (kube.LWS, kube.SERVICES, kube.SCALERS, kube.REVISIONS)
 OUR_CRDS: Final = REPO_ROOT / "crds"
+ADOPTION_POLICY: Final = REPO_ROOT / "metacontroller" / "adoption-policy.yaml"
 METACONTROLLER: Final = "metacontroller"
 HOOKS: Final = "hooks"
 
@@ -123,6 +126,7 @@ class Stack:
         """Hand every set to upstream's controller."""
         if self.running is Controller.OURS:
             self.plane.kubectl("delete", "compositecontrollers", "--all")
+            self.plane.kubectl("delete", "--filename", str(ADOPTION_POLICY))
             self.plane.stop_process(METACONTROLLER)
             self.plane.stop_process(HOOKS)
         if self.running is not Controller.UPSTREAM:

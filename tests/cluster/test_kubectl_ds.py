@@ -43,14 +43,16 @@ STATUS_TIMEOUT = f"{sets.WAIT_SECONDS}s"
 
 
 def kubectl_ds(
-    plane: ControlPlane, namespace: str, *arguments: str
+    plane: ControlPlane, namespace: str, *arguments: str, kubeconfig: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`kubectl ds ARGUMENTS --kubeconfig ... -n NAMESPACE`, the plugin found on PATH."""
+    """`kubectl ds ARGUMENTS --kubeconfig ... -n NAMESPACE`, the plugin found on PATH; as the
+    administrator, or as whoever `kubeconfig` names."""
     scripts = Path(sysconfig.get_path("scripts"))
     if not (scripts / "kubectl-ds").exists():
         pytest.fail(f"no kubectl-ds in {scripts}: install the package (pip install -e .)")
+    config = plane.kubeconfig if kubeconfig is None else kubeconfig
     return subprocess.run(
-        ["kubectl", "ds", *arguments, f"--kubeconfig={plane.kubeconfig}", "-n", namespace],
+        ["kubectl", "ds", *arguments, f"--kubeconfig={config}", "-n", namespace],
         env={**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}"},
         capture_output=True,
         text=True,

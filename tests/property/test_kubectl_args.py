@@ -6,10 +6,10 @@ Every command that writes (`rollout undo`, the annotation commands `pause`, `res
 roles, templates making the set up to the 1.5 MiB an object can have, a change-cause up to the
 256 KiB every annotation of an object shares, and an undo written either way (a JSON patch, or a
 server-side apply and a merge patch of the change-cause). The stand-in for kubectl is
-`subprocess.run` itself: it answers the reads from the drawn objects, refuses as `execve` would
-any argument longer than `MAX_ARG_STRLEN`, and makes the write succeed, exit 1 with kubectl's
-several lines, or not run at all (an OSError). Whatever happens, no argument is that long, the
-exit status is 0 or 1, and an error is one line.
+`subprocess.run` itself: it answers the reads from the drawn objects (and allows `adopt` the
+set it asks about), refuses as `execve` would any argument longer than `MAX_ARG_STRLEN`, and
+makes the write succeed, exit 1 with kubectl's several lines, or not run at all (an OSError).
+Whatever happens, no argument is that long, the exit status is 0 or 1, and an error is one line.
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ def drawn(draw: st.DrawFn) -> Drawn:
     return Drawn(command=command, answers=answers, failure=failure, sizes=sizes)
 
 
+ALLOWED: Final = {"kind": "SelfSubjectAccessReview", "status": {"allowed": True}}
+
+
 @dataclass
 class StandIn:
     """`subprocess.run` as kubectl would answer the plugin (see the module)."""
@@ -189,6 +192,8 @@ class StandIn:
         words = [arg for arg in argv[1:] if not arg.startswith("-")]
         if words[0] in ("patch", "apply"):
             return self.write(argv, input)
+        if words[0] == "create":  # adopt's SelfSubjectAccessReview, on stdin
+            return subprocess.CompletedProcess(argv, 0, json.dumps(ALLOWED), "")
         key = f"{words[0]} {words[1].split('.')[0]}"
         return subprocess.CompletedProcess(argv, 0, json.dumps(self.drawn.answers[key]), "")
 

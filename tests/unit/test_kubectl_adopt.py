@@ -294,6 +294,46 @@ def test_the_summary_counts_each_verdict_of_one_set() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("api_version", "kind", "name"),
+    [
+        pytest.param("v1", "ConfigMap", "llm", id="another-kind"),
+        pytest.param("example.com/v1", api.DS_KIND, "llm", id="another-group"),
+        pytest.param(api.API_VERSION, api.DS_KIND, "other", id="another-set"),
+    ],
+)
+def test_issue33_a_controller_reference_with_the_sets_uid_to_another_object_is_refused(
+    api_version: str, kind: str, name: str
+) -> None:
+    """The kit's admission policy guards controller references to a DisaggregatedSet by its name
+    (metacontroller/adoption-policy.yaml); one to another kind, group or set that carries the
+    set's uid is no reference to the set, and adopt does not trust it."""
+    child = upstream_child()
+    child["metadata"]["ownerReferences"][0].update(apiVersion=api_version, kind=kind, name=name)
+    reason = refused_because(decide(read(child), orphans=True))
+    group = api_version.rpartition("/")[0]
+    shown = f"{kind}.{group}/{name}" if group else f"{kind}/{name}"
+    assert reason == (
+        f"carries llm's uid in a controller reference to {shown}, not to the DisaggregatedSet"
+        " llm: left alone"
+    )
+
+
+def test_adoption_is_the_verb_the_kit_grants_admins_and_its_policy_asks_for() -> None:
+    """`adopt.VERB` is the verb of the kit's ClusterRole (aggregated to admin) and of both checks
+    of its admission policy."""
+    roles = yaml.safe_load_all((REPO_ROOT / "metacontroller" / "user-roles.yaml").read_text())
+    (role,) = (r for r in roles if r["metadata"]["name"] == "disaggregatedset-adopt")
+    assert {"apiGroups": [api.GROUP], "resources": [api.DS_PLURAL], "verbs": [adopt.VERB]} in (
+        role["rules"]
+    )
+    policy_file = REPO_ROOT / "metacontroller" / "adoption-policy.yaml"
+    (policy, *_) = yaml.safe_load_all(policy_file.read_text())
+    checks = [v["expression"] for v in policy["spec"]["validations"]]
+    assert len(checks) == 2
+    assert all(f".check('{adopt.VERB}').allowed()" in check for check in checks)
+
+
 def test_resources_are_the_child_resources_of_the_kits_composite_controller() -> None:
     kit_file = REPO_ROOT / "metacontroller" / "compositecontrollers.yaml"
     controllers = yaml.safe_load_all(kit_file.read_text())

@@ -137,7 +137,13 @@ def kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKubectl:
     fake = FakeKubectl(state)
     fake.answer("replace", {"stdout": "disaggregatedset.disaggregatedset.x-k8s.io/llm\n"})
     fake.answer("patch disaggregatedsets", {"stdout": "patched\n"})
+    fake.answer("create", {"stdout": access_review(allowed=True)})
     return fake
+
+
+def access_review(*, allowed: bool) -> JsonObject:
+    """The API server's answer to a SelfSubjectAccessReview (`kubectl create -o json`)."""
+    return {"kind": "SelfSubjectAccessReview", "status": {"allowed": allowed}}
 
 
 class FakeClock:
@@ -709,6 +715,7 @@ def test_undo_reports_a_set_changed_meanwhile(
 ) -> None:
     changed = a_set(roles(V2))
     changed["metadata"]["resourceVersion"] = "4712"
+    changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
     kubectl.answer(
         "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
@@ -724,6 +731,30 @@ def test_undo_reports_a_set_changed_meanwhile(
         "kubectl ds rollout undo: error: llm changed while undo ran, so nothing was written: "
         "run undo again\n"
     )
+
+
+def test_undo_reads_the_set_again_when_only_its_status_moved_under_it(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the hooks' status writes change the set's resourceVersion, so an undo right
+    after a rollout failed with "changed while undo ran" (its patch tests the resourceVersion);
+    with the generation and annotations unchanged it reads the set again and writes."""
+    moved = a_set(roles(V2))
+    moved["metadata"]["resourceVersion"] = "4712"
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), moved, moved)
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
+    kubectl.answer("get leaderworkersets", listing())
+    kubectl.answer(
+        "patch disaggregatedsets",
+        {"stderr": "the server rejected our request due to an error in our request\n", "exit": 1},
+        {"stdout": "patched\n"},
+    )
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, err) == (0, "")
+    assert out.startswith("llm rolled back to revision 1")
+    assert kubectl.verbs().count("patch") == 2
 
 
 def test_undo_while_paused_says_once_that_the_rollback_starts_on_resume(
@@ -1306,6 +1337,57 @@ def lost_lws(roles_: list[JsonObject], role: int = 0, *, image: str | None = Non
         template = lws_["spec"]["leaderWorkerTemplate"]["workerTemplate"]
         template["spec"]["containers"][0]["image"] = image
     return lws_
+
+
+def test_issue33_adopt_without_the_verb_adopt_is_one_line_and_writes_nothing(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kit's admission policy refuses the label to whoever may not adopt for the set: the
+    plugin asks the API server first and says so, before any patch (an editor would otherwise
+    see the first patch fail on a record it may not write)."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer("get leaderworkersets", listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill")))
+    kubectl.answer("create", {"stdout": access_review(allowed=False)})
+    code, out, err = run(capsys, "adopt", "llm", "-n", "ml")
+    assert (code, out, kubectl.patches()) == (1, "", [])
+    assert err == (
+        "kubectl ds adopt: error: you may not adopt for default/llm: that takes the RBAC verb"
+        " adopt on the set (kubectl auth can-i adopt"
+        " disaggregatedsets.disaggregatedset.x-k8s.io/llm -n default), which the admin role has,"
+        " and the kit's admission policy refuses the label without it; nothing was written\n"
+    )
+    (review,) = [call for call in kubectl.calls() if call["argv"][1] == "create"]
+    assert {"--filename=-", "--validate=false", "--output=json"} <= set(review["argv"])
+    assert json.loads(review["stdin"]) == {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": "adopt",
+                "group": api.GROUP,
+                "resource": api.DS_PLURAL,
+                "name": "llm",
+            }
+        },
+    }
+
+
+def test_adopt_asks_about_each_set_it_writes_for_once_and_a_dry_run_about_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill"), adoptable("Service", "llm-0-x-p")),
+    )
+    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
+    kubectl.answer("patch services", {"stdout": "patched\n"})
+    assert run(capsys, "adopt", "llm", "--dry-run")[0] == 0
+    assert "create" not in kubectl.verbs()
+    assert run(capsys, "adopt", "llm")[0] == 0
+    assert kubectl.verbs().count("create") == 1
+    assert kubectl.verbs().index("create") < kubectl.verbs().index("patch")
 
 
 def test_adopt_dry_run_and_orphans(

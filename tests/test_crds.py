@@ -479,7 +479,9 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
         "conditions",
         "rollout",
         "creating",
+        "history",
     }
+    assert status["history"]["type"] == "string"
     assert status["observedGeneration"]["format"] == "int64"
     rollout = status["rollout"]
     assert rollout["required"] == ["lastProgressTime", "revision"]

@@ -404,6 +404,12 @@ class DisaggregatedSetStatus(_Model):
     )
     """Children the set asked for that are not observed yet (absent once they all exist)."""
 
+    history: str | None = None
+    """What the revision history does not record, and why (absent while it records every
+    revision the set runs): none at all when the set's CompositeController does not declare
+    DisaggregatedSetRevisions as a child type; `kubectl ds rollout undo` restores, and a move
+    back is a rollback, only for a recorded revision."""
+
 
 class DisaggregatedSetRoleScalerSpec(_Model):
     """Desired replicas of one External role; written by an autoscaler, never by users."""

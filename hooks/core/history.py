@@ -10,7 +10,9 @@ This module owns:
   (`hooks.kubectl.rollout`);
 - `read`, the set's `History`: the records that count, the ones that do not and why, and the
   queries every decision reads (`is_rollback`, `stable`, `of`);
-- `plan`, the records of one pass and the ones that go.
+- `plan`, the records of one pass and the ones that go;
+- `is_child_type`: a set keeps a history only while its CompositeController declares
+  DisaggregatedSetRevisions (`NOT_KEPT` says what it then lacks).
 
 Pure: reads its arguments only, renders through `children`.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
 from hooks.api import naming
@@ -123,6 +126,24 @@ class History:
         return None
 
 
+def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:
+    """Whether the set keeps a history: its CompositeController declares DisaggregatedSetRevisions
+    (or the request names no controller: a request built by hand keeps the default install's).
+    Metacontroller observes only the types it declares: a record answered to a controller that
+    does not declare them would be created on every pass and never seen."""
+    return declared is None or records.ChildKind.REVISION in declared
+
+
+NOT_KEPT: Final = (
+    f"none: the DisaggregatedSet CompositeController does not declare {api.REVISION_PLURAL} in"
+    " spec.childResources, so no revision is recorded: `kubectl ds rollout undo` has nothing to"
+    " restore, a move back to an earlier revision is held like a new one, and a slice past a"
+    " rollout-partition that runs nothing waits (the kit's metacontroller/compositecontrollers.yaml"
+    " declares it)"
+)
+"""`status.history` of a set that keeps no history (`is_child_type`)."""
+
+
 def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -> str | None:
     """Why a DisaggregatedSetRevision does not count as the set's record of a revision, or None
     when it does: it is controlled by the set, labelled with the set's name, named
@@ -179,6 +200,17 @@ class HistoryPlan:
     pruned: tuple[str, ...]
     """Names of records past the history limit, deleted."""
     problems: tuple[problems.Problem, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the history does not record, and why (`status.history`)."""
+
+    @property
+    def note(self) -> str | None:
+        """`status.history`: the notes in one line, None when there are none."""
+        return problems.summarise(self.notes) if self.notes else None
+
+
+NO_HISTORY: Final = HistoryPlan(children=(), pruned=(), notes=(NOT_KEPT,))
+"""The plan of a set that keeps no history (`is_child_type`): no record, and why."""
 
 
 def plan(

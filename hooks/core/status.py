@@ -51,13 +51,15 @@ def compute(
     rollout: api.RolloutStatus | None = None,
     creating: Sequence[api.CreatingChild] = (),
     note: str = "",
+    history: str | None = None,
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
     past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
     `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
-    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
+    the message of a rollout in progress (a hold that does not apply, `core/canary.py`);
+    `history` what the revision history does not record (`core/history.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
@@ -83,6 +85,7 @@ def compute(
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
         rollout=rollout,
         creating=list(creating) or None,
+        history=history,
     )
 
 

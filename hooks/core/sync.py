@@ -85,6 +85,8 @@ class _SetPlan:
     dropped: tuple[dropped.Dropped, ...]
     """Target-revision LWS that lack fields the set asked for (counted as not ready)."""
     history: history.History
+    keeps_history: bool
+    """The CompositeController declares DisaggregatedSetRevisions (`history.is_child_type`)."""
     foreign_records: frozenset[str]
     """Names of records that exist but are not this set's (seen as related objects)."""
     lws: slices.BySlice
@@ -114,9 +116,7 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
-    set_status, verdict = _status(
-        request, plan, results, answer, awaited, records_plan.problems, now=now
-    )
+    set_status, verdict = _status(request, plan, results, answer, awaited, records_plan, now=now)
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
     kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
     return records.HookResult(
@@ -194,6 +194,7 @@ def _plan_set(
         capped=capped,
         dropped=lacking,
         history=recorded,
+        keeps_history=history.is_child_type(request.declared),
         foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
@@ -220,7 +221,10 @@ def _revisions_of(lws: Objects) -> frozenset[str]:
 def _history(
     request: records.SyncRequest, plan: _SetPlan, results: Sequence[slices.SliceResult]
 ) -> history.HistoryPlan:
-    """The records after this pass; the target's is marked complete once every slice runs it."""
+    """The records after this pass; the target's is marked complete once every slice runs it.
+    None at all when the set keeps no history."""
+    if not plan.keeps_history:
+        return history.NO_HISTORY
     target = plan.context.revision
     complete = all(
         result.plan.phase is rollout.Phase.STEADY
@@ -280,7 +284,7 @@ def _status(
     results: Sequence[slices.SliceResult],
     answer: desired.DesiredChildren,
     awaited: creations.Creations,
-    history_problems: Sequence[problems.Problem],
+    records_plan: history.HistoryPlan,
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
@@ -315,7 +319,7 @@ def _status(
             *awaited.problems,
             *dropped.reported(plan.dropped),
             *plan.capped,
-            *history_problems,
+            *records_plan.problems,
             *plan.control.problems,
         ],
         observed=request.parent.conditions,
@@ -326,6 +330,7 @@ def _status(
         note=canary.rollback_note(
             plan.control, rollback=plan.context.rollback, revision=plan.context.revision
         ),
+        history=records_plan.note,
     ), verdict
 
 

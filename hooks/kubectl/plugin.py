@@ -306,7 +306,8 @@ def _run_undo(args: argparse.Namespace) -> int:
         record = rollout.undo_target(known, current=current, number=args.to_revision)
         restored = rollout.restore(rollout.spec_roles(live), record)
     except rollout.RolloutError as error:
-        raise console.CliError(str(error)) from None
+        lacking = f" (its status.history: {parent.history})" if parent.history else ""
+        raise console.CliError(f"{error}{lacking}") from None
     lws = kubectl.lws_of(parent)
     planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
     for index, write in enumerate(planned):

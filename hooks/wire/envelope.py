@@ -189,6 +189,7 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         role_replicas=_parse_role_replicas(status.get("roleStatuses")),
         revision=_str_or_none(status.get("revision")),
         ready=_str_or_none(status.get("ready")),
+        history=_str_or_none(status.get("history")),
         slice_phases=_parse_slice_phases(_object_or_empty(status.get("rollout")).get("slices")),
         resource_version=_optional_str(metadata.get("resourceVersion")),
     )

@@ -384,3 +384,20 @@ def test_the_stable_revision_is_the_target_only_while_nothing_else_was_recorded_
         _read(_record(V1, 1), _record(V2, 2)).stable(B, spec_roles=roles, running=frozenset())
         is None
     )
+
+
+# --- the child type -------------------------------------------------------------------------------
+
+
+def test_records_are_a_child_type_when_declared_or_when_no_controller_says() -> None:
+    every = records.DS_CHILD_KINDS
+    assert history.is_child_type(None)
+    assert history.is_child_type(every)
+    assert not history.is_child_type(every - {records.ChildKind.REVISION})
+    assert not history.is_child_type(frozenset())
+
+
+def test_a_set_without_history_plans_no_record_and_says_why() -> None:
+    assert history.NO_HISTORY.children == () and history.NO_HISTORY.pruned == ()
+    assert history.NO_HISTORY.note == history.NOT_KEPT
+    assert _plan(A).note is None

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children
+from hooks.core import children, history
 from hooks.gocompat import revision
 from hooks.kubectl import plugin
 from tests import builders
@@ -602,6 +602,23 @@ def test_undo_refuses_without_an_earlier_revision(
         "kubectl ds rollout undo: error: no revision before the current one "
         f"({revision_of(now)}) in the history\n"
     )
+
+
+def test_undo_of_a_set_without_history_says_why_it_has_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = roles(V2)
+    live = a_set(now)
+    live["status"]["history"] = history.NOT_KEPT
+    kubectl.answer("get disaggregatedsets", live)
+    kubectl.answer("get disaggregatedsetrevisions", listing())
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(now)}) in the history (its status.history: {history.NOT_KEPT})\n"
+    )
+    assert "patch" not in kubectl.verbs()
 
 
 def test_issue25_item3_undo_never_restores_a_record_that_does_not_count(

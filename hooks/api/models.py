@@ -465,12 +465,19 @@ class RevisionRecord(_Model):
     (absent until then). The revision that did so last before the current rollout began is the
     stable one, at which a slice past a rollout-partition is created."""
 
-    roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
-        Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    packed_roles: str | None = Field(
+        default=None, max_length=limits.PACKED_ROLES_MAX_LENGTH, strict=True
     )
     """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
-    stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
-    undo` restores them. Immutable."""
+    exactly as written, packed: the base64 of the zlib-compressed JSON list of them. They hash to
+    the revision in the name, and `kubectl ds rollout undo` restores them. Immutable. A record
+    holds either this or `roles`."""
+
+    roles: (
+        list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] | None
+    ) = Field(default=None, min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    """The roles as a list, as records of earlier versions hold them (this version writes
+    `packedRoles`). Immutable."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,9 @@ class RuleNode(StrEnum):
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
     RECORD_ROLES = "roles"
-    """A DisaggregatedSetRevision's roles."""
+    """A DisaggregatedSetRevision's roles (as earlier versions store them)."""
+    RECORD_PACKED_ROLES = "packedRoles"
+    """A DisaggregatedSetRevision's packed roles."""
     RECORD_FIRST_REVISION = "firstRevision"
     """The number a DisaggregatedSetRevision was created with."""
 
@@ -379,12 +381,45 @@ RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
     ),
 )
 
+RECORD_PACKED_ROLES_IMMUTABLE: Final = CelRule(
+    id="record-packed-roles-immutable",
+    path=RuleNode.RECORD_PACKED_ROLES,
+    rule="self == oldSelf",
+    message=(
+        "packedRoles are immutable: a DisaggregatedSetRevision records the roles of its revision"
+        " once; to record other roles, delete it"
+    ),
+)
+
+RECORD_ONE_ROLES_FORM: Final = CelRule(
+    id="record-one-roles-form",
+    path=RuleNode.ROOT,
+    rule="has(self.packedRoles) != has(self.roles)",
+    message=(
+        "a DisaggregatedSetRevision holds its roles once: either packedRoles (as this version"
+        " writes them) or roles (as earlier versions did)"
+    ),
+)
+
+RECORD_ROLES_FORM_KEPT: Final = CelRule(
+    id="record-roles-form-kept",
+    path=RuleNode.ROOT,
+    rule="has(self.packedRoles) == has(oldSelf.packedRoles)",
+    message=(
+        "a DisaggregatedSetRevision keeps the form its roles were recorded in (packedRoles or"
+        " roles): its roles are immutable"
+    ),
+)
+
 RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
     RECORD_ROLES_IMMUTABLE,
     RECORD_ROLE_NAMES_UNIQUE,
+    RECORD_PACKED_ROLES_IMMUTABLE,
+    RECORD_ONE_ROLES_FORM,
+    RECORD_ROLES_FORM_KEPT,
     RECORD_FIRST_REVISION_IMMUTABLE,
 )
-"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names (a record with
-two roles of one name does not count) but not the transition rules (they compare an update with
-the stored object); it checks instead that a record's roles hash to the revision its name and
-labels claim (docs/safety.md)."""
+"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names and the one
+form of the roles (a record that breaks either does not count) but not the transition rules
+(they compare an update with the stored object); it checks instead that a record's roles hash to
+the revision its name and labels claim (docs/safety.md)."""

@@ -26,7 +26,7 @@ from typing import Final
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, problems, records
+from hooks.core import children, compact, problems, records
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +235,7 @@ def plan(
         kept.extend(children.reemit(record.item) for record in history.counted)
         return HistoryPlan(children=tuple(kept), pruned=(), problems=tuple(found))
     others = [record for record in history.counted if record.revision != target]
-    own, problem = _target_record(
+    own = _target_record(
         history,
         set_name=set_name,
         spec=spec,
@@ -244,11 +244,20 @@ def plan(
         cause=annotations.get(api.CHANGE_CAUSE_ANNOTATION),
         complete=complete,
     )
-    kept.extend(own)
-    found.extend(problem)
+    kept.extend(own.children)
+    found.extend(own.problems)
     pruned = _past_the_limit(others, in_use=in_use, limit=limit)
     kept.extend(children.reemit(record.item) for record in others if record.item.name not in pruned)
-    return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found))
+    return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found), notes=own.notes)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one part of the plan adds: children, problems (Degraded) and notes (status.history)."""
+
+    children: tuple[api.JsonObject, ...] = ()
+    problems: tuple[problems.Problem, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _target_record(
@@ -260,35 +269,39 @@ def _target_record(
     foreign_names: frozenset[str],
     cause: str | None,
     complete: bool,
-) -> tuple[list[api.JsonObject], list[problems.Problem]]:
+) -> _Outcome:
     """The target's record after this pass (kept, renumbered, created, or none when its name is
-    held or the numbers ran out), and what stops it."""
+    held, the numbers ran out or its roles do not fit a record), and what stops it."""
     current, top = history.of(target), history.top
     if current is not None and current is top:
         completed = current.number if complete else current.stored.completed_as
-        return [
-            children.update_history(current.item, number=current.number, completed_as=completed)
-        ], []
+        return _Outcome(
+            (children.update_history(current.item, number=current.number, completed_as=completed),)
+        )
     name = naming.history_name(set_name=set_name, revision=target)
     stopped = _not_numbered(history, name=name, current=current, foreign_names=foreign_names)
     if stopped is not None:
-        return [children.reemit(record.item) for record in (current,) if record], stopped
+        kept = tuple(children.reemit(record.item) for record in (current,) if record)
+        return _Outcome(kept, tuple(stopped))
     following = 1 if top is None else top.number + 1
     if current is None:
+        packed = compact.pack_roles(children.history_roles(spec.roles))
+        if not compact.fits(packed):
+            return _Outcome(notes=(_too_large(target, packed),))
         created = children.render_history(
             set_name=set_name,
             revision=target,
             number=following,
-            roles=spec.roles,
+            packed_roles=packed,
             change_cause=cause,
             completed=complete,
         )
-        return [created], []
+        return _Outcome((created,))
     completed = following if complete else current.stored.completed_as
     renumbered = children.update_history(
         current.item, number=following, change_cause=cause, completed_as=completed
     )
-    return [renumbered], []
+    return _Outcome((renumbered,))
 
 
 def _not_numbered(
@@ -317,6 +330,16 @@ def _past_the_limit(
     oldest_first = sorted(old, key=lambda record: (record.number, record.item.name))
     prunable = [record.item.name for record in oldest_first if record.revision not in in_use]
     return tuple(sorted(prunable[:excess]))
+
+
+def _too_large(revision: str, packed: str) -> str:
+    return (
+        f"revision {revision} has no record: its roles pack to {len(packed)} characters, more"
+        f" than the {api.PACKED_ROLES_MAX_LENGTH} a {api.REVISION_KIND} holds (the API server"
+        " bounds an object's annotations, and Metacontroller copies the record into one), so"
+        " `kubectl ds rollout undo` cannot come back to it and a move back to it is held like a"
+        " new revision"
+    )
 
 
 def _uncounted(item: records.ObservedObject, why: str) -> problems.Problem:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hooks import api
-from hooks.core import children, records
+from hooks.core import records
 from hooks.gocompat import revision
 from hooks.kubectl import adopt
 from hooks.wire import envelope
@@ -132,12 +132,8 @@ def orphan_record(image: str | None = None) -> records.ObservedObject:
     """The set's record with no controller, as Metacontroller leaves one it released; with
     `image`, its stored template changed afterwards (so it no longer hashes to its label)."""
     spec = api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"])
-    rendered = children.render_history(
-        set_name="llm",
-        revision=revision.of_spec(spec),
-        number=2,
-        roles=spec.roles,
-        change_cause=None,
+    rendered = builders.make_record(
+        revision=revision.of_spec(spec), number=2, roles=spec.roles, legacy=image is not None
     )
     observed = builders.observe(rendered)
     del observed["metadata"]["ownerReferences"]

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children, history
+from hooks.core import history
 from hooks.gocompat import revision
 from hooks.kubectl import plugin
 from tests import builders
@@ -216,9 +216,7 @@ def record(
     """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
     parsed = [api.Role.model_validate(role) for role in roles_]
     name = revision_of(roles_) if label is None else label
-    desired = children.render_history(
-        set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
-    )
+    desired = builders.make_record(revision=name, number=number, roles=parsed, change_cause=cause)
     return builders.observe(desired, created=f"2026-11-2{number}T10:00:00Z")
 
 
@@ -522,7 +520,7 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     restored = kubectl.written(live)["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
-    assert restored[2] == recorded["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2] == builders.record_roles(recorded)[2]  # name, metadata, scaling, spec
     assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
     assert revision_of(restored) == revision_of(old)
     assert "  role encode: added back as revision 1 records it" in out

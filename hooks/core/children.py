@@ -23,7 +23,8 @@ from hooks.core import compact, placement, records
 
 JsonObject = api.JsonObject
 
-_POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
+POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
+"""The pod templates of a leaderWorkerTemplate, each given the LWS's labels and placement."""
 
 
 def render_lws(
@@ -40,7 +41,7 @@ def render_lws(
         set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
     )
     template = dict(role.leader_worker_template)
-    for key in _POD_TEMPLATE_KEYS:
+    for key in POD_TEMPLATE_KEYS:
         if key in template:
             labelled = _with_template_labels(template[key], labels)
             template[key] = placement.build_placed_template(

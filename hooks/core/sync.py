@@ -232,14 +232,14 @@ def _history(
         and not result.foreign
         for result in results
     )
+    lws = [item for item in request.children if item.kind is records.ChildKind.LWS]
     return history.plan(
         plan.history,
         set_name=request.parent.name,
         spec=plan.context.spec,
         target=target,
-        in_use=_revisions_of(
-            [item for item in request.children if item.kind is records.ChildKind.LWS]
-        ),
+        in_use=_revisions_of(lws),
+        running=lws,
         foreign_names=plan.foreign_records,
         annotations=request.parent.annotations,
         limit=plan.control.history_limit,

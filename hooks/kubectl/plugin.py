@@ -203,13 +203,23 @@ def _run_status(args: argparse.Namespace) -> int:
                 print(
                     "not a failure: the rollout stands on purpose, where a canary gate goes on; "
                     f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
-                    f"`{PROG} rollout undo {args.set}` goes back"
+                    + _undo_hint(kubectl, parent, args.set)
                 )
             return 0
         if deadline is not None and clock.monotonic() >= deadline:
             raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
         left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
         clock.sleep(max(0.0, min(POLL_SECONDS, left)))
+
+
+def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
+    """What `rollout undo` would do now: never an undo that cannot be done."""
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
+    except (console.CliError, rollout.RolloutError) as error:
+        return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
+    return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
 
 
 def _duration(text: str) -> tuple[float, str]:

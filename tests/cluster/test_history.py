@@ -428,3 +428,119 @@ def test_issue33_item2_the_crd_keeps_a_records_roles_in_one_form(
         check=False,
     )
     assert refused.returncode != 0 and "keeps the form" in refused.stderr, refused.stderr
+
+
+# --- a history that starts from what runs (issue 33 item 5) --------------------------------------
+
+
+def _held_rollout(plane: ControlPlane, namespace: str, manifest: JsonObject) -> tuple[str, str]:
+    """`manifest` rolled out, then its v2 held at 50% (both revisions serving): the revisions."""
+    client = plane.client
+    sets.apply_set(plane, manifest)
+    old = sets.wait_available(client, namespace, "llm")["status"]["revision"]
+    newer = copy.deepcopy(manifest)
+    newer["metadata"]["annotations"] = {api.ANNOTATION_ROLLOUT_HOLD_AT: "50%"}
+    for role in newer["spec"]["roles"]:
+        role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = (
+            sets.IMAGE_V2
+        )
+    sets.apply_set(plane, newer)
+    held = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: (
+            ds["status"].get("observedGeneration") == ds["metadata"]["generation"]
+            and (sets.condition(ds, "Progressing") or {}).get("reason") == "RolloutHeld"
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the rollout to v2 held at 50%",
+    )
+    return old, held["status"]["revision"]
+
+
+@pytest.mark.parametrize("how", ["undo", "reapply"])
+def test_issue33_item5_a_running_revision_whose_record_is_gone_gets_it_back_and_undo_goes_back(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController, how: str
+) -> None:
+    """A held canary whose old revision's record is deleted (as after an upgrade from a build
+    without the history, or a record lost otherwise) while the old LWS still run: the hooks make
+    it again from those LWS, below the new revision's, so `rollout status` names the revision
+    `undo` goes back to, and undo, or applying the old manifest again, is a rollback the hold
+    does not stop."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace, prefill=2, decode=1)
+    old, new = _held_rollout(control_plane, namespace, manifest)
+    original = history(client, namespace)[old]
+    client.delete(kube.REVISIONS, f"llm-{old}", namespace=namespace)
+    rebuilt = kube.wait_for(
+        lambda: history(client, namespace).get(old),
+        until=lambda record: (
+            record is not None and record["metadata"]["uid"] != original["metadata"]["uid"]
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the old revision's record made again from its LWS",
+    )
+    assert (rebuilt["revision"], rebuilt["firstRevision"]) == (1, 1)
+    assert numbers(client, namespace) == {old: 1, new: 2}
+    assert builders.record_roles(rebuilt) == [
+        {key: value for key, value in role.items() if key != "spec"}
+        | {"spec": {k: v for k, v in role["spec"].items() if k != "replicas"}}
+        for role in builders.record_roles(original)
+    ]
+    status = kubectl_ds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", f"{sets.WAIT_SECONDS}s"
+    )
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[-1].endswith(
+        f"`kubectl ds rollout undo llm` goes back to revision 1 ({old})"
+    )
+
+    if how == "undo":
+        undone = kubectl_ds(control_plane, namespace, "rollout", "undo", "llm")
+        assert undone.returncode == 0, undone.stderr
+    else:
+        again = copy.deepcopy(manifest)
+        again["metadata"]["annotations"] = {api.ANNOTATION_ROLLOUT_HOLD_AT: "50%"}
+        sets.apply_set(control_plane, again)
+    back = sets.wait_available(client, namespace, "llm")
+    assert back["status"]["revision"] == old  # the hold did not stop the rollback
+    kube.wait_for(
+        lambda: set(sets.lws_by_name(client, namespace)),
+        until=lambda names: all(old in name for name in names),
+        timeout=sets.WAIT_SECONDS,
+        message="only the old revision's LWS left",
+    )
+    assert numbers(client, namespace) == {old: 3, new: 2}
+
+
+def test_issue33_item5_a_running_revision_whose_record_cannot_be_made_is_never_offered_to_undo(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController
+) -> None:
+    """The role's pod template carries an `app` label of its own, which the set overrides on
+    its LWS: the old revision's record, once deleted, cannot be made from them. The status
+    says so, `rollout status` offers no undo, and undo refuses in one line."""
+    manifest = sets.small_set(namespace, prefill=2, decode=1)
+    template = manifest["spec"]["roles"][0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    template.setdefault("metadata", {}).setdefault("labels", {})["app"] = "mine"
+    old, new = _held_rollout(control_plane, namespace, manifest)
+    client = control_plane.client
+    client.delete(kube.REVISIONS, f"llm-{old}", namespace=namespace)
+    noted = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: (
+            ds["status"]
+            .get("history", "")
+            .startswith(f"revision {old} runs without a record, and none can be made")
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="status.history naming the old revision",
+    )
+    assert "overrides" in noted["status"]["history"]
+    assert numbers(client, namespace) == {new: 2}
+    status = kubectl_ds(
+        control_plane, namespace, "rollout", "status", "llm", "--timeout", f"{sets.WAIT_SECONDS}s"
+    )
+    assert status.returncode == 0, status.stderr
+    assert "has nothing to go back to (no revision before the current one" in status.stdout
+    assert "goes back" not in status.stdout
+    undone = kubectl_ds(control_plane, namespace, "rollout", "undo", "llm")
+    assert undone.returncode == 1 and len(undone.stderr.strip().splitlines()) == 1

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hooks import api
-from hooks.core import compact, history, records
+from hooks.core import children, compact, history, records
 from hooks.gocompat import revision
 from hooks.wire import envelope
 from tests import builders
@@ -82,6 +82,7 @@ def _plan(
     annotations: dict[str, str] | None = None,
     foreign: frozenset[str] = frozenset(),
     complete: bool = False,
+    running: tuple[JsonObject, ...] = (),
 ) -> history.HistoryPlan:
     return history.plan(
         _read(*objects),
@@ -93,7 +94,33 @@ def _plan(
         annotations=annotations or {},
         limit=limit,
         complete=complete,
+        running=_running(*running),
     )
+
+
+def _lws(image: str, *, created: str = builders.CREATED) -> list[JsonObject]:
+    """The LWS the set runs of revision `image` (slice 0), as Metacontroller observes them."""
+    return [
+        builders.observe(
+            copy.deepcopy(
+                children.render_lws(
+                    set_name=SET,
+                    role=role,
+                    slice_index=0,
+                    revision=_hash(image),
+                    replicas=1,
+                    policy=None,
+                )
+            ),
+            created=created,
+        )
+        for role in _spec(image).roles
+    ]
+
+
+def _running(*lws: JsonObject) -> list[records.ObservedObject]:
+    parsed: list[records.ObservedObject] = builders.parse_children(*lws)
+    return parsed
 
 
 def _numbers(plan: history.HistoryPlan) -> dict[str, int]:
@@ -376,6 +403,91 @@ def test_issue33_item2_roles_too_large_for_a_record_give_none_and_a_note() -> No
     assert plan.note is not None
     assert plan.note.startswith(f"revision {target} has no record: its roles pack to ")
     assert f"more than the {api.PACKED_ROLES_MAX_LENGTH}" in plan.note
+
+
+# --- a history that starts from what runs (issue 33 item 5) --------------------------------------
+
+
+def _observed(plan: history.HistoryPlan) -> list[JsonObject]:
+    return [builders.observe(copy.deepcopy(child)) for child in plan.children]
+
+
+def test_issue33_item5_a_revision_running_without_a_record_gets_one_below_the_target() -> None:
+    """The hooks were upgraded during a rollout from A to B: B got record 1 from the build
+    with a history, A none. A's record is made from its LWS under B's first number, B moves up:
+    going back to A is a rollback, B stays a new revision, and undo finds A."""
+    plan = _plan(B, _record(V2, 1), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{A}": 1, f"llm-{B}": 2}
+    (rebuilt,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert rebuilt["firstRevision"] == 1 and "annotations" not in rebuilt["metadata"]
+    assert plan.problems == () and plan.notes == ()
+    after = _read(*_observed(plan))
+    assert after.of(A) is not None and after.uncounted == ()
+    assert after.is_rollback(A) and not after.is_rollback(B)
+    assert after.stable(B, spec_roles=(), running=frozenset({A, B})) is None  # never completed
+
+
+def test_issue33_item5_with_no_record_at_all_the_running_revision_comes_first() -> None:
+    """From B to the spec's A, with no record yet: B's is made first, then A's."""
+    plan = _plan(A, running=(*_lws(V2), *_lws(V1)))
+    assert _numbers(plan) == {f"llm-{B}": 1, f"llm-{A}": 2}
+    after = _read(*_observed(plan))
+    assert after.uncounted == () and after.is_rollback(B) and not after.is_rollback(A)
+
+
+def test_issue33_item5_the_newest_running_revision_takes_the_one_number_left() -> None:
+    """A to B to C, C recorded as 1: one number lies below C's first; B ran later than A, so
+    undo goes to B. A gets no record, and the status says so."""
+    plan = _plan(
+        C,
+        _record(V3, 1),
+        running=(
+            *_lws(V1, created="2026-11-29T08:00:00Z"),
+            *_lws(V2, created="2026-11-29T09:00:00Z"),
+            *_lws(V3),
+        ),
+    )
+    assert _numbers(plan) == {f"llm-{B}": 1, f"llm-{C}": 2}
+    assert plan.note is not None and plan.note.startswith(f"revision {A} runs without a record")
+
+
+def test_issue33_item5_under_a_rollback_every_running_revision_gets_its_record() -> None:
+    """The target A was recorded first, then C (3): A is a rollback whatever the numbers
+    below, so B (running, unrecorded) gets the next number and A the one after."""
+    plan = _plan(A, _record(V1, 2, first=1), _record(V3, 3), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{A}": 5, f"llm-{B}": 4, f"llm-{C}": 3}
+    after = _read(*_observed(plan))
+    assert after.is_rollback(A) and after.is_rollback(B)
+
+
+def test_issue33_item5_a_target_moved_up_keeps_its_completion() -> None:
+    plan = _plan(B, _record(V2, 1, completed=1), running=(*_lws(V1), *_lws(V2)))
+    (target,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{B}"]
+    assert (target["revision"], target["completedAs"], target["firstRevision"]) == (2, 2, 1)
+
+
+def test_issue33_item5_forged_lws_give_no_record_and_the_status_says_why() -> None:
+    forged = _lws(V1)
+    forged[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"
+    ] = "evil/miner:latest"
+    plan = _plan(B, _record(V2, 1), running=(*forged, *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{B}": 1}
+    assert plan.note is not None and "none can be made from its LeaderWorkerSets" in plan.note
+
+
+def test_issue33_item5_a_name_held_by_a_record_that_does_not_count_is_left_alone() -> None:
+    held = _record(V1, 1, label="0badc0de")  # named llm-A, stores A's roles, labelled otherwise
+    plan = _plan(B, held, _record(V2, 2), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan)[f"llm-{B}"] == 2
+    assert [c["metadata"]["name"] for c in plan.children].count(f"llm-{A}") == 1
+    assert plan.notes == ()
+
+
+def test_issue33_item5_a_running_revisions_record_is_never_pruned() -> None:
+    """Pruning skips every revision that still has LWS: a limit cannot take a running one's."""
+    plan = _plan(C, _record(V1, 1), _record(V2, 2), _record(V3, 3), in_use=frozenset({A}), limit=0)
+    assert plan.pruned == (f"llm-{B}",)
 
 
 # --- two records with one number (item 4) --------------------------------------------------------

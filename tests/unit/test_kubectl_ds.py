@@ -862,6 +862,30 @@ def test_a_held_rollout_is_reported_as_held_with_exit_0_once_the_new_groups_are_
     assert lines[-1].startswith("not a failure: the rollout stands on purpose, where a canary")
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["old-recorded", "old-unrecorded"])
+def test_issue33_item5_a_held_rollout_advertises_an_undo_only_when_one_can_be_done(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], recorded: bool
+) -> None:
+    """Regression: a held rollout whose old revision had no record still said `undo` goes
+    back, and undo then failed."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer("get disaggregatedsets", held_set("50%"))
+    ready = [lws(role, revision, 1, 1) for role in ("prefill", "decode") for revision in (old, new)]
+    kubectl.answer("get leaderworkersets", listing(*ready))
+    records_ = [record(roles(V1), 1)] if recorded else []
+    kubectl.answer("get disaggregatedsetrevisions", listing(*records_, record(roles(V2), 2)))
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    last = out.splitlines()[-1]
+    if recorded:
+        assert last.endswith(f"`kubectl ds rollout undo llm` goes back to revision 1 ({old})")
+    else:
+        assert last.endswith(
+            "and `kubectl ds rollout undo llm` has nothing to go back to (no revision before the"
+            f" current one ({new}) in the history)"
+        )
+
+
 def test_a_hold_raised_is_not_reported_until_the_new_revision_reaches_it(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:

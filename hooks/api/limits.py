@@ -21,6 +21,7 @@ INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
 LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
+LWS_DEFAULT_SIZE: Final = 1  # what an unset leaderWorkerTemplate.size means (the leader alone)
 # What the LWS CRD defaults an absent maxSurge and maxUnavailable of a rollingUpdateConfiguration
 # to (the validation rules read an undefaulted object the same way).
 LWS_DEFAULT_MAX_SURGE: Final = 0

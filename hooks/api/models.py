@@ -85,9 +85,16 @@ class _PodTemplateFields(TypedDict, total=False):
     spec: JsonObject
 
 
+class _SubGroupPolicyFields(TypedDict, total=False):
+    subGroupSize: int
+    subGroupPolicyType: str
+
+
 class _LeaderWorkerTemplateFields(TypedDict, total=False):
     leaderTemplate: _PodTemplateFields
     workerTemplate: Required[_PodTemplateFields]
+    size: int
+    subGroupPolicy: _SubGroupPolicyFields
 
 
 class _RollingUpdateFields(TypedDict, total=False):
@@ -219,6 +226,19 @@ class Role(_Model):
     @property
     def annotations(self) -> dict[str, str]:
         return self.metadata.annotations if self.metadata is not None else {}
+
+    @property
+    def size(self) -> int:
+        """`leaderWorkerTemplate.size`: pods per group, the leader included (the LWS default, 1,
+        when unset)."""
+        value: int = self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE)
+        return value
+
+    @property
+    def sub_group_policy(self) -> JsonObject | None:
+        """`leaderWorkerTemplate.subGroupPolicy`, None when unset."""
+        policy: JsonObject | None = self.leader_worker_template.get("subGroupPolicy")
+        return policy
 
     def pod_templates(self) -> list[JsonObject]:
         """The leader template (when present) and the worker template, in that order."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from hooks.api import keys, naming
+from hooks.api import keys, limits, naming
 
 
 class RuleNode(StrEnum):
@@ -205,6 +205,72 @@ SURGE_OR_UNAVAILABLE_NONZERO: Final = CelRule(
     ),
 )
 
+# What LeaderWorkerSet's admission refuses of the LWS a role becomes (its webhook at 060ab4d and
+# v0.8.0; hooks/core/admission.py predicts all of it for each LWS a sync writes, this is the part
+# a role's spec decides alone). A role's size, as the LWS CRD defaults it.
+_LWT = "self.spec.leaderWorkerTemplate"
+_SIZE = f"(has({_LWT}.size) ? {_LWT}.size : {limits.LWS_DEFAULT_SIZE})"
+_SGP = f"{_LWT}.subGroupPolicy"
+_SGS = f"{_SGP}.subGroupSize"
+
+LWS_SIZE_AT_LEAST_ONE: Final = CelRule(
+    id="lws-size-at-least-one",
+    path=RuleNode.ROLE,
+    field_path=".spec.leaderWorkerTemplate.size",
+    rule=f"{_SIZE} >= 1",
+    message=(
+        "spec.roles[].spec.leaderWorkerTemplate.size must be at least 1 (a group is its leader"
+        " and size - 1 workers): LeaderWorkerSet refuses a smaller size"
+    ),
+)
+
+LWS_PODS_FIT_INT32: Final = CelRule(
+    id="lws-pods-fit-int32",
+    path=RuleNode.ROLE,
+    field_path=".spec.replicas",
+    rule=(
+        f"{_is_external('self')} || !has(self.spec.replicas)"
+        f" || self.spec.replicas * {_SIZE} <= {limits.INT32_MAX}"
+    ),
+    message=(
+        "spec.roles[].spec.replicas times spec.leaderWorkerTemplate.size (the role's pods in one"
+        f" slice) must be at most {limits.INT32_MAX}: LeaderWorkerSet refuses more"
+    ),
+)
+
+LWS_SUBGROUP_SIZE: Final = CelRule(
+    id="lws-subgroup-size",
+    path=RuleNode.ROLE,
+    field_path=".spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+    rule=(
+        f"!has({_SGP}) || (has({_SGS}) && {_SGS} >= 1 && {_SGS} <= {_SIZE}"
+        f" && ({_SIZE} % {_SGS} == 0 || ({_SIZE} - 1) % {_SGS} == 0)"
+        f" && (!has({_SGP}.subGroupPolicyType) || {_SGP}.subGroupPolicyType != 'LeaderExcluded'"
+        f" || ({_SIZE} - 1) % {_SGS} == 0))"
+    ),
+    message=(
+        "spec.roles[].spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize must be set, from 1"
+        " to size, and divide size or size - 1 (size - 1 with subGroupPolicyType"
+        " LeaderExcluded): LeaderWorkerSet refuses it otherwise"
+    ),
+)
+
+LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS: Final = CelRule(
+    id="lws-subgroup-exclusive-needs-subgroups",
+    path=RuleNode.ROLE,
+    field_path=".metadata.annotations",
+    rule=(
+        "!(has(self.metadata) && has(self.metadata.annotations)"
+        f" && '{keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
+        f" || has({_SGP})"
+    ),
+    message=(
+        f"spec.roles[].metadata.annotations may carry {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
+        " only with spec.leaderWorkerTemplate.subGroupPolicy: LeaderWorkerSet refuses it"
+        " without subgroups"
+    ),
+)
+
 PLACEMENT_TOPOLOGY_REQUIRED: Final = CelRule(
     id="placement-topology-required",
     path=RuleNode.PLACEMENT_POLICY,
@@ -350,6 +416,10 @@ CEL_RULES: Final[tuple[CelRule, ...]] = (
     EXTERNAL_SINGLE_SLICE,
     GENERATED_NAMES_FIT,
     SCALER_NAME_FITS,
+    LWS_SIZE_AT_LEAST_ONE,
+    LWS_PODS_FIT_INT32,
+    LWS_SUBGROUP_SIZE,
+    LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS,
 )
 """Every CEL rule of the DisaggregatedSet CRD, in the order of the README's Validation section."""
 

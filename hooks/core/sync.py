@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from hooks import api
 from hooks.api import naming
 from hooks.core import (
+    admission,
     canary,
     children,
     controls,
@@ -116,7 +117,17 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
-    set_status, verdict = _status(request, plan, results, answer, awaited, records_plan, now=now)
+    refused = _refused(request.children, ordered)
+    set_status, verdict = _status(
+        request,
+        plan,
+        results,
+        answer,
+        awaited,
+        (*refused, *awaited.problems),
+        records_plan,
+        now=now,
+    )
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
     kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
     return records.HookResult(
@@ -284,10 +295,13 @@ def _status(
     results: Sequence[slices.SliceResult],
     answer: desired.DesiredChildren,
     awaited: creations.Creations,
+    found: Sequence[problems.Problem],
     records_plan: history.HistoryPlan,
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
+    """The set's status; `found`: what LeaderWorkerSet would refuse, then the children asked
+    for that never appeared."""
     foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
     # A role whose new LWS cannot be created (or never appears) has no known target: it is never
     # Available.
@@ -316,7 +330,7 @@ def _status(
                 orphans=problems.orphan_scalers(request.related, set_name=request.parent.name),
                 conflicts=answer.conflicts,
             ),
-            *awaited.problems,
+            *found,
             *dropped.reported(plan.dropped),
             *plan.capped,
             *records_plan.problems,
@@ -373,6 +387,35 @@ def _verdict(
             if result.plan.phase is not rollout.Phase.STEADY
         ],
     )
+
+
+def _refused(
+    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
+) -> list[problems.Problem]:
+    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
+    rescales (`admission`), reported at once instead of when the child fails to appear."""
+    replicas = {item.name: item.spec_replicas for item in observed if item.kind is _LWS_KIND}
+    found = []
+    for child in answered:
+        name = child["metadata"]["name"]
+        if child["kind"] != api.LWS_KIND or (
+            name in replicas and replicas[name] == child["spec"].get("replicas")
+        ):
+            continue
+        why = admission.refusals(child)
+        if why:
+            found.append(
+                problems.Problem(
+                    api.Reason.LWS_REFUSED,
+                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
+                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
+                    " spec (or the set's name)",
+                )
+            )
+    return found
+
+
+_LWS_KIND = records.ChildKind.LWS
 
 
 def _hold(

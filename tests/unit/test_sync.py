@@ -130,6 +130,29 @@ def test_without_history_a_move_back_is_held_like_a_new_revision(declared: bool)
         assert cluster.ds()["status"]["history"] == history.NOT_KEPT
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["with-history", "without-history"])
+def test_without_history_a_new_slice_past_a_partition_runs_nothing(declared: bool) -> None:
+    """A slice added past a partition mid-rollout starts at the stable revision, which only the
+    history knows; without one it runs nothing (fail closed) instead of the held-back one."""
+    types = tuple(kind for kind in DS_CHILD_TYPES if declared or kind != REVISION_TYPE)
+    cluster = Cluster(seed=5, child_types=types)
+    roles = [make_role(name, image="example/server:v1") for name in ("prefill", "decode")]
+    cluster.create(make_ds(roles=roles, slices=2))
+    cluster.run(max_ticks=200)
+    first = cluster.revision()
+    cluster.annotate("llm", api.ANNOTATION_ROLLOUT_PARTITION, "1")
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v2"))
+    cluster.run(max_ticks=200)
+    cluster.edit("llm", lambda spec: spec.update(slices=3))
+    cluster.run(max_ticks=200)
+    third = {
+        lws["metadata"]["labels"][api.LABEL_REVISION]
+        for lws in cluster.objects(LWS_TYPE)
+        if lws["metadata"]["labels"][api.LABEL_SLICE] == "2"
+    }
+    assert third == ({first} if declared else set())
+
+
 def test_more_replicas_scale_the_lws_in_place_without_a_new_revision() -> None:
     request = settled()
     before = answer(request)

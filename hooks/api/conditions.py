@@ -49,6 +49,7 @@ class Reason(StrEnum):
     HISTORY_CONFLICT = "HistoryConflict"
     INVALID_HISTORY = "InvalidHistory"
     LWS_FIELD_DROPPED = "LWSFieldDropped"
+    LWS_REFUSED = "LWSRefused"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

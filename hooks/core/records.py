@@ -188,6 +188,8 @@ class Parent:
     """`status.rollout.slices`: the phase of each slice that is not steady, by index."""
     ready: str | None = None
     """`status.ready`: ready groups over those asked for, as `kubectl get` shows them."""
+    history: str | None = None
+    """`status.history`: what the revision history does not record, and why."""
     resource_version: str = ""
     """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
     (`kubectl ds rollout undo`)."""

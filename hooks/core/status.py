@@ -56,6 +56,7 @@ def compute(
     creating: Sequence[api.CreatingChild] = (),
     note: str = "",
     warnings: Sequence[str] = (),
+    history: str | None = None,
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
@@ -64,6 +65,7 @@ def compute(
     `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
     the message of a rollout in progress (a hold that does not apply, `core/canary.py`);
     `warnings` what the spec asks for that is ignored (`validation.warnings`).
+    `history` what the revision history does not record (`core/history.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     conditions = [
@@ -87,6 +89,7 @@ def compute(
         rollout=rollout,
         creating=list(creating) or None,
         warnings=list(warnings) or None,
+        history=history,
     )
 
 

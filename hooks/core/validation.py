@@ -56,6 +56,7 @@ def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, 
         *_external_single_slice(spec),
         *_generated_names(name=name, spec=spec),
         *_scaler_names(name=name, spec=spec),
+        *_lws_admission(spec),
     )
 
 
@@ -238,3 +239,40 @@ def warnings(*, name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
         for role in spec.roles
         if role.is_external and role.replicas is not None and role.replicas > 1
     ]
+
+
+def _lws_admission(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """What LeaderWorkerSet's admission refuses of a role's LWS that its spec decides alone:
+    the size, the pods of a Static role in one slice, the subgroups and their annotation."""
+    for index, role in enumerate(spec.roles):
+        size = role.size
+        if size < 1:
+            yield _violation(
+                rules.LWS_SIZE_AT_LEAST_ONE, _role_path(index, "spec.leaderWorkerTemplate.size")
+            )
+        pods = None if role.is_external or role.replicas is None else role.replicas * size
+        if pods is not None and pods > api.INT32_MAX:
+            yield _violation(rules.LWS_PODS_FIT_INT32, _role_path(index, "spec.replicas"))
+        policy = role.sub_group_policy
+        if policy is not None and not subgroups_fit(policy, size=size):
+            yield _violation(
+                rules.LWS_SUBGROUP_SIZE,
+                _role_path(index, "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"),
+            )
+        exclusive = api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in role.annotations
+        if exclusive and policy is None:
+            yield _violation(
+                rules.LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS,
+                _role_path(index, "metadata.annotations"),
+            )
+
+
+def subgroups_fit(policy: api.JsonObject, *, size: int) -> bool:
+    """Whether LeaderWorkerSet admits a subGroupPolicy for groups of `size` pods: a subGroupSize
+    from 1 to size that divides size or size - 1 (size - 1 with LeaderExcluded)."""
+    subgroup = policy.get("subGroupSize")
+    if not isinstance(subgroup, int) or isinstance(subgroup, bool) or not 1 <= subgroup <= size:
+        return False
+    if policy.get("subGroupPolicyType") == "LeaderExcluded":
+        return (size - 1) % subgroup == 0
+    return size % subgroup == 0 or (size - 1) % subgroup == 0

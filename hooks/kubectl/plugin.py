@@ -253,13 +253,23 @@ def _run_status(args: argparse.Namespace) -> int:
                 print(
                     "not a failure: the rollout stands on purpose, where a canary gate goes on; "
                     f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
-                    f"`{PROG} rollout undo {args.set}` goes back"
+                    + _undo_hint(kubectl, parent, args.set)
                 )
             return 0
         if deadline is not None and clock.monotonic() >= deadline:
             raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
         left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
         clock.sleep(max(0.0, min(POLL_SECONDS, left)))
+
+
+def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
+    """What `rollout undo` would do now: never an undo that cannot be done."""
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
+    except (console.CliError, rollout.RolloutError) as error:
+        return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
+    return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
 
 
 def _duration(text: str) -> tuple[float, str]:
@@ -381,20 +391,16 @@ def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
         record = rollout.undo_target(known, current=current, number=args.to_revision)
         restored = rollout.restore(rollout.spec_roles(live), record)
     except rollout.RolloutError as error:
-        raise console.CliError(str(error)) from None
+        lacking = f" (its status.history: {parent.history})" if parent.history else ""
+        raise console.CliError(f"{error}{lacking}") from None
     lws = kubectl.lws_of(parent)
     planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
     for index, write in enumerate(planned):
         try:
             _write(kubectl, args.set, write)
         except console.CliError:
-            now = kubectl.read_set(args.set) if index == 0 else None
-            if now is not None and now.resource_version != parent.resource_version:
-                if now.generation == parent.generation and now.annotations == parent.annotations:
-                    raise _StatusMoved from None
-                raise console.CliError(
-                    f"{args.set} changed while undo ran, so nothing was written: run undo again"
-                ) from None
+            if index == 0:
+                _raise_if_moved(kubectl, parent)
             raise
     print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
     for change in [*restored.changes, *rollout.change_cause_change(parent, record)]:
@@ -407,6 +413,19 @@ def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
     if control.partition is not None:
         _note(args, f"only slices below the partition ({control.partition}) roll back")
     return 0
+
+
+def _raise_if_moved(kubectl: Kubectl, parent: records.Parent) -> None:
+    """After an undo's first write failed: `_StatusMoved` when the set's resourceVersion changed
+    but not its generation or annotations (its status moved), an error when more changed."""
+    now = kubectl.read_set(parent.name)
+    if now.resource_version == parent.resource_version:
+        return
+    if now.generation == parent.generation and now.annotations == parent.annotations:
+        raise _StatusMoved
+    raise console.CliError(
+        f"{parent.name} changed while undo ran, so nothing was written: run undo again"
+    )
 
 
 def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:

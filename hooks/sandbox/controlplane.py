@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import yaml
 
-from hooks.sandbox import identities, kube, overlay, processes, thirdparty
+from hooks.sandbox import identities, kube, lws, overlay, processes, thirdparty
 from hooks.sandbox.assets import Assets
 
 START_TIMEOUT_SECONDS: Final = 60.0
@@ -179,6 +179,7 @@ class ControlPlane:
         self.start_hooks()
         self.install_kit()
         self._wait_for_crds()
+        self._install_lws_admission()
         self._start_controller_manager(certificates)
         self.start_metacontroller(pprof=pprof)
 
@@ -193,6 +194,7 @@ class ControlPlane:
         for path in (lws, *crds, *([metacontroller] if metacontroller_crds else [])):
             self.install_crds_from(path)
         self._wait_for_crds()
+        self._install_lws_admission()
         self._start_controller_manager(certificates)
 
     def stop(self) -> None:
@@ -459,6 +461,35 @@ class ControlPlane:
             if not transient or time.monotonic() > deadline:
                 raise processes.ProcessError(f"kubectl {' '.join(arguments)}: {result.stderr}")
             time.sleep(0.5)
+
+    def _install_lws_admission(self) -> None:
+        """LeaderWorkerSet's validating webhook, played by a ValidatingAdmissionPolicy
+        (`lws.ADMISSION`); returns once the API server refuses an LWS of size 0 with it."""
+        listing = {"apiVersion": "v1", "kind": "List", "items": lws.ADMISSION}
+        self._kubectl_retrying(["apply", "-f", "-"], stdin=json.dumps(listing))
+        kube.wait_for(
+            self._lws_admission_refuses,
+            timeout=START_TIMEOUT_SECONDS,
+            message="the LeaderWorkerSet admission policy in force",
+        )
+
+    def _lws_admission_refuses(self) -> bool:
+        probe = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "admission-probe", "namespace": "default"},
+            "spec": {
+                "leaderWorkerTemplate": {
+                    "size": 0,
+                    "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "c"}]}},
+                }
+            },
+        }
+        try:
+            self.client.create(kube.LWS, probe, dry_run=True)
+        except kube.ApiError as error:
+            return error.code == 422 and "size must be equal or greater than 1" in str(error)
+        return False
 
     def _wait_for_crds(self) -> None:
         kube.wait_for(

@@ -9,8 +9,10 @@ stand-in is proven to judge like the server.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,15 +21,23 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.core import validation
+from hooks.core import admission, validation
 from hooks.gocompat import revision
 from hooks.sandbox import kube
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
 from tests import cel_eval
-from tests.cel_cases import CASES, STRUCTURAL
+from tests.cel_cases import CASES, STRUCTURAL, sized
 from tests.cluster import sets
-from tests.shared import REPO_ROOT, by_name, golden_params, names_over_budget, reference_params
+from tests.lws_cases import REFUSED, rendered_lws, rolling
+from tests.shared import (
+    REPO_ROOT,
+    by_name,
+    golden_params,
+    lws_refused,
+    names_over_budget,
+    reference_params,
+)
 
 JsonObject = dict[str, Any]
 
@@ -168,6 +178,7 @@ def test_upstream_objects_are_stored_as_upstream_stored_them(
     refused = {vector["webhook_error"].split(":", 1)[0]} if vector["webhook_error"] else set()
     if names_over_budget(vector["stored"]):
         refused.add("spec.roles")
+    refused |= set(lws_refused(vector["stored"]))
     if refused:
         with pytest.raises(kube.ApiError) as raised:
             dry_run(client, manifest, namespace)
@@ -268,3 +279,99 @@ def test_a_blocking_schema_error_ends_with_the_line_the_troubleshooting_doc_quot
     assert "spec.roles: Too many: 11: must have at most 10 items" in applied.stderr
     assert line in applied.stderr
     assert _quoted(line) in _quoted(TROUBLESHOOTING.read_text())
+
+
+# --- what LeaderWorkerSet refuses, the set refuses (issue 33 item 6) ----------------------------
+
+
+def test_issue33_item6_a_set_of_size_0_is_refused_at_kubectl_apply_with_the_field_named(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    manifest = sized(0)
+    manifest["metadata"]["namespace"] = namespace
+    applied = control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest), check=False)
+    assert applied.returncode != 0
+    assert applied.stderr == (
+        'The DisaggregatedSet "llm" is invalid: spec.roles[0].spec.leaderWorkerTemplate.size:'
+        f" Invalid value: {rules.LWS_SIZE_AT_LEAST_ONE.message}\n"
+    )
+    assert control_plane.client.list(kube.DISAGGREGATED_SETS, namespace=namespace) == []
+
+
+def _as_metacontroller_writes(lws: JsonObject, namespace: str) -> JsonObject:
+    """`lws` with the namespace and Metacontroller's last-applied copy of itself."""
+    written = copy.deepcopy(lws)
+    written["metadata"]["namespace"] = namespace
+    annotations = written["metadata"].setdefault("annotations", {})
+    annotations[api.LAST_APPLIED_ANNOTATION] = json.dumps(lws, separators=(",", ":"))
+    return written
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda lws: None, id="as-rendered"),
+        *(pytest.param(case.values[0], id=case.id) for case in REFUSED),
+        *(
+            pytest.param(
+                lambda lws, replicas=replicas: lws["spec"].update(
+                    replicas=replicas, rolloutStrategy=rolling(0, "25%")
+                ),
+                id=f"quarter-unavailable-at-{replicas}",
+            )
+            for replicas in (0, 1, 3, 4)
+        ),
+    ],
+)
+def test_issue33_item6_the_lws_stand_in_refuses_what_the_hooks_predict_leaderworkerset_refuses(
+    client: kube.Client, namespace: str, change: Callable[[JsonObject], None]
+) -> None:
+    """The control plane plays LeaderWorkerSet's webhook (`hooks.sandbox.lws.ADMISSION`, with
+    the API server's own checks of metadata): an LWS written as Metacontroller writes it is
+    refused exactly when `hooks.core.admission` says LeaderWorkerSet would refuse it."""
+    lws = rendered_lws()
+    change(lws)
+    predicted = admission.refusals(lws)
+    written = _as_metacontroller_writes(lws, namespace)
+    if not predicted:
+        client.create(kube.LWS, written, dry_run=True)
+        return
+    with pytest.raises(kube.ApiError) as raised:
+        client.create(kube.LWS, written, dry_run=True)
+    assert raised.value.code == 422, raised.value
+
+
+def test_issue33_item6_what_only_the_lws_can_be_judged_on_is_reported_at_once(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController
+) -> None:
+    """An External role at 0 replicas may carry a maxSurge of 150% (the set's rule exempts it,
+    as upstream's does), but its LWS, at its scaler's replicas, may not: `kubectl apply`
+    accepts the set, whose first status already says Degraded=LWSRefused (not ChildNotCreated
+    30 s later), and the stand-in for LeaderWorkerSet's webhook refuses the LWS as LWS would."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace, external="decode")
+    decode = manifest["spec"]["roles"][1]["spec"]
+    decode["replicas"] = 0
+    decode["rolloutStrategy"] = rolling("150%", 0)
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    first = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: ds.get("status", {}).get("observedGeneration") == 1,
+        timeout=sets.WAIT_SECONDS,
+        message="the set's first status",
+    )
+    degraded = sets.condition(first, "Degraded")
+    assert degraded is not None and degraded["reason"] == "LWSRefused", first["status"]
+    revision_ = first["status"]["revision"]
+    assert f"'llm-0-{revision_}-decode'" in degraded["message"]
+    assert "maxSurge: '150%'" in degraded["message"]
+    prefill = kube.wait_for(
+        lambda: sets.lws_by_name(client, namespace),
+        until=lambda found: f"llm-0-{revision_}-prefill" in found,
+        timeout=sets.WAIT_SECONDS,
+        message="the admitted role's LWS",
+    )
+    assert f"llm-0-{revision_}-decode" not in prefill
+    calls = control_plane.hook_calls("sync", f"{namespace}/llm")
+    assert calls  # and the set kept asking for the refused LWS on every one of them
+    assert all(call["writes"]["create"] >= 1 for call in calls[1:])

@@ -76,8 +76,7 @@ def revision_of(roles: Sequence[JsonObject]) -> str:
 
 
 def record(roles: list[JsonObject], number: int, cause: str | None) -> JsonObject:
-    desired = children.render_history(
-        set_name="llm",
+    desired = builders.make_record(
         revision=revision_of(roles),
         number=number,
         roles=[api.Role.model_validate(role) for role in roles],

@@ -940,6 +940,48 @@ def test_render_reports_a_degraded_first_sync_and_fails(
     assert "InvalidAnnotation" in err and "progress-deadline-seconds" in err
 
 
+def test_issue33_item6_render_refuses_a_size_of_0_in_the_crds_words(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = _example_set()
+    document["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["size"] = 0
+    path = write(tmp_path / "bad.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert (code, out) == (1, "")
+    said = rules.LWS_SIZE_AT_LEAST_ONE.message.removeprefix(
+        "spec.roles[].spec.leaderWorkerTemplate.size "
+    )  # the field, with its index, goes first
+    assert err == (
+        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl:"
+        f" spec.roles[1].spec.leaderWorkerTemplate.size: {said}\n"
+    )
+
+
+def test_issue33_item6_render_reports_an_lws_leaderworkerset_would_refuse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Valid for the CRD (a role at 0 replicas is exempt, as upstream's rule has it), refused
+    by LeaderWorkerSet as the role's LWS: the first sync says so, and render fails."""
+    document = _example_set()
+    for role in document["spec"]["roles"]:
+        role["spec"]["replicas"] = 0
+    document["spec"]["roles"][0]["spec"]["rolloutStrategy"] = {
+        "rollingUpdateConfiguration": {"maxSurge": "200%"}
+    }
+    path = write(tmp_path / "refused.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1 and yaml.safe_load(out)["children"] != []
+    assert err.startswith(
+        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: LWSRefused:"
+        " LeaderWorkerSet 'qwen-vl-0-"
+    )
+    assert "maxSurge: '200%' is no count or percentage up to 100%" in err
+
+
 def test_render_takes_several_files_and_standard_input(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -230,12 +230,8 @@ def orphan_record(image: str | None = None) -> records.ObservedObject:
     """The set's record with no controller, as Metacontroller leaves one it released; with
     `image`, its stored template changed afterwards (so it no longer hashes to its label)."""
     spec = api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"])
-    rendered = children.render_history(
-        set_name="llm",
-        revision=revision.of_spec(spec),
-        number=2,
-        roles=spec.roles,
-        change_cause=None,
+    rendered = builders.make_record(
+        revision=revision.of_spec(spec), number=2, roles=spec.roles, legacy=image is not None
     )
     observed = builders.observe(rendered)
     del observed["metadata"]["ownerReferences"]
@@ -738,12 +734,8 @@ def test_an_lws_made_before_a_settings_edit_is_the_sets_while_a_record_holds_tho
     assert then.spec is not None and now.spec is not None
     assert revision.of_spec(then.spec) == revision.of_spec(now.spec)
     lws = read(released(rendered_lws(spec=then.spec)))
-    recorded = children.render_history(
-        set_name="llm",
-        revision=revision.of_spec(then.spec),
-        number=1,
-        roles=then.spec.roles,
-        change_cause=None,
+    recorded = builders.make_record(
+        revision=revision.of_spec(then.spec), number=1, roles=then.spec.roles
     )
     record = builders.observe(recorded, owner_uid=OLD_SET_UID)
     del record["metadata"]["ownerReferences"]

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children, records
+from hooks.core import children, history, records
 from hooks.gocompat import revision
 from hooks.kubectl import plugin, rollout
 from hooks.wire import envelope
@@ -223,9 +223,7 @@ def record(
     """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
     parsed = [api.Role.model_validate(role) for role in roles_]
     name = revision_of(roles_) if label is None else label
-    desired = children.render_history(
-        set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
-    )
+    desired = builders.make_record(revision=name, number=number, roles=parsed, change_cause=cause)
     return builders.observe(desired, created=f"2026-11-2{number}T10:00:00Z")
 
 
@@ -591,7 +589,7 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     restored = kubectl.written(live)["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
-    assert restored[2] == recorded["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2] == builders.record_roles(recorded)[2]  # name, metadata, scaling, spec
     assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
     assert revision_of(restored) == revision_of(old)
     assert "  role encode: added back as revision 1 records it" in out
@@ -671,6 +669,23 @@ def test_undo_refuses_without_an_earlier_revision(
         "kubectl ds rollout undo: error: no revision before the current one "
         f"({revision_of(now)}) in the history\n"
     )
+
+
+def test_undo_of_a_set_without_history_says_why_it_has_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = roles(V2)
+    live = a_set(now)
+    live["status"]["history"] = history.NOT_KEPT
+    kubectl.answer("get disaggregatedsets", live)
+    kubectl.answer("get disaggregatedsetrevisions", listing())
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(now)}) in the history (its status.history: {history.NOT_KEPT})\n"
+    )
+    assert "patch" not in kubectl.verbs()
 
 
 def test_issue25_item3_undo_never_restores_a_record_that_does_not_count(
@@ -1003,6 +1018,30 @@ def test_a_held_rollout_is_reported_as_held_with_exit_0_once_the_new_groups_are_
     lines = out.splitlines()
     assert f"llm rollout to revision {new} is held: {HELD_MESSAGE}" in lines
     assert lines[-1].startswith("not a failure: the rollout stands on purpose, where a canary")
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["old-recorded", "old-unrecorded"])
+def test_issue33_item5_a_held_rollout_advertises_an_undo_only_when_one_can_be_done(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], recorded: bool
+) -> None:
+    """Regression: a held rollout whose old revision had no record still said `undo` goes
+    back, and undo then failed."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer("get disaggregatedsets", held_set("50%"))
+    ready = [lws(role, revision, 1, 1) for role in ("prefill", "decode") for revision in (old, new)]
+    kubectl.answer("get leaderworkersets", listing(*ready))
+    records_ = [record(roles(V1), 1)] if recorded else []
+    kubectl.answer("get disaggregatedsetrevisions", listing(*records_, record(roles(V2), 2)))
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    last = out.splitlines()[-1]
+    if recorded:
+        assert last.endswith(f"`kubectl ds rollout undo llm` goes back to revision 1 ({old})")
+    else:
+        assert last.endswith(
+            "and `kubectl ds rollout undo llm` has nothing to go back to (no revision before the"
+            f" current one ({new}) in the history)"
+        )
 
 
 def test_a_hold_raised_is_not_reported_until_the_new_revision_reaches_it(

@@ -10,13 +10,15 @@ import copy
 from typing import Any
 
 import orjson
+import pytest
 
 from hooks import api
-from hooks.core import creations, related, sync
+from hooks.core import creations, history, related, sync
 from hooks.wire import envelope
 from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
-from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+from tests.sim.cluster import Cluster
+from tests.sim.metacontroller import DS_CHILD_TYPES, LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
 
 JsonObject = dict[str, Any]
 LATER = "2026-11-29T12:00:31Z"  # NOW and a little more than the grace of a child to appear
@@ -72,6 +74,83 @@ def test_without_services_a_ready_set_asks_for_none_and_keeps_every_other_child(
     assert names(full, api.SERVICE_KIND)  # the default install has them
     assert result["status"] == full["status"]
     assert [c for c in full["children"] if c["kind"] != api.SERVICE_KIND] == result["children"]
+
+
+def _without_history(request: JsonObject) -> JsonObject:
+    """`request` from a CompositeController that declares no DisaggregatedSetRevisions: none is
+    observed."""
+    lean = copy.deepcopy(request)
+    del lean["children"][REVISION_TYPE]
+    spec = lean["controller"]["spec"]
+    spec["childResources"] = [
+        entry for entry in spec["childResources"] if entry["resource"] != api.REVISION_PLURAL
+    ]
+    return lean
+
+
+def test_without_history_a_set_asks_for_no_record_keeps_every_other_child_and_says_why() -> None:
+    """Records are answered only to a controller that declares them, as Services are: one that
+    does not would be asked to create a record on every pass and never observe it. The rest of
+    the answer is the default install's, and `status.history` says what the set lacks."""
+    request = settled()
+    assert request["children"][REVISION_TYPE]  # the default install keeps one
+    result = answer(_without_history(request))
+    full = answer(request)
+    assert names(result, api.REVISION_KIND) == set()
+    assert [c for c in full["children"] if c["kind"] != api.REVISION_KIND] == result["children"]
+    assert result["status"].pop("history") == history.NOT_KEPT
+    assert "history" not in full["status"]
+    assert result["status"] == full["status"]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["with-history", "without-history"])
+def test_without_history_a_move_back_is_held_like_a_new_revision(declared: bool) -> None:
+    """With its history, going back to the revision the set ran before is a rollback, which a
+    hold does not stop; without one, nothing is known to have run before: it is held."""
+    types = tuple(kind for kind in DS_CHILD_TYPES if declared or kind != REVISION_TYPE)
+    cluster = Cluster(seed=3, child_types=types)
+    roles = [make_role(name, image="example/server:v1") for name in ("prefill", "decode")]
+    cluster.create(make_ds(roles=roles))
+    cluster.run(max_ticks=200)
+    first = cluster.revision()
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v2"))
+    cluster.run(max_ticks=200)
+    cluster.annotate("llm", api.ANNOTATION_ROLLOUT_HOLD_AT, "50%")
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v1"))
+    cluster.run(max_ticks=200)
+    assert cluster.revision() == first
+    progressing = cluster.condition("Progressing")
+    assert progressing is not None
+    if declared:
+        assert cluster.is_true("Available")
+        assert "history" not in cluster.ds()["status"]
+    else:
+        assert progressing["reason"] == api.Reason.ROLLOUT_HELD
+        assert cluster.objects(REVISION_TYPE) == []
+        assert cluster.ds()["status"]["history"] == history.NOT_KEPT
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["with-history", "without-history"])
+def test_without_history_a_new_slice_past_a_partition_runs_nothing(declared: bool) -> None:
+    """A slice added past a partition mid-rollout starts at the stable revision, which only the
+    history knows; without one it runs nothing (fail closed) instead of the held-back one."""
+    types = tuple(kind for kind in DS_CHILD_TYPES if declared or kind != REVISION_TYPE)
+    cluster = Cluster(seed=5, child_types=types)
+    roles = [make_role(name, image="example/server:v1") for name in ("prefill", "decode")]
+    cluster.create(make_ds(roles=roles, slices=2))
+    cluster.run(max_ticks=200)
+    first = cluster.revision()
+    cluster.annotate("llm", api.ANNOTATION_ROLLOUT_PARTITION, "1")
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v2"))
+    cluster.run(max_ticks=200)
+    cluster.edit("llm", lambda spec: spec.update(slices=3))
+    cluster.run(max_ticks=200)
+    third = {
+        lws["metadata"]["labels"][api.LABEL_REVISION]
+        for lws in cluster.objects(LWS_TYPE)
+        if lws["metadata"]["labels"][api.LABEL_SLICE] == "2"
+    }
+    assert third == ({first} if declared else set())
 
 
 def test_more_replicas_scale_the_lws_in_place_without_a_new_revision() -> None:

@@ -9,8 +9,9 @@ import pytest
 from hooks import api
 from hooks.api import rules
 from hooks.core import validation
+from tests.cel_cases import sized
 from tests.cel_eval import make_ds, make_role
-from tests.shared import by_name, golden_params, names_over_budget
+from tests.shared import by_name, golden_params, lws_refused, names_over_budget
 
 JsonObject = dict[str, Any]
 
@@ -18,6 +19,7 @@ EXCLUSIVE = api.EXCLUSIVE_TOPOLOGY_ANNOTATION
 SUBGROUP_EXCLUSIVE = api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION
 PLACED = {"type": "ExclusiveSlice", "topology": "cloud.google.com/gke-nodepool"}
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
+LWT = "spec.leaderWorkerTemplate"
 
 
 def _check(manifest: JsonObject) -> list[tuple[str, str]]:
@@ -213,6 +215,38 @@ CASES: list[tuple[str, JsonObject, list[tuple[str, str]]]] = [
             ("scaler-name-fits", _role(1, "name")),
         ],
     ),
+    # What LeaderWorkerSet's admission refuses of a role's LWS (issue 33 item 6)
+    ("size-zero", sized(0), [("lws-size-at-least-one", _role(0, LWT + ".size"))]),
+    (
+        "pods-past-int32",
+        sized(2148, replicas=1_000_000),
+        [("lws-pods-fit-int32", _role(0, "spec.replicas"))],
+    ),
+    ("pods-external-exempt", sized(4000, replicas=1_000_000, scaling="External"), []),
+    (
+        "subgroup-divides-neither",
+        sized(5, subgroup={"subGroupSize": 3}),
+        [("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize"))],
+    ),
+    (
+        "subgroup-leader-excluded",
+        sized(4, subgroup={"subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}),
+        [("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize"))],
+    ),
+    ("subgroup-fits", sized(5, subgroup={"subGroupSize": 2}), []),
+    (
+        "subgroup-exclusive-without-subgroups",
+        sized(4, annotations={SUBGROUP_EXCLUSIVE: "rack"}),
+        [("lws-subgroup-exclusive-needs-subgroups", _role(0, "metadata.annotations"))],
+    ),
+    (
+        "size-zero-and-subgroups",
+        sized(0, subgroup={"subGroupSize": 1}),
+        [
+            ("lws-size-at-least-one", _role(0, LWT + ".size")),
+            ("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize")),
+        ],
+    ),
 ]
 
 
@@ -299,11 +333,13 @@ def test_check_is_deterministic() -> None:
 
 @pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_stored_objects_match_upstream_webhook(vector: JsonObject) -> None:
-    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991)."""
+    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991) and
+    what LeaderWorkerSet's admission refuses of a role's LWS (issue 33 item 6)."""
     stored = vector["stored"]
     error = vector["webhook_error"]
     expected = [error.split(":", 1)[0]] if error else []
     expected += names_over_budget(stored)
+    expected += lws_refused(stored)
     assert [field for _, field in _check(stored)] == expected
 
 

@@ -2,8 +2,8 @@
 #
 # Image of the hook server: `python -m hooks serve` runs gunicorn.
 #
-#   docker build -t disaggregatedset-hooks:0.1.0 .
-#   docker run --rm -p 8080:8080 --read-only --tmpfs /tmp disaggregatedset-hooks:0.1.0
+#   docker build -t disaggregatedset-hooks:0.2.0 .
+#   docker run --rm -p 8080:8080 --read-only --tmpfs /tmp disaggregatedset-hooks:0.2.0
 #
 # Two stages. The build stage turns the project and all its dependencies into
 # wheels. The final stage installs only those wheels (no index, no compilers,

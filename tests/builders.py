@@ -14,6 +14,7 @@ from typing import Any, Final
 import orjson
 
 from hooks import api
+from hooks.core import children, compact
 
 JsonObject = dict[str, Any]
 
@@ -180,6 +181,48 @@ def observe(
     if status is not None:
         observed["status"] = status
     return observed
+
+
+def make_record(
+    *,
+    revision: str,
+    number: int,
+    roles: Sequence[api.Role],
+    set_name: str = "llm",
+    change_cause: str | None = None,
+    legacy: bool = False,
+) -> JsonObject:
+    """A DisaggregatedSetRevision as the hooks render it (roles packed); with `legacy`, with its
+    roles as a list, as earlier versions wrote them."""
+    recorded = children.history_roles(roles)
+    rendered = children.render_history(
+        set_name=set_name,
+        revision=revision,
+        number=number,
+        packed_roles=compact.pack_roles(recorded),
+        change_cause=change_cause,
+    )
+    if legacy:
+        del rendered["packedRoles"]
+        rendered["roles"] = recorded
+    return rendered
+
+
+def record_roles(record: JsonObject) -> list[JsonObject]:
+    """The roles a DisaggregatedSetRevision stores, its `packedRoles` unpacked (or its `roles`)."""
+    if "roles" in record:
+        listed: list[JsonObject] = record["roles"]
+        return listed
+    unpacked: list[JsonObject] = orjson.loads(compact.unpack_roles(record["packedRoles"]))
+    return unpacked
+
+
+def packed(record: JsonObject) -> JsonObject:
+    """A record with `roles` (as earlier versions wrote it, perhaps edited since) holding them
+    as this version does, in `packedRoles`."""
+    repacked = {key: value for key, value in record.items() if key != "roles"}
+    repacked["packedRoles"] = compact.pack_roles(record["roles"])
+    return repacked
 
 
 def lws_status(

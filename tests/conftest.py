@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, settings
 
 from hooks.sandbox import assets
 
+pytest_plugins = ["tests.skips"]  # the run ends with one line per skip reason
+
 settings.register_profile(
     "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

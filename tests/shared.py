@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ GOLDEN_DIR = SHARED_DIR / "golden"
 REFERENCE_DIR = SHARED_DIR / "reference"
 TESTCLUSTER_DIR = SHARED_DIR / "testcluster"
 TESTCLUSTER_ARCHIVE = TESTCLUSTER_DIR / "testcluster.tar.xz"
+PROJECT_VERSION: str = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
+    "version"
+]
+"""pyproject.toml's version: the package's, the server's, the kit's image tag (CHANGELOG.md)."""
 
 
 def testcluster_dirs() -> list[Path]:
@@ -121,4 +126,41 @@ def names_over_budget(stored: Any) -> list[str]:
         lws = len(stored["metadata"]["name"]) + 1 + slice_digits + 1 + 8 + 1 + len(role["name"])
         if lws + max(4, 1 + len(str(max(replicas - 1, 0))) + 11) > 63:
             fields.append(f"spec.roles[{index}].name")
+    return fields
+
+
+def lws_refused(stored: Any) -> list[str]:
+    """The fields of a stored DisaggregatedSet whose roles' LWS LeaderWorkerSet's admission
+    refuses whatever the set does (its webhook at 060ab4d, `generalValidate`), written here from
+    that code and independently of the hooks, role by role: size below 1; a Static role's
+    replicas times size past int32; a subGroupPolicy without subGroupSize, or one below 1, above
+    size, dividing neither size nor size - 1, or (LeaderExcluded) not size - 1; the
+    subgroup-exclusive-topology annotation without a subGroupPolicy."""
+    fields = []
+    for index, role in enumerate(stored["spec"]["roles"]):
+        template = role["spec"]["leaderWorkerTemplate"]
+        size = template.get("size", 1)
+        path = f"spec.roles[{index}]"
+        if size < 1:
+            fields.append(f"{path}.spec.leaderWorkerTemplate.size")
+        external = (role.get("scaling") or {}).get("mode") == "External"
+        if not external and role["spec"].get("replicas", 1) * size > 2**31 - 1:
+            fields.append(f"{path}.spec.replicas")
+        policy = template.get("subGroupPolicy")
+        if policy is not None:
+            group = policy.get("subGroupSize", 0)
+            excluded = policy.get("subGroupPolicyType") == "LeaderExcluded"
+            if (
+                group < 1
+                or group > size
+                or (size % group != 0 and (size - 1) % group != 0)
+                or (excluded and (size - 1) % group != 0)
+            ):
+                fields.append(f"{path}.spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize")
+        annotations = (role.get("metadata") or {}).get("annotations") or {}
+        if (
+            policy is None
+            and "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology" in annotations
+        ):
+            fields.append(f"{path}.metadata.annotations")
     return fields

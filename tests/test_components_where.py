@@ -35,7 +35,6 @@ WHERE: Final = {
     "servicemonitor": KIT,
     "prometheus-rules": KIT,
     "grafana-dashboard": KIT,
-    "external-replicas-warning": KIT,
     "no-services": KIT,
     "kube-state-metrics": KSM_INSTALL,
     "metacontroller-scale": METACONTROLLER_INSTALL,
@@ -49,10 +48,6 @@ ADDED: Final[dict[str, set[tuple[str, str]]]] = {
     },
     "prometheus-rules": {("PrometheusRule", "disaggregatedset-hooks")},
     "grafana-dashboard": {("ConfigMap", "disaggregatedset-dashboard")},
-    "external-replicas-warning": {
-        ("ValidatingAdmissionPolicy", "disaggregatedset-external-role-replicas"),
-        ("ValidatingAdmissionPolicyBinding", "disaggregatedset-external-role-replicas"),
-    },
     "no-services": set(),
 }
 # What they change of it (tests/deploy/test_components.py says how).
@@ -135,12 +130,12 @@ def test_the_readme_says_where_each_component_goes() -> None:
     }
     paragraphs = {
         name: [_flat(p) for p in readme.read_text().split("\n\n") if f"`components/{name}`" in p]
-        for name in ("external-replicas-warning", "no-services", "metacontroller-scale")
+        for name in ("no-services", "metacontroller-scale")
     }
-    for name in ("external-replicas-warning", "no-services"):
-        assert any(
-            "in this kit's kustomization.yaml or in an overlay of it" in p for p in paragraphs[name]
-        ), name
+    assert any(
+        "in this kit's kustomization.yaml or in an overlay of it" in p
+        for p in paragraphs["no-services"]
+    )
     assert any(
         f"in {METACONTROLLER_INSTALL}, not in this kit's or an overlay of it" in p
         for p in paragraphs["metacontroller-scale"]

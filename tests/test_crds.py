@@ -340,6 +340,8 @@ def test_ds_names_and_version(crds: dict[str, JsonObject]) -> None:
         ("Available", '.status.conditions[?(@.type=="Available")].status', "string", 0),
         ("Rollout", '.status.conditions[?(@.type=="Progressing")].reason', "string", 0),
         ("Degraded", ".status.degraded", "string", 0),
+        ("Generation", ".metadata.generation", "integer", 0),
+        ("Observed", ".status.observedGeneration", "integer", 0),
         ("Age", ".metadata.creationTimestamp", "date", 0),
         ("Roles", ".status.readyByRole", "string", 1),
     ]
@@ -388,7 +390,7 @@ def test_revision_names_columns_and_fields(crds: dict[str, JsonObject]) -> None:
         ("Age", ".metadata.creationTimestamp", "date"),
     ]
     root = _root(crd)
-    assert root["required"] == ["firstRevision", "revision", "roles"]
+    assert root["required"] == ["firstRevision", "revision"]  # and roles in one form: below
     for field in ("revision", "firstRevision", "completedAs"):
         number = root["properties"][field]
         assert (number["minimum"], number["maximum"], number["format"]) == (
@@ -414,13 +416,27 @@ def test_recorded_roles_are_stored_as_written_and_immutable(crds: dict[str, Json
     assert _defaults(roles) == {}
     attached = {
         field: [entry["rule"] for entry in root["properties"][field]["x-kubernetes-validations"]]
-        for field in ("roles", "firstRevision")
+        for field in ("roles", "packedRoles", "firstRevision")
     }
     assert attached == {
         "roles": [rules.RECORD_ROLES_IMMUTABLE.rule, rules.RECORD_ROLE_NAMES_UNIQUE.rule],
+        "packedRoles": ["self == oldSelf"],
         "firstRevision": ["self == oldSelf"],
     }
     assert rules.RECORD_ROLES_IMMUTABLE.rule == "self == oldSelf"
+    assert [entry["rule"] for entry in root["x-kubernetes-validations"]] == [
+        "has(self.packedRoles) != has(self.roles)",
+        "has(self.packedRoles) == has(oldSelf.packedRoles)",
+    ]
+
+
+def test_packed_roles_are_one_string_within_the_annotations_bound(
+    crds: dict[str, JsonObject],
+) -> None:
+    """The API server refuses a longer one, which could not fit the record's annotations with
+    Metacontroller's last-applied copy (`hooks.core.compact`)."""
+    packed = _root(crds[crdgen.REVISION_FILE])["properties"]["packedRoles"]
+    assert (packed["type"], packed["maxLength"]) == ("string", api.PACKED_ROLES_MAX_LENGTH)
 
 
 def test_scaler_spec_replicas_is_required_with_default_zero(scaler_root: JsonObject) -> None:
@@ -479,7 +495,12 @@ def test_ds_status_fields(ds_root: JsonObject) -> None:
         "conditions",
         "rollout",
         "creating",
+        "warnings",
+        "history",
     }
+    assert status["warnings"]["items"]["type"] == "string"
+    assert status["warnings"]["maxItems"] == 10  # one per role at most
+    assert status["history"]["type"] == "string"
     assert status["observedGeneration"]["format"] == "int64"
     rollout = status["rollout"]
     assert rollout["required"] == ["lastProgressTime", "revision"]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import PROJECT_VERSION
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,7 +34,7 @@ def test_version_prints_the_package_version() -> None:
     finished = run("--version")
 
     assert finished.returncode == 0
-    assert finished.stdout == "python -m hooks 0.1.0\n"
+    assert finished.stdout == f"python -m hooks {PROJECT_VERSION}\n"
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,8 @@ COLUMNS: Final = {
     "AVAILABLE": ("Available's status", '.status.conditions[?(@.type=="Available")].status'),
     "ROLLOUT": ("Progressing's reason", '.status.conditions[?(@.type=="Progressing")].reason'),
     "DEGRADED": ("`status.degraded`", ".status.degraded"),
+    "GENERATION": ("`metadata.generation`", ".metadata.generation"),
+    "OBSERVED": ("`status.observedGeneration`", ".status.observedGeneration"),
 }
 
 

@@ -23,7 +23,8 @@ KUBECTL_TIMEOUT_S: Final = 120
 
 HEADER: Final = """\
 # disaggregatedset-hooks: the CRDs, the two CompositeControllers, the hook server (Deployment,
-# Service, PodDisruptionBudget, NetworkPolicy) and the aggregated user roles, in namespace
+# Service, PodDisruptionBudget, NetworkPolicy), the aggregated user roles and the adoption
+# policy (only Metacontroller and admins hand a set its children), in namespace
 # disaggregatedset-system. Prerequisites: Metacontroller v4.17.x and LeaderWorkerSet.
 #
 # Install (and later upgrade) with the image you built and pushed:
@@ -32,7 +33,7 @@ HEADER: Final = """\
 #     | kubectl apply --server-side -f -
 #
 # As it is, `kubectl apply --server-side -f install.yaml` runs the image
-# disaggregatedset-hooks:0.1.0 (for a local cluster that loaded a local build).
+# disaggregatedset-hooks:0.2.0 (for a local cluster that loaded a local build).
 #
 # Generated from kustomization.yaml by `python -m tools.install_yaml`; do not edit. To change
 # the image, namespace, replicas or resources declaratively, use an overlay

@@ -34,6 +34,7 @@ class Reason(StrEnum):
     ROLLOUT_HELD = "RolloutHeld"
     ROLLOUT_PARTITIONED = "RolloutPartitioned"
     PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+    ROLE_SCALED_TO_ZERO = "RoleScaledToZero"
     # Degraded of a DisaggregatedSet: AsExpected when False, else the first problem.
     AS_EXPECTED = "AsExpected"
     INVALID_SPEC = "InvalidSpec"
@@ -48,6 +49,7 @@ class Reason(StrEnum):
     HISTORY_CONFLICT = "HistoryConflict"
     INVALID_HISTORY = "InvalidHistory"
     LWS_FIELD_DROPPED = "LWSFieldDropped"
+    LWS_REFUSED = "LWSRefused"
     # Ready of a DisaggregatedSetRoleScaler.
     BOUND = "Bound"
     OWNER_NOT_FOUND = "OwnerNotFound"

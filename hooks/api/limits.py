@@ -21,6 +21,7 @@ INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
 LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
+LWS_DEFAULT_SIZE: Final = 1  # what an unset leaderWorkerTemplate.size means (the leader alone)
 # What the LWS CRD defaults an absent maxSurge and maxUnavailable of a rollingUpdateConfiguration
 # to (the validation rules read an undefaulted object the same way).
 LWS_DEFAULT_MAX_SURGE: Final = 0
@@ -46,6 +47,20 @@ DEFAULT_REVISION_HISTORY_LIMIT: Final = 10  # old revisions kept, as Deployments
 # (JavaScript's included) holds exactly. A history numbers one revision at a time, so none gets
 # near it; a record that claims more was written by hand.
 MAX_HISTORY_NUMBER: Final = 2**53 - 1
+# The API server's bound on the annotations of an object, keys and values together (bytes).
+# Metacontroller adds a copy of every child it writes as its last-applied annotation, so a child
+# holds at most about this much (a DisaggregatedSetRevision's form: `hooks.core.compact`).
+ANNOTATIONS_MAX_BYTES: Final = 262_144
+# A history record keeps the set's change-cause up to this many bytes as Go's JSON writes it (in
+# Metacontroller's last-applied copy); a longer one is cut, with a marker saying so.
+CHANGE_CAUSE_MAX_BYTES: Final = 4096
+# A history record's packed roles, in characters of base64: the annotations' bound less the
+# change-cause twice (the record's own and the copy's) and the rest of the record, with room to
+# spare (tests/unit/test_compact.py builds the largest record).
+PACKED_ROLES_MAX_LENGTH: Final = 250_000
+# The most a record's packed roles unpack to (bytes): more than any object the API server
+# stores, so that a forged record cannot make a sync inflate it without bound.
+UNPACKED_ROLES_MAX_BYTES: Final = 3 * 1024 * 1024
 # The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
 # asked for again by a later sync.
 MAX_RESYNC_SECONDS: Final = 3600

@@ -85,9 +85,16 @@ class _PodTemplateFields(TypedDict, total=False):
     spec: JsonObject
 
 
+class _SubGroupPolicyFields(TypedDict, total=False):
+    subGroupSize: int
+    subGroupPolicyType: str
+
+
 class _LeaderWorkerTemplateFields(TypedDict, total=False):
     leaderTemplate: _PodTemplateFields
     workerTemplate: Required[_PodTemplateFields]
+    size: int
+    subGroupPolicy: _SubGroupPolicyFields
 
 
 class _RollingUpdateFields(TypedDict, total=False):
@@ -219,6 +226,19 @@ class Role(_Model):
     @property
     def annotations(self) -> dict[str, str]:
         return self.metadata.annotations if self.metadata is not None else {}
+
+    @property
+    def size(self) -> int:
+        """`leaderWorkerTemplate.size`: pods per group, the leader included (the LWS default, 1,
+        when unset)."""
+        value: int = self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE)
+        return value
+
+    @property
+    def sub_group_policy(self) -> JsonObject | None:
+        """`leaderWorkerTemplate.subGroupPolicy`, None when unset."""
+        policy: JsonObject | None = self.leader_worker_template.get("subGroupPolicy")
+        return policy
 
     def pod_templates(self) -> list[JsonObject]:
         """The leader template (when present) and the worker template, in that order."""
@@ -404,6 +424,16 @@ class DisaggregatedSetStatus(_Model):
     )
     """Children the set asked for that are not observed yet (absent once they all exist)."""
 
+    warnings: list[str] | None = Field(default=None, max_length=limits.MAX_ROLES)
+    """What the spec asks for that the controller ignores, one sentence per role: an External
+    role's `spec.replicas` above 1 (its DisaggregatedSetRoleScaler sets its replicas), which the
+    API server also answers `kubectl apply` with a warning for. Absent when there is none."""
+    history: str | None = None
+    """What the revision history does not record, and why (absent while it records every
+    revision the set runs): none at all when the set's CompositeController does not declare
+    DisaggregatedSetRevisions as a child type; `kubectl ds rollout undo` restores, and a move
+    back is a rollback, only for a recorded revision."""
+
 
 class DisaggregatedSetRoleScalerSpec(_Model):
     """Desired replicas of one External role; written by an autoscaler, never by users."""
@@ -459,12 +489,19 @@ class RevisionRecord(_Model):
     (absent until then). The revision that did so last before the current rollout began is the
     stable one, at which a slice past a rollout-partition is created."""
 
-    roles: list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] = (
-        Field(min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    packed_roles: str | None = Field(
+        default=None, max_length=limits.PACKED_ROLES_MAX_LENGTH, strict=True
     )
     """The roles as the set's spec had them (name, metadata, scaling and the whole LWS spec),
-    stored exactly as written: they hash to the revision in the name, and `kubectl ds rollout
-    undo` restores them. Immutable."""
+    exactly as written, packed: the base64 of the zlib-compressed JSON list of them. They hash to
+    the revision in the name, and `kubectl ds rollout undo` restores them. Immutable. A record
+    holds either this or `roles`."""
+
+    roles: (
+        list[Annotated[JsonObject, Field(json_schema_extra={EMBED_KEY: EMBED_STORED_ROLE})]] | None
+    ) = Field(default=None, min_length=limits.MIN_ROLES, max_length=limits.MAX_ROLES)
+    """The roles as a list, as records of earlier versions hold them (this version writes
+    `packedRoles`). Immutable."""
 
 
 @dataclass(frozen=True, slots=True)

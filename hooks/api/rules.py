@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from hooks.api import keys, naming
+from hooks.api import keys, limits, naming
 
 
 class RuleNode(StrEnum):
@@ -32,7 +32,9 @@ class RuleNode(StrEnum):
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
     RECORD_ROLES = "roles"
-    """A DisaggregatedSetRevision's roles."""
+    """A DisaggregatedSetRevision's roles (as earlier versions store them)."""
+    RECORD_PACKED_ROLES = "packedRoles"
+    """A DisaggregatedSetRevision's packed roles."""
     RECORD_FIRST_REVISION = "firstRevision"
     """The number a DisaggregatedSetRevision was created with."""
 
@@ -130,8 +132,13 @@ REPLICAS_ALL_OR_NOTHING: Final = CelRule(
     id="replicas-all-or-nothing",
     path=RuleNode.SPEC,
     field_path=".roles",
+    # A negative count is the schema's error (`minimum: 0`), which the API server reports too:
+    # this rule says nothing more of it.
     rule=(
-        f"self.roles.all(r, {_is_external('r')} || !has(r.spec.replicas) || r.spec.replicas == 0)"
+        f"self.roles.exists(r, !{_is_external('r')} && has(r.spec.replicas)"
+        " && r.spec.replicas < 0)"
+        f" || self.roles.all(r, {_is_external('r')} || !has(r.spec.replicas)"
+        " || r.spec.replicas == 0)"
         f" || self.roles.all(r, {_is_external('r')}"
         " || (has(r.spec.replicas) && r.spec.replicas > 0))"
     ),
@@ -200,6 +207,72 @@ SURGE_OR_UNAVAILABLE_NONZERO: Final = CelRule(
         " 0 when maxSurge is 0, or the rollout can never progress (percentages are of the role's"
         " spec.replicas; maxSurge rounds up, maxUnavailable rounds down): set maxSurge or"
         " maxUnavailable to at least 1"
+    ),
+)
+
+# What LeaderWorkerSet's admission refuses of the LWS a role becomes (its webhook at 060ab4d and
+# v0.8.0; hooks/core/admission.py predicts all of it for each LWS a sync writes, this is the part
+# a role's spec decides alone). A role's size, as the LWS CRD defaults it.
+_LWT = "self.spec.leaderWorkerTemplate"
+_SIZE = f"(has({_LWT}.size) ? {_LWT}.size : {limits.LWS_DEFAULT_SIZE})"
+_SGP = f"{_LWT}.subGroupPolicy"
+_SGS = f"{_SGP}.subGroupSize"
+
+LWS_SIZE_AT_LEAST_ONE: Final = CelRule(
+    id="lws-size-at-least-one",
+    path=RuleNode.ROLE,
+    field_path=".spec.leaderWorkerTemplate.size",
+    rule=f"{_SIZE} >= 1",
+    message=(
+        "spec.roles[].spec.leaderWorkerTemplate.size must be at least 1 (a group is its leader"
+        " and size - 1 workers): LeaderWorkerSet refuses a smaller size"
+    ),
+)
+
+LWS_PODS_FIT_INT32: Final = CelRule(
+    id="lws-pods-fit-int32",
+    path=RuleNode.ROLE,
+    field_path=".spec.replicas",
+    rule=(
+        f"{_is_external('self')} || !has(self.spec.replicas)"
+        f" || self.spec.replicas * {_SIZE} <= {limits.INT32_MAX}"
+    ),
+    message=(
+        "spec.roles[].spec.replicas times spec.leaderWorkerTemplate.size (the role's pods in one"
+        f" slice) must be at most {limits.INT32_MAX}: LeaderWorkerSet refuses more"
+    ),
+)
+
+LWS_SUBGROUP_SIZE: Final = CelRule(
+    id="lws-subgroup-size",
+    path=RuleNode.ROLE,
+    field_path=".spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+    rule=(
+        f"!has({_SGP}) || (has({_SGS}) && {_SGS} >= 1 && {_SGS} <= {_SIZE}"
+        f" && ({_SIZE} % {_SGS} == 0 || ({_SIZE} - 1) % {_SGS} == 0)"
+        f" && (!has({_SGP}.subGroupPolicyType) || {_SGP}.subGroupPolicyType != 'LeaderExcluded'"
+        f" || ({_SIZE} - 1) % {_SGS} == 0))"
+    ),
+    message=(
+        "spec.roles[].spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize must be set, from 1"
+        " to size, and divide size or size - 1 (size - 1 with subGroupPolicyType"
+        " LeaderExcluded): LeaderWorkerSet refuses it otherwise"
+    ),
+)
+
+LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS: Final = CelRule(
+    id="lws-subgroup-exclusive-needs-subgroups",
+    path=RuleNode.ROLE,
+    field_path=".metadata.annotations",
+    rule=(
+        "!(has(self.metadata) && has(self.metadata.annotations)"
+        f" && '{keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
+        f" || has({_SGP})"
+    ),
+    message=(
+        f"spec.roles[].metadata.annotations may carry {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
+        " only with spec.leaderWorkerTemplate.subGroupPolicy: LeaderWorkerSet refuses it"
+        " without subgroups"
     ),
 )
 
@@ -348,6 +421,10 @@ CEL_RULES: Final[tuple[CelRule, ...]] = (
     EXTERNAL_SINGLE_SLICE,
     GENERATED_NAMES_FIT,
     SCALER_NAME_FITS,
+    LWS_SIZE_AT_LEAST_ONE,
+    LWS_PODS_FIT_INT32,
+    LWS_SUBGROUP_SIZE,
+    LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS,
 )
 """Every CEL rule of the DisaggregatedSet CRD, in the order of the README's Validation section."""
 
@@ -379,12 +456,45 @@ RECORD_FIRST_REVISION_IMMUTABLE: Final = CelRule(
     ),
 )
 
+RECORD_PACKED_ROLES_IMMUTABLE: Final = CelRule(
+    id="record-packed-roles-immutable",
+    path=RuleNode.RECORD_PACKED_ROLES,
+    rule="self == oldSelf",
+    message=(
+        "packedRoles are immutable: a DisaggregatedSetRevision records the roles of its revision"
+        " once; to record other roles, delete it"
+    ),
+)
+
+RECORD_ONE_ROLES_FORM: Final = CelRule(
+    id="record-one-roles-form",
+    path=RuleNode.ROOT,
+    rule="has(self.packedRoles) != has(self.roles)",
+    message=(
+        "a DisaggregatedSetRevision holds its roles once: either packedRoles (as this version"
+        " writes them) or roles (as earlier versions did)"
+    ),
+)
+
+RECORD_ROLES_FORM_KEPT: Final = CelRule(
+    id="record-roles-form-kept",
+    path=RuleNode.ROOT,
+    rule="has(self.packedRoles) == has(oldSelf.packedRoles)",
+    message=(
+        "a DisaggregatedSetRevision keeps the form its roles were recorded in (packedRoles or"
+        " roles): its roles are immutable"
+    ),
+)
+
 RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
     RECORD_ROLES_IMMUTABLE,
     RECORD_ROLE_NAMES_UNIQUE,
+    RECORD_PACKED_ROLES_IMMUTABLE,
+    RECORD_ONE_ROLES_FORM,
+    RECORD_ROLES_FORM_KEPT,
     RECORD_FIRST_REVISION_IMMUTABLE,
 )
-"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names (a record with
-two roles of one name does not count) but not the transition rules (they compare an update with
-the stored object); it checks instead that a record's roles hash to the revision its name and
-labels claim (docs/safety.md)."""
+"""The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names and the one
+form of the roles (a record that breaks either does not count) but not the transition rules
+(they compare an update with the stored object); it checks instead that a record's roles hash to
+the revision its name and labels claim (docs/safety.md)."""

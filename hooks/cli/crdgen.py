@@ -448,6 +448,12 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
         # paused or held rollout stands out in `kubectl get`.
         _column("Rollout", _condition(api.ConditionType.PROGRESSING, "reason"), "string"),
         _column("Degraded", ".status.degraded", "string"),
+        # The spec's generation beside the one the controller last synced: the columns before
+        # describe the latter. A column shows one JSONPath and none compares two, and no status
+        # field can say more: a sync that never runs (Metacontroller cannot reach the hooks)
+        # writes nothing, so only the two numbers side by side show that it is behind.
+        _column("Generation", ".metadata.generation", "integer"),
+        _column("Observed", ".status.observedGeneration", "integer"),
         _AGE_COLUMN,
         # -o wide: each role's ready and desired groups, in spec order (a column shows one value,
         # so the roles are summed up in one status field).

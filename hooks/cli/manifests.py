@@ -264,7 +264,7 @@ def _name_too_long(name: str, spec: api.DisaggregatedSetSpec) -> tuple[str, froz
     """A metadata.name line for the roles whose name budget the set name breaks on its own (it
     leaves no room for a role name of one character), and the role name fields it stands for;
     None when there are none. The line says how long the name is, how long it may be with these
-    roles, and the rule's message for the role that overshoots most."""
+    roles, and how long the longest generated name would be."""
     budgets = [
         naming.budget(set_name=name, role=role.name, slices=spec.slices, replicas=role.replicas)
         for role in spec.roles
@@ -282,13 +282,13 @@ def _name_too_long(name: str, spec: api.DisaggregatedSetSpec) -> tuple[str, froz
     if not alone:
         return None
     worst = max((budgets[index] for index in alone), key=lambda budget: budget.length)
-    message = rules.GENERATED_NAMES_TEMPLATE.format(
-        length=worst.length, combined_limit=worst.combined_limit
-    )
+    # One limit, the set name's: the rule's own message gives the set and role names' combined
+    # one, which beside it reads as a second limit for the same name.
     line = (
         f"metadata.name: is too long: {counted(len(name), 'character')}, at most "
-        f"{min(room for room in rooms if room > 0)} with these roles, slices and replicas: "
-        f"{message}"
+        f"{min(room for room in rooms if room > 0)} with these roles, slices and replicas (the"
+        f" generated names would have {worst.length} characters, over the DNS-1035 limit of"
+        f" {naming.DNS1035_LABEL_MAX}): shorten the set's name"
     )
     fields = frozenset(
         envelope.field_path(("roles", index, "name"), root="spec") for index in alone

@@ -3,7 +3,8 @@
 Each manifest is checked and defaulted as the API server would store it (`hooks.cli.manifests`),
 and its first sync is answered by the hook itself (`hooks.core.sync`); a manifest the API server
 or the hook would refuse is reported instead, every problem at once, one line each with its field
-path. The YAML written has no anchors or aliases.
+path; what the set would ignore (`status.warnings`) is a warning line each, as `kubectl apply`
+prints the API server's. The YAML written has no anchors or aliases.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
             for problem in problems:
                 console.report(
                     args.report_as, "error", manifests.located(source, document, problem)
+                )
+            for warning in (output or {}).get("status", {}).get("warnings", []):
+                console.report(
+                    args.report_as, "warning", manifests.located(source, document, warning)
                 )
             invalid = invalid or bool(problems)
             if output is not None:

@@ -91,9 +91,17 @@ def progressing(
         parts.append(_held(held, revision=revision, control=control, share=share))
     parts.extend(_partitioned(partitioned, empty=empty))
     reason = api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED
-    message = "; ".join(parts) + (
-        f"; raise or remove annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} or"
-        f" {api.ANNOTATION_ROLLOUT_PARTITION} to roll on"
+    # Only the annotations that stop a slice: a hold alone names no partition, and the reverse.
+    standing_by = [
+        key
+        for key, slices in (
+            (api.ANNOTATION_ROLLOUT_HOLD_AT, held),
+            (api.ANNOTATION_ROLLOUT_PARTITION, partitioned),
+        )
+        if slices
+    ]
+    message = (
+        "; ".join(parts) + f"; raise or remove annotation {' or '.join(standing_by)} to roll on"
     )
     return status.ConditionUpdate(
         type=api.ConditionType.PROGRESSING,
@@ -110,8 +118,9 @@ def _held(indexes: Sequence[int], *, revision: str, control: controls.Control, s
     if api.ANNOTATION_ROLLOUT_HOLD_AT in control.malformed:
         hold += f" (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} is malformed: read as {hold})"
     serving = "both revisions serving" if share.groups else "the new revision runs no group yet"
-    held = _indexes(indexes)
-    return f"slices {held} hold at {hold} of revision {revision} ({share.text}), {serving}"
+    held, one = _slices(indexes)
+    verb = "holds" if one else "hold"
+    return f"{held} {verb} at {hold} of revision {revision} ({share.text}), {serving}"
 
 
 def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str]:
@@ -121,16 +130,25 @@ def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str
     waiting = [index for index in indexes if index in empty]
     parts = []
     if keeping:
+        slices, one = _slices(keeping)
         parts.append(
-            f"slices {_indexes(keeping)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
-            " and keep the revision they run"
+            f"{slices} {'is' if one else 'are'} past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            f" and {'keeps the revision it runs' if one else 'keep the revision they run'}"
         )
     if waiting:
+        slices, one = _slices(waiting)
         parts.append(
-            f"slices {_indexes(waiting)} are past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
-            " and run nothing: the history records no revision every slice has run"
+            f"{slices} {'is' if one else 'are'} past annotation {api.ANNOTATION_ROLLOUT_PARTITION}"
+            f" and {'runs' if one else 'run'} nothing: the history records no revision every"
+            " slice has run"
         )
     return parts
+
+
+def _slices(indexes: Sequence[int]) -> tuple[str, bool]:
+    """`slice 0` or `slices 0-2, 5`, and whether it is one slice (for the verb)."""
+    one = len(indexes) == 1
+    return f"{'slice' if one else 'slices'} {_indexes(indexes)}", one
 
 
 _CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})

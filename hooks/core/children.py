@@ -3,7 +3,7 @@
 New LWS are rendered from the role's spec exactly as stored, with `replicas` set, the five labels
 on the LWS and on both pod templates, the role's metadata copied, and placement injected. New
 Services and scalers are rendered from names and labels only; a new DisaggregatedSetRevision records
-the roles of its revision.
+the roles of its revision, in the compact form of `hooks.core.compact`.
 
 Existing children are never re-rendered from the current spec: that would rewrite a live pod
 template and restart every group. They are re-emitted from what this hook returned before
@@ -20,11 +20,12 @@ from collections.abc import Mapping, Sequence
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import placement, records
+from hooks.core import compact, placement, records
 
 JsonObject = api.JsonObject
 
-_POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
+POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
+"""The pod templates of a leaderWorkerTemplate, each given the LWS's labels and placement."""
 
 
 def render_lws(
@@ -43,7 +44,7 @@ def render_lws(
         set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
     )
     template = dict(role.leader_worker_template)
-    for key in _POD_TEMPLATE_KEYS:
+    for key in POD_TEMPLATE_KEYS:
         if key in template:
             labelled = _with_template_labels(template[key], labels)
             template[key] = placement.build_placed_template(
@@ -96,30 +97,37 @@ def render_history(
     set_name: str,
     revision: str,
     number: int,
-    roles: Sequence[api.Role],
+    packed_roles: str,
     change_cause: str | None,
     completed: bool = False,
 ) -> JsonObject:
     """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`),
-    numbered `number` (which is also its `firstRevision`, and its `completedAs` when every slice
-    runs it already)."""
+    packed (`compact.pack_roles`), numbered `number` (which is also its `firstRevision`, and its
+    `completedAs` when every slice runs it already), with the change-cause cut to its bound."""
     metadata: JsonObject = {
         "name": naming.history_name(set_name=set_name, revision=revision),
         "labels": naming.history_labels(set_name=set_name, revision=revision),
     }
     if change_cause is not None:
-        metadata["annotations"] = {api.CHANGE_CAUSE_ANNOTATION: change_cause}
+        metadata["annotations"] = {
+            api.CHANGE_CAUSE_ANNOTATION: compact.cut_change_cause(change_cause)
+        }
     record: JsonObject = {
         "apiVersion": api.API_VERSION,
         "kind": api.REVISION_KIND,
         "metadata": metadata,
         "revision": number,
         "firstRevision": number,
-        "roles": [history_role(role) for role in roles],
+        "packedRoles": packed_roles,
     }
     if completed:
         record["completedAs"] = number
     return record
+
+
+def history_roles(roles: Sequence[api.Role]) -> list[JsonObject]:
+    """Roles as a DisaggregatedSetRevision records them (`history_role`), in order."""
+    return [history_role(role) for role in roles]
 
 
 def history_role(role: api.Role) -> JsonObject:
@@ -144,8 +152,8 @@ def update_history(
     change_cause: str | None = None,
 ) -> JsonObject:
     """An existing DisaggregatedSetRevision with its number and `completedAs` (its roles and
-    firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause
-    when one is given."""
+    firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause,
+    cut to its bound, when one is given."""
     applied = child.applied
     result = {**applied, "revision": number}
     if completed_as is not None:
@@ -154,7 +162,7 @@ def update_history(
         metadata = dict(applied["metadata"])
         annotations = metadata.get("annotations")
         annotations = dict(annotations) if isinstance(annotations, dict) else {}
-        annotations[api.CHANGE_CAUSE_ANNOTATION] = change_cause
+        annotations[api.CHANGE_CAUSE_ANNOTATION] = compact.cut_change_cause(change_cause)
         metadata["annotations"] = annotations
         result["metadata"] = metadata
     return result

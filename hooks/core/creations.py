@@ -97,7 +97,10 @@ def _not_created(kind: str, name: str, *, since: str) -> problems.Problem:
         " `kubectl describe` of this DisaggregatedSet then shows a SyncError event that says"
         f" why; or an object the set does not control holds the name (`kubectl get {kind} {name}`"
         " shows it; Metacontroller logs only 'child object already exists', and posts no"
-        " event): delete or rename that object, or, when another controller made it for this"
-        " set, hand it over with `kubectl ds adopt <set> --orphans`. The set keeps asking for"
-        " it.",
+        " event): delete or rename that object. If it is this set's own (another controller"
+        " made it, or Metacontroller released it), `kubectl ds adopt <set> --orphans` hands it"
+        " over, but only when it has no owner and is exactly what the set would create there"
+        " (its name and labels, and for a LeaderWorkerSet every template its revision's): it"
+        " refuses anything else, naming the difference, and leaves it alone. The set keeps"
+        " asking for it.",
     )

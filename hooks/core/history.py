@@ -10,7 +10,9 @@ This module owns:
   (`hooks.kubectl.rollout`);
 - `read`, the set's `History`: the records that count, the ones that do not and why, and the
   queries every decision reads (`is_rollback`, `stable`, `of`);
-- `plan`, the records of one pass and the ones that go.
+- `plan`, the records of one pass and the ones that go;
+- `is_child_type`: a set keeps a history only while its CompositeController declares
+  DisaggregatedSetRevisions (`NOT_KEPT` says what it then lacks).
 
 Pure: reads its arguments only, renders through `children`.
 """
@@ -20,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Final
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, problems, records
+from hooks.core import children, compact, problems, records, recovered
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,24 @@ class History:
         return None
 
 
+def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:
+    """Whether the set keeps a history: its CompositeController declares DisaggregatedSetRevisions
+    (or the request names no controller: a request built by hand keeps the default install's).
+    Metacontroller observes only the types it declares: a record answered to a controller that
+    does not declare them would be created on every pass and never seen."""
+    return declared is None or records.ChildKind.REVISION in declared
+
+
+NOT_KEPT: Final = (
+    f"none: the DisaggregatedSet CompositeController does not declare {api.REVISION_PLURAL} in"
+    " spec.childResources, so no revision is recorded: `kubectl ds rollout undo` has nothing to"
+    " restore, a move back to an earlier revision is held like a new one, and a slice past a"
+    " rollout-partition that runs nothing waits (the kit's metacontroller/compositecontrollers.yaml"
+    " declares it)"
+)
+"""`status.history` of a set that keeps no history (`is_child_type`)."""
+
+
 def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -> str | None:
     """Why a DisaggregatedSetRevision does not count as the set's record of a revision, or None
     when it does: it is controlled by the set, labelled with the set's name, named
@@ -179,6 +200,17 @@ class HistoryPlan:
     pruned: tuple[str, ...]
     """Names of records past the history limit, deleted."""
     problems: tuple[problems.Problem, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the history does not record, and why (`status.history`)."""
+
+    @property
+    def note(self) -> str | None:
+        """`status.history`: the notes in one line, None when there are none."""
+        return problems.summarise(self.notes) if self.notes else None
+
+
+NO_HISTORY: Final = HistoryPlan(children=(), pruned=(), notes=(NOT_KEPT,))
+"""The plan of a set that keeps no history (`is_child_type`): no record, and why."""
 
 
 def plan(
@@ -192,10 +224,12 @@ def plan(
     annotations: Mapping[str, str],
     limit: int,
     complete: bool,
+    running: Sequence[records.ObservedObject] = (),
 ) -> HistoryPlan:
     """The set's records after this pass. `in_use`: the revisions some LWS of the set carries;
     `complete`: every slice runs the target after this pass (its record's `completedAs` becomes
-    its number)."""
+    its number); `running`: the set's LWS, whose revisions get a record rebuilt from them when
+    they lack one (`recovered`)."""
     kept = [children.reemit(item) for item, _ in history.uncounted]
     found = [_uncounted(item, why) for item, why in history.uncounted]
     if not history.is_ordered:
@@ -203,7 +237,15 @@ def plan(
         kept.extend(children.reemit(record.item) for record in history.counted)
         return HistoryPlan(children=tuple(kept), pruned=(), problems=tuple(found))
     others = [record for record in history.counted if record.revision != target]
-    own, problem = _target_record(
+    rebuilt = _rebuilt(
+        history,
+        set_name=set_name,
+        spec=spec,
+        target=target,
+        running=running,
+        held=foreign_names | {item.name for item, _ in history.uncounted},
+    )
+    own = _target_record(
         history,
         set_name=set_name,
         spec=spec,
@@ -211,12 +253,27 @@ def plan(
         foreign_names=foreign_names,
         cause=annotations.get(api.CHANGE_CAUSE_ANNOTATION),
         complete=complete,
+        above=max((record.number for record in others), default=0) + len(rebuilt.children),
     )
-    kept.extend(own)
-    found.extend(problem)
+    kept.extend((*own.children, *rebuilt.children))
+    found.extend(own.problems)
     pruned = _past_the_limit(others, in_use=in_use, limit=limit)
     kept.extend(children.reemit(record.item) for record in others if record.item.name not in pruned)
-    return HistoryPlan(children=tuple(kept), pruned=pruned, problems=tuple(found))
+    return HistoryPlan(
+        children=tuple(kept),
+        pruned=pruned,
+        problems=tuple(found),
+        notes=(*own.notes, *rebuilt.notes),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one part of the plan adds: children, problems (Degraded) and notes (status.history)."""
+
+    children: tuple[api.JsonObject, ...] = ()
+    problems: tuple[problems.Problem, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def _target_record(
@@ -228,35 +285,80 @@ def _target_record(
     foreign_names: frozenset[str],
     cause: str | None,
     complete: bool,
-) -> tuple[list[api.JsonObject], list[problems.Problem]]:
+    above: int,
+) -> _Outcome:
     """The target's record after this pass (kept, renumbered, created, or none when its name is
-    held or the numbers ran out), and what stops it."""
+    held, the numbers ran out or its roles do not fit a record), and what stops it. Its number
+    is the highest, and above `above` (the records rebuilt this pass take the numbers below)."""
     current, top = history.of(target), history.top
-    if current is not None and current is top:
+    if current is not None and current is top and current.number > above:
         completed = current.number if complete else current.stored.completed_as
-        return [
-            children.update_history(current.item, number=current.number, completed_as=completed)
-        ], []
+        return _Outcome(
+            (children.update_history(current.item, number=current.number, completed_as=completed),)
+        )
     name = naming.history_name(set_name=set_name, revision=target)
     stopped = _not_numbered(history, name=name, current=current, foreign_names=foreign_names)
     if stopped is not None:
-        return [children.reemit(record.item) for record in (current,) if record], stopped
-    following = 1 if top is None else top.number + 1
+        kept = tuple(children.reemit(record.item) for record in (current,) if record)
+        return _Outcome(kept, tuple(stopped))
+    following = max(0 if top is None or top is current else top.number, above) + 1
     if current is None:
+        packed = compact.pack_roles(children.history_roles(spec.roles))
+        if not compact.fits(packed):
+            return _Outcome(notes=(_too_large(target, packed),))
         created = children.render_history(
             set_name=set_name,
             revision=target,
             number=following,
-            roles=spec.roles,
+            packed_roles=packed,
             change_cause=cause,
             completed=complete,
         )
-        return [created], []
-    completed = following if complete else current.stored.completed_as
+        return _Outcome((created,))
+    completed = current.stored.completed_as
+    if complete or (current is top and completed == current.number):
+        completed = following  # still at its latest number (moved up past rebuilt records)
     renumbered = children.update_history(
         current.item, number=following, change_cause=cause, completed_as=completed
     )
-    return [renumbered], []
+    return _Outcome((renumbered,))
+
+
+def _rebuilt(
+    history: History,
+    *,
+    set_name: str,
+    spec: api.DisaggregatedSetSpec,
+    target: str,
+    running: Sequence[records.ObservedObject],
+    held: AbstractSet[str],
+) -> _Outcome:
+    """Records of the revisions that run without one (`recovered`), oldest first, numbered from
+    above the other records; none when its name is held. So that moving back to one is a
+    rollback while the target stays a new revision, each takes a number below the target's
+    `firstRevision` unless the target is a rollback itself: the newest get those numbers, the
+    others no record (each one that gets none is noted)."""
+    found, notes = _rebuildable(
+        history, set_name=set_name, spec=spec, target=target, running=running, held=held
+    )
+    top = max((r.number for r in history.counted if r.revision != target), default=0)
+    room = api.MAX_HISTORY_NUMBER - 1 - top
+    current = history.of(target)
+    if current is not None and not history.is_rollback(target):
+        room = min(room, current.stored.first_number - top)
+    cut = max(0, len(found) - max(room, 0))
+    notes.extend(_no_number(revision_, target) for _, revision_, _ in found[:cut])
+    created = tuple(
+        children.render_history(
+            set_name=set_name,
+            revision=revision_,
+            number=top + index,
+            packed_roles=packed,
+            change_cause=None,
+        )
+        for index, (_, revision_, packed) in enumerate(found[cut:], start=1)
+    )
+    return _Outcome(created, (), tuple(notes))
 
 
 def _not_numbered(
@@ -285,6 +387,65 @@ def _past_the_limit(
     oldest_first = sorted(old, key=lambda record: (record.number, record.item.name))
     prunable = [record.item.name for record in oldest_first if record.revision not in in_use]
     return tuple(sorted(prunable[:excess]))
+
+
+def _rebuildable(
+    history: History,
+    *,
+    set_name: str,
+    spec: api.DisaggregatedSetSpec,
+    target: str,
+    running: Sequence[records.ObservedObject],
+    held: AbstractSet[str],
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The revisions that run without a record and whose record can be made, as (when they
+    last started, revision, packed roles) oldest first; and a note for each that cannot."""
+    by_revision: dict[str, list[records.ObservedObject]] = {}
+    for item in running:
+        by_revision.setdefault(item.labels.get(api.LABEL_REVISION, ""), []).append(item)
+    recorded = {record.revision for record in history.counted} | {target, ""}
+    found, notes = [], []
+    for revision_, lws in sorted(by_revision.items()):
+        name = naming.history_name(set_name=set_name, revision=revision_)
+        if revision_ in recorded or name in held:
+            continue
+        rebuilt = recovered.recover(
+            lws, set_name=set_name, revision_=revision_, order=[role.name for role in spec.roles]
+        )
+        packed = compact.pack_roles(rebuilt.roles) if rebuilt.roles is not None else ""
+        if rebuilt.roles is None:
+            notes.append(_not_rebuilt(revision_, rebuilt.why))
+        elif not compact.fits(packed):
+            notes.append(_too_large(revision_, packed))
+        else:
+            found.append((rebuilt.newest, revision_, packed))
+    return sorted(found), notes
+
+
+def _not_rebuilt(revision: str, why: str) -> str:
+    return (
+        f"revision {revision} runs without a record, and none can be made from its"
+        f" LeaderWorkerSets: {why}; `kubectl ds rollout undo` cannot come back to it and a move"
+        " back to it is held like a new revision"
+    )
+
+
+def _no_number(revision: str, target: str) -> str:
+    return (
+        f"revision {revision} runs without a record, and gets none: the numbers below the"
+        f" record of revision {target} went to revisions that ran later; `kubectl ds rollout"
+        " undo` cannot come back to it and a move back to it is held like a new revision"
+    )
+
+
+def _too_large(revision: str, packed: str) -> str:
+    return (
+        f"revision {revision} has no record: its roles pack to {len(packed)} characters, more"
+        f" than the {api.PACKED_ROLES_MAX_LENGTH} a {api.REVISION_KIND} holds (the API server"
+        " bounds an object's annotations, and Metacontroller copies the record into one), so"
+        " `kubectl ds rollout undo` cannot come back to it and a move back to it is held like a"
+        " new revision"
+    )
 
 
 def _uncounted(item: records.ObservedObject, why: str) -> problems.Problem:

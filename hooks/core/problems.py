@@ -68,9 +68,10 @@ def of_children(
         Problem(
             api.Reason.SCALER_CONFLICT,
             f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} carries this"
-            " DisaggregatedSet's name label but no controller (another controller made it, and"
-            " Metacontroller released it as it was not adopted): `kubectl ds adopt"
-            f" {set_name} --orphans` hands it to the set"
+            " DisaggregatedSet's name label but no controller (a set of this name deleted with"
+            " --cascade=orphan left it, or Metacontroller released it as it was not adopted):"
+            f" `kubectl ds adopt {set_name} --orphans` hands it to the set when it has no owner"
+            " and its name and labels are the ones the set gives it"
             if name in orphans
             else f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} exists and is"
             " not controlled by this DisaggregatedSet; delete it so the set can create its own",

@@ -43,18 +43,21 @@ def judge(
     now: str,
     standing: status.ConditionUpdate | None = None,
     slices: Sequence[api.RolloutSlice] = (),
+    coming_up: bool = False,
 ) -> Verdict:
     """The rollout record and the Progressing override of one pass.
 
-    `rolling`: some slice still runs an old revision; `stepped`: some slice started its rollout or
-    took a step in this pass; `new_lws`: the LWS of the target revision that stay; `standing`:
+    `rolling`: some slice still runs an old revision; `stepped`: some slice started its rollout,
+    took a step or created an LWS in this pass; `coming_up`: some LWS of the target revision was
+    created in this pass or is not ready; `new_lws`: the LWS of the target revision that stay;
+    `standing`:
     how Progressing reads when every rolling slice stands still on purpose (held or
     partitioned, `hooks.core.canary`); `slices`: where each slice that is not steady stands.
     Like a pause, standing still is not a lack of progress: the deadline does not count, and
     when the rollout moves on again its time starts anew.
     """
     paused = _paused_condition(revision, rolling) if control.paused else None
-    if not rolling:
+    if not rolling and not _arriving(parent, revision, coming_up=coming_up, stepped=stepped):
         return Verdict(rollout=None, progressing=paused)
     stopped = paused or standing
     moved = stepped or (stopped is None and _was_stopped(parent.conditions))
@@ -66,6 +69,23 @@ def judge(
         progressing=_past_deadline(control, record, new_lws, now=now),
         deadline_counts=True,
     )
+
+
+def _arriving(parent: records.Parent, revision: str, *, coming_up: bool, stepped: bool) -> bool:
+    """Whether a set that runs no old revision is still coming up to its revision, which the
+    deadline covers as it covers a rollout: from the pass that created its LWS (a new set, a slice
+    added, an LWS deleted and made again) until every LWS of the revision is ready, the record
+    of that first pass carried in `status.rollout`. A status with no Available condition yet
+    counts as a first pass too: Metacontroller may sync the set again before its cache holds the
+    status of the pass that created the LWS. A set that was ready and lost a group, or that
+    scales up, has no record to carry, so the deadline does not run for it (as for a Deployment
+    whose rollout completed).
+    """
+    if not coming_up:
+        return False
+    previous = parent.rollout
+    first = all(c.type != api.ConditionType.AVAILABLE for c in parent.conditions)
+    return stepped or first or (previous is not None and previous.revision == revision)
 
 
 def _record(

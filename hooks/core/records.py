@@ -119,6 +119,13 @@ class ObservedObject:
     resource_version: str = ""
     """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
     (`kubectl ds adopt`)."""
+    owner_uids: tuple[str, ...] = ()
+    """The uid of each of its ownerReferences, the controller's among them (`kubectl ds adopt`
+    hands a set only an orphan that has none)."""
+    controller_object: str | None = None
+    """Its controller as `Kind.group/name` (`Kind/name` in the core group), None without one:
+    `kubectl ds adopt` trusts only a controller reference to the set itself, the kind of
+    reference the kit's admission policy guards."""
 
     @property
     def replicas(self) -> int:
@@ -181,6 +188,8 @@ class Parent:
     """`status.rollout.slices`: the phase of each slice that is not steady, by index."""
     ready: str | None = None
     """`status.ready`: ready groups over those asked for, as `kubectl get` shows them."""
+    history: str | None = None
+    """`status.history`: what the revision history does not record, and why."""
     resource_version: str = ""
     """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
     (`kubectl ds rollout undo`)."""

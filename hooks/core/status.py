@@ -10,10 +10,14 @@ Rules (docs/rollout.md):
 - A role is available when replicas == readyReplicas == updatedReplicas == target x slices. An
   External role without a usable scaler, or a role whose LWS name is held by a foreign object, is
   never available (its target is unknown, and a coincidental match must not read as success).
-- Available is True exactly when no role lags, and Progressing is then False, else True: the
-  false one carries the true one's reason and message, as upstream does. A pass may replace
-  Progressing (`progressing`): Unknown while a rollout stands still on purpose (paused, held,
-  partitioned), False past the progress deadline (`hooks.core.progress`).
+- A role at 0 groups beside roles at more (only an External role can make that mix: Static
+  roles are all 0 or all positive) leaves the set unable to serve: Available is False with
+  reason RoleScaledToZero naming the roles, and so is Progressing once no role lags. Upstream
+  calls such a set Available; a set whose roles are all at 0 is Available, on purpose.
+- Otherwise Available is True exactly when no role lags, and Progressing is then False, else
+  True: the false one carries the true one's reason and message, as upstream does. A pass may
+  replace Progressing (`progressing`): Unknown while a rollout stands still on purpose (paused,
+  held, partitioned), False past the progress deadline (`hooks.core.progress`).
 - Degraded is True with the first problem's reason and message, else False (reason AsExpected).
 - Every condition carries observedGeneration = metadata.generation. lastTransitionTime is carried
   over from the observed condition unless the status flipped, so an idle sync returns the same
@@ -51,24 +55,25 @@ def compute(
     rollout: api.RolloutStatus | None = None,
     creating: Sequence[api.CreatingChild] = (),
     note: str = "",
+    warnings: Sequence[str] = (),
+    history: str | None = None,
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
     `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
     past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
     `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
-    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
+    the message of a rollout in progress (a hold that does not apply, `core/canary.py`);
+    `warnings` what the spec asks for that is ignored (`validation.warnings`).
+    `history` what the revision history does not record (`core/history.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
-    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
     conditions = [
-        new_condition(api.ConditionType.AVAILABLE, true=available, reason=reason, message=message),
-        progressing
-        or new_condition(
-            api.ConditionType.PROGRESSING, true=not available, reason=reason, message=message
-        ),
+        *_available_and_progressing(role_statuses, roles, revision=revision, note=note),
         _degraded(problems),
     ]
+    if progressing is not None:
+        conditions[1] = progressing
     degraded = conditions[2]
     return api.DisaggregatedSetStatus(
         observed_generation=generation,
@@ -83,6 +88,38 @@ def compute(
         conditions=carry_over(conditions, observed=observed, generation=generation, now=now),
         rollout=rollout,
         creating=list(creating) or None,
+        warnings=list(warnings) or None,
+        history=history,
+    )
+
+
+def _available_and_progressing(
+    role_statuses: Sequence[api.RoleStatus],
+    roles: Sequence[RoleProgress],
+    *,
+    revision: str,
+    note: str,
+) -> tuple[ConditionUpdate, ConditionUpdate]:
+    """Available and Progressing as readiness and the roles' targets have them (see the
+    module): Progressing says the rollout while one runs, then why the set is not Available."""
+    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
+    idle = _idle_beside_busy(roles)
+    progress_reason, progress_message = idle if idle and available else (reason, message)
+    if idle:
+        reason, message = idle
+    return (
+        new_condition(
+            api.ConditionType.AVAILABLE,
+            true=available and idle is None,
+            reason=reason,
+            message=message,
+        ),
+        new_condition(
+            api.ConditionType.PROGRESSING,
+            true=not available,
+            reason=progress_reason,
+            message=progress_message,
+        ),
     )
 
 
@@ -109,6 +146,21 @@ def _availability(
         )
     message = "Waiting for " + "; ".join(lagging) + (f" ({note})" if note else "")
     return False, api.Reason.ROLLOUT_IN_PROGRESS, message
+
+
+def _idle_beside_busy(roles: Sequence[RoleProgress]) -> tuple[api.Reason, str] | None:
+    """The reason and message of a set some of whose roles are at 0 groups while others are not
+    (see the module), or None. At most 10 roles of at most 63 characters: a bounded message."""
+    idle = [role.name for role in roles if role.desired == 0]
+    busy = [f"{role.name} {role.desired}" for role in roles if role.desired]
+    if not idle or not busy:
+        return None
+    message = (
+        f"{', '.join(idle)} {'is' if len(idle) == 1 else 'are'} at 0 groups while"
+        f" {', '.join(busy)} run: the set cannot serve; scale the External role's"
+        " DisaggregatedSetRoleScaler up, or every role to 0"
+    )
+    return api.Reason.ROLE_SCALED_TO_ZERO, message
 
 
 def _ready(role_statuses: Sequence[api.RoleStatus], roles: Sequence[RoleProgress]) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from hooks import api
 from hooks.api import naming
 from hooks.core import (
+    admission,
     canary,
     children,
     controls,
@@ -87,6 +88,8 @@ class _SetPlan:
     dropped: tuple[dropped.Dropped, ...]
     """Target-revision LWS that lack fields the set asked for (counted as not ready)."""
     history: history.History
+    keeps_history: bool
+    """The CompositeController declares DisaggregatedSetRevisions (`history.is_child_type`)."""
     foreign_records: frozenset[str]
     """Names of records that exist but are not this set's (seen as related objects)."""
     lws: slices.BySlice
@@ -116,8 +119,16 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
+    refused = _refused(request.children, ordered)
     set_status, verdict = _status(
-        request, plan, results, answer, awaited, records_plan.problems, now=now
+        request,
+        plan,
+        results,
+        answer,
+        awaited,
+        (*refused, *awaited.problems),
+        records_plan,
+        now=now,
     )
     resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
     kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
@@ -196,6 +207,7 @@ def _plan_set(
         capped=capped,
         dropped=lacking,
         history=recorded,
+        keeps_history=history.is_child_type(request.declared),
         foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
@@ -222,7 +234,10 @@ def _revisions_of(lws: Objects) -> frozenset[str]:
 def _history(
     request: records.SyncRequest, plan: _SetPlan, results: Sequence[slices.SliceResult]
 ) -> history.HistoryPlan:
-    """The records after this pass; the target's is marked complete once every slice runs it."""
+    """The records after this pass; the target's is marked complete once every slice runs it.
+    None at all when the set keeps no history."""
+    if not plan.keeps_history:
+        return history.NO_HISTORY
     target = plan.context.revision
     complete = all(
         result.plan.phase is rollout.Phase.STEADY
@@ -230,14 +245,14 @@ def _history(
         and not result.foreign
         for result in results
     )
+    lws = [item for item in request.children if item.kind is records.ChildKind.LWS]
     return history.plan(
         plan.history,
         set_name=request.parent.name,
         spec=plan.context.spec,
         target=target,
-        in_use=_revisions_of(
-            [item for item in request.children if item.kind is records.ChildKind.LWS]
-        ),
+        in_use=_revisions_of(lws),
+        running=lws,
         foreign_names=plan.foreign_records,
         annotations=request.parent.annotations,
         limit=plan.control.history_limit,
@@ -282,10 +297,13 @@ def _status(
     results: Sequence[slices.SliceResult],
     answer: desired.DesiredChildren,
     awaited: creations.Creations,
-    history_problems: Sequence[problems.Problem],
+    found: Sequence[problems.Problem],
+    records_plan: history.HistoryPlan,
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
+    """The set's status; `found`: what LeaderWorkerSet would refuse, then the children asked
+    for that never appeared."""
     foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
     # A role whose new LWS cannot be created (or never appears) has no known target: it is never
     # Available.
@@ -318,10 +336,10 @@ def _status(
                 orphans=problems.orphan_scalers(request.related, set_name=request.parent.name),
                 conflicts=answer.conflicts,
             ),
-            *awaited.problems,
+            *found,
             *dropped.reported(plan.dropped),
             *plan.capped,
-            *history_problems,
+            *records_plan.problems,
             *plan.control.problems,
         ],
         observed=request.parent.conditions,
@@ -330,6 +348,8 @@ def _status(
         rollout=verdict.rollout,
         creating=awaited.record,
         note="; ".join(part for part in (rollback, scaled) if part),
+        warnings=validation.warnings(name=request.parent.name, spec=spec),
+        history=records_plan.note,
     ), verdict
 
 
@@ -359,10 +379,12 @@ def _verdict(
         for r in results
         if r.plan.phase is rollout.Phase.PARTITIONED and not r.kept_lws and not r.created
     }
+    created, coming_up = _coming_up(results, new_lws)
     return progress.judge(
         control=plan.control,
         rolling=phases != {rollout.Phase.STEADY},
-        stepped=bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        stepped=created or bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
+        coming_up=coming_up,
         revision=revision,
         new_lws=new_lws,
         parent=request.parent,
@@ -380,6 +402,44 @@ def _verdict(
             if result.plan.phase is not rollout.Phase.STEADY
         ],
     )
+
+
+def _coming_up(
+    results: Sequence[slices.SliceResult], new_lws: Sequence[records.ObservedObject]
+) -> tuple[bool, bool]:
+    """Whether this pass creates an LWS, and whether the target revision is still coming up
+    (an LWS created now or not ready): what `progress.judge` needs of a set that does not roll."""
+    created = any(result.created for result in results)
+    return created, created or any(item.status.ready_replicas < item.replicas for item in new_lws)
+
+
+def _refused(
+    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
+) -> list[problems.Problem]:
+    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
+    rescales (`admission`), reported at once instead of when the child fails to appear."""
+    replicas = {item.name: item.spec_replicas for item in observed if item.kind is _LWS_KIND}
+    found = []
+    for child in answered:
+        name = child["metadata"]["name"]
+        if child["kind"] != api.LWS_KIND or (
+            name in replicas and replicas[name] == child["spec"].get("replicas")
+        ):
+            continue
+        why = admission.refusals(child)
+        if why:
+            found.append(
+                problems.Problem(
+                    api.Reason.LWS_REFUSED,
+                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
+                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
+                    " spec (or the set's name)",
+                )
+            )
+    return found
+
+
+_LWS_KIND = records.ChildKind.LWS
 
 
 def _hold(

@@ -56,6 +56,7 @@ def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, 
         *_external_single_slice(spec),
         *_generated_names(name=name, spec=spec),
         *_scaler_names(name=name, spec=spec),
+        *_lws_admission(spec),
     )
 
 
@@ -77,6 +78,8 @@ def _unique_role_names(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation
 
 def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     counted = [role.replicas for role in spec.roles if not role.is_external]
+    if any(replicas is not None and replicas < 0 for replicas in counted):
+        return  # the schema's error (replicas at least 0), not this rule's: said once
     all_zero = all(replicas is None or replicas == 0 for replicas in counted)
     all_positive = all(replicas is not None and replicas > 0 for replicas in counted)
     if not (all_zero or all_positive):
@@ -219,3 +222,57 @@ def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.
         scaler = naming.scaler_name(set_name=name, role=role.name)
         if role.is_external and len(scaler) > naming.DNS1123_SUBDOMAIN_MAX:
             yield _violation(rules.SCALER_NAME_FITS, _role_path(index, "name"))
+
+
+def warnings(*, name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
+    """What a valid spec asks for that the controller ignores, one sentence per role: each
+    External role's `spec.replicas` above 1. The same sentences, in the same words, as the
+    kit's ValidatingAdmissionPolicy warns with on `kubectl apply`
+    (metacontroller/validatingadmissionpolicy.yaml; 1 is the CRD's default, so it stays
+    silent)."""
+    return [
+        f'spec.roles[name="{role.name}"].spec.replicas is {role.replicas} but the role has'
+        " scaling.mode External, so this value is ignored: its replicas are driven by the"
+        f' DisaggregatedSetRoleScaler "{naming.scaler_name(set_name=name, role=role.name)}"'
+        " (scale that object or let its autoscaler do it). Remove spec.replicas from the role"
+        " or set it to 1."
+        for role in spec.roles
+        if role.is_external and role.replicas is not None and role.replicas > 1
+    ]
+
+
+def _lws_admission(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """What LeaderWorkerSet's admission refuses of a role's LWS that its spec decides alone:
+    the size, the pods of a Static role in one slice, the subgroups and their annotation."""
+    for index, role in enumerate(spec.roles):
+        size = role.size
+        if size < 1:
+            yield _violation(
+                rules.LWS_SIZE_AT_LEAST_ONE, _role_path(index, "spec.leaderWorkerTemplate.size")
+            )
+        pods = None if role.is_external or role.replicas is None else role.replicas * size
+        if pods is not None and pods > api.INT32_MAX:
+            yield _violation(rules.LWS_PODS_FIT_INT32, _role_path(index, "spec.replicas"))
+        policy = role.sub_group_policy
+        if policy is not None and not subgroups_fit(policy, size=size):
+            yield _violation(
+                rules.LWS_SUBGROUP_SIZE,
+                _role_path(index, "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"),
+            )
+        exclusive = api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION in role.annotations
+        if exclusive and policy is None:
+            yield _violation(
+                rules.LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS,
+                _role_path(index, "metadata.annotations"),
+            )
+
+
+def subgroups_fit(policy: api.JsonObject, *, size: int) -> bool:
+    """Whether LeaderWorkerSet admits a subGroupPolicy for groups of `size` pods: a subGroupSize
+    from 1 to size that divides size or size - 1 (size - 1 with LeaderExcluded)."""
+    subgroup = policy.get("subGroupSize")
+    if not isinstance(subgroup, int) or isinstance(subgroup, bool) or not 1 <= subgroup <= size:
+        return False
+    if policy.get("subGroupPolicyType") == "LeaderExcluded":
+        return (size - 1) % subgroup == 0
+    return size % subgroup == 0 or (size - 1) % subgroup == 0

@@ -15,14 +15,23 @@ Pure: every function reads the set and the objects kubectl printed as the hooks 
 prints. An object is a candidate when it is of a child kind (`RESOURCES`) and
 its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
 
-- controlled by that set (a controller ownerReference with the set's uid): adopted, that is
-  labelled `controller-uid: <set uid>` (relabelled when the label names another uid), or already
-  adopted when it carries the label;
-- controlled by anything else: refused, left alone;
+- controlled by that set (a controller ownerReference to the DisaggregatedSet of the set's name
+  and uid): adopted, that is labelled `controller-uid: <set uid>` (relabelled when the label
+  names another uid), or already adopted when it carries the label;
+- controlled by anything else (a reference with the set's uid to another kind or name among
+  them): refused, left alone;
 - controlled by nothing (an orphan: Metacontroller released it because it synced the set before
-  the adoption, or someone created it with the set's label): adopted only when asked
-  (`--orphans`); Metacontroller then adds the ownerReference itself, as it does for any orphan
-  its selector matches.
+  the adoption, a set of that name was deleted with `--cascade=orphan`, or someone created it
+  with the set's label): adopted only when asked (`--orphans`), and only when it has no owner at
+  all and is exactly what the set would have made at its name (`hooks.kubectl.adoptable`: a
+  planted object is refused, naming what differs); Metacontroller then adds the ownerReference
+  itself, as it does for any orphan its selector matches.
+
+A child the set controls is trusted as its controller ownerReference says, as upstream's
+controller trusts it: that is how a set moves from upstream's controller, whose LWS of revisions
+the spec and the records no longer hold could not be checked otherwise. The kit's admission
+policy (metacontroller/adoption-policy.yaml) lets only those allowed `VERB` on the set add such a
+reference, or the label; the plugin asks the API server whether the user is before it writes.
 
 The patch is a merge patch carrying the `resourceVersion` read, so the API server applies it only
 to the object as it was judged (409 Conflict otherwise: read it again and judge again). It adds or
@@ -37,7 +46,8 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
-from hooks.core import history, records
+from hooks.core import records
+from hooks.kubectl import adoptable
 
 JsonObject = dict[str, Any]
 
@@ -56,6 +66,11 @@ RESOURCES: Final[Mapping[str, str]] = {
 }
 """The set's child kinds (the CompositeController's childResources) and kubectl's name for
 each: LeaderWorkerSets, Services, RoleScalers and the history records."""
+
+VERB: Final = "adopt"
+"""The RBAC verb on a DisaggregatedSet that hands it an object: the kit's admission policy
+refuses the `controller-uid` label and a controller ownerReference to a set without it, and
+the kit grants it to the admin role and to Metacontroller (metacontroller/user-roles.yaml)."""
 
 
 class Verdict(StrEnum):
@@ -114,8 +129,15 @@ def patch_of(candidate: records.ObservedObject, *, uid: str) -> JsonObject:
     }
 
 
-def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans: bool) -> Decision:
-    """What adoption does with `candidate` (a child kind with `parent`'s name label)."""
+def decide(
+    parent: records.Parent,
+    candidate: records.ObservedObject,
+    *,
+    orphans: bool,
+    known: adoptable.Known,
+) -> Decision:
+    """What adoption does with `candidate` (a child kind with `parent`'s name label); `known`:
+    what `parent` can vouch for (`known_of`)."""
     set_name, uid = parent.name, parent.uid
     label = candidate.labels.get(api.CONTROLLER_UID_LABEL)
     controller = candidate.controller_uid
@@ -140,22 +162,78 @@ def decide(parent: records.Parent, candidate: records.ObservedObject, *, orphans
         )
     if label == uid:
         return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
-    if controller is None and not orphans:
+    if controller == uid and candidate.controller_object != _set_object(set_name):
         return decision(
-            Verdict.ORPHAN,
-            f"carries {set_name}'s name label but has no controller (Metacontroller releases"
-            " children it finds unlabelled; or someone else made it): left alone; --orphans"
-            " adopts it",
+            Verdict.REFUSED,
+            f"carries {set_name}'s uid in a controller reference to"
+            f" {candidate.controller_object}, not to the {api.DS_KIND} {set_name}: left alone",
         )
-    if controller is None and candidate.kind is records.ChildKind.REVISION:
-        why = history.problem_with_body(candidate, set_name=set_name)
+    if controller is None and not orphans:
+        return decision(Verdict.ORPHAN, _orphan_reason(set_name, label))
+    if controller is None:
+        why = _why_not(candidate, known)
         if why is not None:
-            return decision(
-                Verdict.REFUSED,
-                f"a history record that would not count ({why}): left alone (delete it: a record"
-                " the set needs is created again)",
-            )
+            return decision(Verdict.REFUSED, why)
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
+
+
+def _set_object(set_name: str) -> str:
+    """A set as `records.ObservedObject.controller_object` names it."""
+    return f"{api.DS_KIND}.{api.GROUP}/{set_name}"
+
+
+def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str | None:
+    """Why an orphan is not handed to the set, in words for its line; None when it is."""
+    set_name = known.set_name
+    if candidate.owner_uids:
+        owners = ", ".join(candidate.owner_uids)
+        return (
+            f"has an owner that is not its controller (uid {owners}), so it is no orphan that"
+            f" {set_name} lost: left alone"
+        )
+    why = adoptable.difference(candidate, known)
+    if why is None:
+        return None
+    if candidate.kind is records.ChildKind.REVISION:
+        return (
+            f"a history record that would not count ({why}): left alone (delete it: a record"
+            " the set needs is created again)"
+        )
+    return f"not what {set_name} would have made at its name: {why}: left alone"
+
+
+def known_of(
+    parents: Sequence[records.Parent], candidates: Sequence[records.ObservedObject]
+) -> dict[tuple[str, str], adoptable.Known]:
+    """What each set can vouch for (`hooks.kubectl.adoptable.known`), by (namespace, name), from
+    its spec and the records among `candidates` that carry its name label."""
+    by_set: dict[tuple[str, str], list[records.ObservedObject]] = {}
+    for item in candidates:
+        by_set.setdefault(set_of(item), []).append(item)
+    return {
+        key_of(parent): adoptable.known(parent, by_set.get(key_of(parent), []))
+        for parent in parents
+    }
+
+
+def _orphan_reason(set_name: str, label: str | None) -> str:
+    """Why an object with the set's name label and no controller is left alone, by what most
+    likely made it an orphan: a set of that name deleted with `--cascade=orphan` (its children
+    keep that set's controller-uid label), or Metacontroller releasing an unlabelled child."""
+    if label:
+        how = (
+            f"its {api.CONTROLLER_UID_LABEL} label names {label}, an earlier set of this name,"
+            " deleted with `kubectl delete --cascade=orphan`, which leaves its children"
+        )
+    else:
+        how = (
+            "Metacontroller released it: it synced the set before the adoption, or someone"
+            " made it with the set's label"
+        )
+    return (
+        f"carries {set_name}'s name label but has no controller ({how}): left alone; --orphans"
+        f" adopts it into {set_name} if it is exactly what the set would have made there"
+    )
 
 
 def plan(
@@ -163,12 +241,19 @@ def plan(
     candidates: Sequence[records.ObservedObject],
     *,
     orphans: bool,
+    known: Mapping[tuple[str, str], adoptable.Known],
 ) -> list[Decision]:
     """A decision for every candidate of a child kind whose name label names one of `parents`
-    (in its namespace), by set, then kind and name; other objects are no candidates."""
+    (in its namespace), by set, then kind and name; other objects are no candidates. `known`:
+    `known_of(parents, candidates)`."""
     by_set = {key_of(parent): parent for parent in parents}
     decisions = [
-        decide(by_set[set_of(candidate)], candidate, orphans=orphans)
+        decide(
+            by_set[set_of(candidate)],
+            candidate,
+            orphans=orphans,
+            known=known[set_of(candidate)],
+        )
         for candidate in candidates
         if candidate.kind.kind in RESOURCES and set_of(candidate) in by_set
     ]

@@ -12,34 +12,41 @@ ready is where a canary pipeline's gate continues, exit 0), `rollout history`, `
 changed meanwhile is refused, never overwritten), `rollout pause|resume|hold|release|partition`
 (a merge patch of one annotation, its value checked as `hooks.core.controls` reads it), `adopt`
 (label children another controller made for Metacontroller, one merge patch with the
-resourceVersion read per object), and `plan` and `render`, which are `python -m hooks
-plan|render` (hooks.cli.commands). A command imports only what it runs: `--help` and usage
-errors need neither the API's models nor YAML.
+resourceVersion read per object; an orphan only when `hooks.kubectl.adoptable` finds it exactly
+what the set would have made; only for a user the API server allows the verb `adopt` on the
+set, which the kit's admission policy asks of whoever hands a set an object), and `plan` and
+`render`, which are `python -m hooks plan|render` (hooks.cli.commands). A command imports only
+what it runs: `--help` and usage errors need neither the API's models nor YAML.
 
 Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
 annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, an object
-adopt left alone, kubectl failing: not found, a conflict, no access; a failed plan or render); 2
-usage error; 3 `rollout status --timeout` ran out while the rollout still moved, waited or was
-paused; 130 interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
+adopt left alone, adopt without the verb adopt, kubectl failing: not found, a conflict, no
+access, or kubectl that cannot be run at all; a failed plan or render); 2 usage error; 3
+`rollout status --timeout` ran out while the rollout still moved, waited or was paused; 130
+interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
 kubectl gives 1 for a timeout too, and 3 lets a pipeline tell "give it longer" from "broken".
-Every error is one line, `kubectl ds COMMAND: error: ...`.
+Every error is one line, `kubectl ds COMMAND: error: ...`. A patch or an object goes to kubectl
+in a file or on its standard input, never on its command line, where Linux takes no argument
+over 128 KiB and a set's templates can be ten times that.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from hooks import api
 from hooks.cli import commands, console
 from hooks.core import controls, records
-from hooks.kubectl import adopt, rollout, writes
+from hooks.kubectl import adopt, adoptable, rollout, writes
 from hooks.wire import envelope, version
 
 PROG: Final = "kubectl ds"
@@ -74,8 +81,11 @@ def _note(args: argparse.Namespace, text: str) -> None:
 
 
 class Kubectl:
-    """The kubectl binary with the user's connection flags; a failure is a `console.CliError` in
-    kubectl's own words, on one line."""
+    """The kubectl binary with the user's connection flags; a failure, whether kubectl reports it
+    or cannot be run at all, is a `console.CliError` on one line (kubectl's own words when it
+    has some). Objects and patches go to kubectl on its standard input or in a file, never on
+    its command line: Linux takes no argument over 128 KiB, and a set's templates can be ten
+    times that."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         given = (("kubeconfig", args.kubeconfig), ("context", args.context))
@@ -90,6 +100,8 @@ class Kubectl:
                 input=stdin,
                 capture_output=True,
                 text=True,
+                encoding="utf-8",
+                errors="replace",
                 timeout=KUBECTL_TIMEOUT_SECONDS,
                 check=False,
             )
@@ -101,21 +113,48 @@ class Kubectl:
             raise console.CliError(
                 f"kubectl {arguments[0]} did not finish within {KUBECTL_TIMEOUT_SECONDS} s"
             ) from None
+        except OSError as error:
+            raise console.CliError(
+                f"kubectl {arguments[0]} could not be run: {error.strerror or error}"
+            ) from None
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             text = "; ".join(lines) or f"kubectl {arguments[0]} exited with {done.returncode}"
             raise console.CliError(text.removeprefix("error: "))
         return done.stdout
 
-    def get(self, *arguments: str) -> JsonObject:
-        """`kubectl get ... -o json`, parsed: the one place kubectl's output is read."""
+    def patch(self, *arguments: str, body: object) -> str:
+        """`kubectl patch ARGUMENTS` with `body`, as JSON, in a temporary file of its own
+        (`--patch-file`), which is gone when kubectl has read it."""
         try:
-            value = json.loads(self.run("get", *arguments, "--output=json"))
-        except ValueError as error:
-            raise console.CliError(f"kubectl get printed no JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise console.CliError("kubectl get printed no JSON object")
-        return value
+            scratch = tempfile.TemporaryDirectory(prefix="kubectl-ds-")
+            path = os.path.join(scratch.name, "patch.json")
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(body, file)
+        except OSError as error:
+            message = f"cannot write a patch for kubectl: {error.strerror or error}"
+            raise console.CliError(message) from None
+        with scratch:
+            return self.run("patch", *arguments, f"--patch-file={path}")
+
+    def get(self, *arguments: str) -> JsonObject:
+        """`kubectl get ... -o json`, parsed."""
+        return _json_object(self.run("get", *arguments, "--output=json"), "kubectl get")
+
+    def may(self, verb: str, resource: str, name: str, *, namespace: str) -> bool:
+        """Whether the user may `verb` the object `name` of `resource` (`plural.group`), as the
+        API server answers a SelfSubjectAccessReview."""
+        plural, _, group = resource.partition(".")
+        attributes = {"namespace": namespace, "verb": verb, "group": group}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {**attributes, "resource": plural, "name": name}},
+        }
+        arguments = ("--filename=-", "--validate=false", "--output=json")
+        shown = self.run("create", *arguments, stdin=json.dumps(review))
+        status = _json_object(shown, "kubectl create").get("status")
+        return isinstance(status, dict) and status.get("allowed") is True
 
     def get_set(self, name: str, *, managed_fields: bool = False) -> JsonObject:
         """The set as kubectl prints it (with `managedFields` when asked)."""
@@ -143,6 +182,17 @@ class Kubectl:
 
 
 _LWS: Final = records.ChildKind.LWS
+
+
+def _json_object(text: str, command: str) -> JsonObject:
+    """What kubectl printed with `--output=json`, parsed: the one place its output is read."""
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise console.CliError(f"{command} printed no JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise console.CliError(f"{command} printed no JSON object")
+    return value
 
 
 def _read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
@@ -203,13 +253,23 @@ def _run_status(args: argparse.Namespace) -> int:
                 print(
                     "not a failure: the rollout stands on purpose, where a canary gate goes on; "
                     f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
-                    f"`{PROG} rollout undo {args.set}` goes back"
+                    + _undo_hint(kubectl, parent, args.set)
                 )
             return 0
         if deadline is not None and clock.monotonic() >= deadline:
             raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
         left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
         clock.sleep(max(0.0, min(POLL_SECONDS, left)))
+
+
+def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
+    """What `rollout undo` would do now: never an undo that cannot be done."""
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
+    except (console.CliError, rollout.RolloutError) as error:
+        return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
+    return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
 
 
 def _duration(text: str) -> tuple[float, str]:
@@ -294,8 +354,33 @@ def _add_undo(actions: _Subcommands) -> None:
     parser.set_defaults(run=_run_undo)
 
 
+# A status the hooks write meanwhile changes the set's resourceVersion but not its generation:
+# undo then reads the set again and tries anew, this many times in all.
+_UNDO_ATTEMPTS = 3
+
+
+class _StatusMoved(Exception):
+    """The set's resourceVersion changed under the undo's first write, its generation did not."""
+
+
 def _run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
+    for _ in range(_UNDO_ATTEMPTS - 1):
+        try:
+            return _undo(args, kubectl)
+        except _StatusMoved:
+            continue
+    try:
+        return _undo(args, kubectl)
+    except _StatusMoved:
+        raise console.CliError(
+            f"{args.set}'s status kept changing while undo ran, so nothing was written: run undo"
+            " again"
+        ) from None
+
+
+def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
+    """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
     live = kubectl.get_set(args.set, managed_fields=True)
     parent = _read(rollout.read_set, live)
     known = kubectl.history(parent)
@@ -306,20 +391,16 @@ def _run_undo(args: argparse.Namespace) -> int:
         record = rollout.undo_target(known, current=current, number=args.to_revision)
         restored = rollout.restore(rollout.spec_roles(live), record)
     except rollout.RolloutError as error:
-        raise console.CliError(str(error)) from None
+        lacking = f" (its status.history: {parent.history})" if parent.history else ""
+        raise console.CliError(f"{error}{lacking}") from None
     lws = kubectl.lws_of(parent)
     planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
     for index, write in enumerate(planned):
         try:
             _write(kubectl, args.set, write)
         except console.CliError:
-            if (
-                index == 0
-                and kubectl.read_set(args.set).resource_version != parent.resource_version
-            ):
-                raise console.CliError(
-                    f"{args.set} changed while undo ran, so nothing was written: run undo again"
-                ) from None
+            if index == 0:
+                _raise_if_moved(kubectl, parent)
             raise
     print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
     for change in [*restored.changes, *rollout.change_cause_change(parent, record)]:
@@ -334,6 +415,19 @@ def _run_undo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_if_moved(kubectl: Kubectl, parent: records.Parent) -> None:
+    """After an undo's first write failed: `_StatusMoved` when the set's resourceVersion changed
+    but not its generation or annotations (its status moved), an error when more changed."""
+    now = kubectl.read_set(parent.name)
+    if now.resource_version == parent.resource_version:
+        return
+    if now.generation == parent.generation and now.annotations == parent.annotations:
+        raise _StatusMoved
+    raise console.CliError(
+        f"{parent.name} changed while undo ran, so nothing was written: run undo again"
+    )
+
+
 def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
     """Make one of an undo's writes."""
     manager = f"--field-manager={write.manager}"
@@ -342,7 +436,7 @@ def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
             "apply", "--server-side", manager, "--filename=-", "--output=name", stdin=write.text
         )
         return
-    kubectl.run("patch", SETS, name, f"--type={write.method}", manager, f"--patch={write.text}")
+    kubectl.patch(SETS, name, f"--type={write.method}", manager, body=write.body)
 
 
 def _whole(text: str) -> int:
@@ -404,8 +498,7 @@ def _run_annotate(args: argparse.Namespace) -> int:
     if parent.annotations.get(key) == value:
         print(f"{args.set} already {done} ({shown}): nothing to change")
     else:
-        patch = json.dumps(rollout.annotation_patch({key: value}))
-        kubectl.run("patch", SETS, args.set, "--type=merge", f"--patch={patch}")
+        kubectl.patch(SETS, args.set, "--type=merge", body=rollout.annotation_patch({key: value}))
         print(f"{args.set} {done} ({shown})")
     if hint is not None:
         _note(args, hint)
@@ -443,8 +536,12 @@ def _add_adopt(commands: _Subcommands) -> None:
         "ownerReference to its uid) with controller-uid=<set uid>, the label Metacontroller "
         "finds a set's children by: run it after upstream's controller stopped and before the "
         "CompositeControllers exist. Objects controlled by another owner are refused and left "
-        "alone; orphans with the set's name label too, unless --orphans. Each patch carries the "
-        "resourceVersion read: an object changed meanwhile is read and judged again.",
+        "alone; orphans with the set's name label too, unless --orphans, and then an orphan "
+        "that is not exactly what the set would have made at its name (for an LWS: its "
+        "labels, annotations and spec, replicas aside, and so every template its revision's), "
+        "naming the difference. Each patch carries the resourceVersion read: an object changed "
+        "meanwhile is read and judged again. Adopting takes the RBAC verb adopt on the set, "
+        "which the admin role has: without it nothing is written.",
         epilog="exit status: 0 every candidate adopted; 1 something refused or left alone, or "
         "kubectl failing; 2 usage error",
     )
@@ -454,7 +551,9 @@ def _add_adopt(commands: _Subcommands) -> None:
         "-A", "--all-namespaces", action="store_true", help="with --all: of every namespace"
     )
     parser.add_argument(
-        "--orphans", action="store_true", help="adopt objects with no controller as well"
+        "--orphans",
+        action="store_true",
+        help="adopt objects with no owner as well, each only if exactly what the set would make",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be adopted")
     parser.set_defaults(run=_run_adopt, report_as=parser.prog, parser=parser)
@@ -465,10 +564,14 @@ def _run_adopt(args: argparse.Namespace) -> int:
         args.parser.error("give either SET or --all (-A only with --all)")
     kubectl = Kubectl(args)
     parents, candidates = _adoption_candidates(kubectl, args)
+    known = adopt.known_of(parents, candidates)
+    planned = adopt.plan(parents, candidates, orphans=args.orphans, known=known)
+    if not args.dry_run:
+        _check_allowed(kubectl, planned)
     decisions = []
-    for decision in adopt.plan(parents, candidates, orphans=args.orphans):
+    for decision in planned:
         if decision.verdict is adopt.Verdict.ADOPT and not args.dry_run:
-            decision = _adopted(kubectl, decision, parents, orphans=args.orphans)
+            decision = _adopted(kubectl, decision, parents, orphans=args.orphans, known=known)
         if decision.verdict is adopt.Verdict.ADOPT:
             print(("(dry run) " if args.dry_run else "") + decision.line)
         elif decision.verdict is not adopt.Verdict.ADOPTED:
@@ -477,6 +580,21 @@ def _run_adopt(args: argparse.Namespace) -> int:
     for parent in parents:
         print(adopt.summary(decisions, parent))
     return int(any(d.verdict in (adopt.Verdict.REFUSED, adopt.Verdict.ORPHAN) for d in decisions))
+
+
+def _check_allowed(kubectl: Kubectl, planned: Sequence[adopt.Decision]) -> None:
+    """Before anything is written: the user may adopt for every set that would be handed an
+    object, or it is one error line (the kit's admission policy would refuse the label)."""
+    for namespace, name in dict.fromkeys(
+        (d.namespace, d.set_name) for d in planned if d.verdict is adopt.Verdict.ADOPT
+    ):
+        if not kubectl.may(adopt.VERB, SETS, name, namespace=namespace):
+            raise console.CliError(
+                f"you may not adopt for {namespace}/{name}: that takes the RBAC verb"
+                f" {adopt.VERB} on the set (kubectl auth can-i {adopt.VERB} {SETS}/{name} -n"
+                f" {namespace}), which the admin role has, and the kit's admission policy refuses"
+                " the label without it; nothing was written"
+            )
 
 
 def _adoption_candidates(
@@ -504,7 +622,12 @@ def _child(item: JsonObject) -> records.ObservedObject | None:
 
 
 def _adopted(
-    kubectl: Kubectl, decision: adopt.Decision, parents: list[records.Parent], *, orphans: bool
+    kubectl: Kubectl,
+    decision: adopt.Decision,
+    parents: list[records.Parent],
+    *,
+    orphans: bool,
+    known: Mapping[tuple[str, str], adoptable.Known],
 ) -> adopt.Decision:
     """Patch one object; when it changed since it was read (a conflict), read and judge it
     again, a few times."""
@@ -514,7 +637,7 @@ def _adopted(
         if decision.patch is None:
             return decision
         try:
-            kubectl.run("patch", *where, "--type=merge", f"--patch={json.dumps(decision.patch)}")
+            kubectl.patch(*where, "--type=merge", body=decision.patch)
             return decision
         except console.CliError as error:
             if "Conflict" not in str(error) and "has been modified" not in str(error):
@@ -524,7 +647,7 @@ def _adopted(
             raise console.CliError(
                 f"{decision.kind} {decision.name} lost {decision.set_name}'s label"
             )
-        decision = adopt.decide(parent, fresh, orphans=orphans)
+        decision = adopt.decide(parent, fresh, orphans=orphans, known=known[adopt.key_of(parent)])
     raise console.CliError(f"{decision.kind} {decision.name} kept changing: run adopt again")
 
 

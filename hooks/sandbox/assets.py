@@ -7,17 +7,19 @@ ecosystem does:
 - `KUBEBUILDER_ASSETS`: a directory holding `etcd` and `kube-apiserver` (controller-runtime's
   envtest convention; `setup-envtest use -p path` prints one);
 - `DS_TESTCLUSTER_ASSETS`: a directory holding `metacontroller` and `kube-controller-manager`, and
-  the third-party CRDs (`metacontroller-crds-v1.yaml`, and the LeaderWorkerSet CRD as
+  optionally the third-party CRDs (`metacontroller-crds-v1.yaml`, and the LeaderWorkerSet CRD as
   `leaderworkersets-crd.yaml` or LWS's release `manifests.yaml`).
 
 A caller may name more directories to look in after those (the cluster suite passes the team's
-shared copy, when it has one). What cannot be found is reported as a sentence that says what to
-install. `kubectl`, which installs the kit and drives the control plane, comes from PATH.
+shared copy, when it has one). What cannot be found is reported as a sentence that names each
+program missing and where its release publishes it (`HOW_TO_INSTALL`). `kubectl`, which installs
+the kit and drives the control plane, comes from PATH.
 
-The LeaderWorkerSet CRD is that of a release (`LWS_RELEASES`): by default the one of upstream
-commit 060ab4d, whose LWS schema the API embeds; another release's is its release CRD,
-`leaderworkersets-crd-<release>.yaml` (`v0.8.0`, `v0.7.0`), found the same way (the cluster
-suite's `--lws-release`).
+Without CRD files the control plane installs its own (`hooks.sandbox.thirdparty`): the four programs
+are all a sandbox needs. The LeaderWorkerSet CRD is that of a release (`LWS_RELEASES`): by default
+the one of upstream commit 060ab4d, whose LWS schema the API embeds (the sandbox's own, when no
+file holds it); another release's is its release CRD, `leaderworkersets-crd-<release>.yaml`
+(`v0.8.0`, `v0.7.0`), found the same way and required (the cluster suite's `--lws-release`).
 """
 
 from __future__ import annotations
@@ -45,12 +47,16 @@ this project serves (docs/operations.md, "What runs with what")."""
 KUBERNETES_VERSION: Final = "1.36"
 
 HOW_TO_INSTALL: Final = (
-    f"set {ENVTEST_VARIABLE} to a directory with etcd and kube-apiserver (for example"
-    f" `setup-envtest use -p path {KUBERNETES_VERSION}.x`) and "
-    f"{EXTRA_VARIABLE} to a directory with metacontroller (v4.17.x), kube-controller-manager"
-    f" ({KUBERNETES_VERSION}.x), metacontroller-crds-v1.yaml and the LeaderWorkerSet CRD"
-    " (leaderworkersets-crd.yaml or LWS's release manifests.yaml); see the README's 'Run the"
-    " cluster tests'"
+    f"set {ENVTEST_VARIABLE} to a directory with etcd and kube-apiserver (`setup-envtest use -p"
+    f" path {KUBERNETES_VERSION}.x` prints one) and {EXTRA_VARIABLE} to a directory with"
+    " metacontroller (/usr/bin/metacontroller of the image"
+    " ghcr.io/metacontroller/metacontroller:v4.17.2) and kube-controller-manager"
+    " (https://dl.k8s.io/v1.36.2/bin/linux/amd64/kube-controller-manager); see the README's 'Run"
+    " the cluster tests'"
+)
+RELEASE_CRD_SOURCE: Final = (
+    "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml of kubernetes-sigs/lws at"
+    " the tag {release}, saved as {name}"
 )
 
 
@@ -66,8 +72,10 @@ class Assets:
     kube_apiserver: Path
     kube_controller_manager: Path
     metacontroller: Path
-    metacontroller_crds: Path
-    lws_crd: Path
+    metacontroller_crds: Path | None
+    """None: the control plane installs its own (`hooks.sandbox.thirdparty`)."""
+    lws_crd: Path | None
+    """None: the control plane installs its own, the CRD of 060ab4d (`hooks.sandbox.thirdparty`)."""
 
 
 def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_LWS) -> Assets:
@@ -87,17 +95,19 @@ def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_
             missing.append(name)
         else:
             programs[name] = found
-    metacontroller_crds = _first_file([extra, *fallbacks], METACONTROLLER_CRDS)
-    names = (
-        LWS_CRDS if lws_release == REFERENCE_LWS else (f"leaderworkersets-crd-{lws_release}.yaml",)
-    )
-    lws_crd = _first_file([extra, *fallbacks], names)
-    if metacontroller_crds is None:
-        missing.append(METACONTROLLER_CRDS[0])
-    if lws_crd is None:
-        missing.append(f"the LeaderWorkerSet CRD of {lws_release}")
-    if missing or metacontroller_crds is None or lws_crd is None:
+    if missing:
         raise AssetsMissing(f"no {', '.join(missing)} for the control plane: {HOW_TO_INSTALL}")
+    metacontroller_crds = _first_file([extra, *fallbacks], METACONTROLLER_CRDS)
+    if lws_release == REFERENCE_LWS:
+        lws_crd = _first_file([extra, *fallbacks], LWS_CRDS)
+    else:
+        name = f"leaderworkersets-crd-{lws_release}.yaml"
+        lws_crd = _first_file([extra, *fallbacks], (name,))
+        if lws_crd is None:
+            source = RELEASE_CRD_SOURCE.format(release=lws_release, name=name)
+            raise AssetsMissing(
+                f"no LeaderWorkerSet CRD of {lws_release} in {EXTRA_VARIABLE}: {source}"
+            )
     return Assets(
         etcd=programs["etcd"],
         kube_apiserver=programs["kube-apiserver"],

@@ -2,11 +2,14 @@
 and this project's hook server, with the kit installed as `kubectl apply -k .` installs it.
 
 `ControlPlane.start(assets, workdir, kit=...)` creates fresh certificates (openssl) and random
-ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs and the kit
-rendered from `kit` (a checkout's root: its kustomization.yaml, the CompositeControllers' hook
-URLs pointed at the local hook server), and returns once Metacontroller is ready. `stop()` stops
-every process it started, by process group, and removes the work directory. No kubelet runs:
-the sandbox and the tests play the LeaderWorkerSet controller (`hooks.sandbox.lws`).
+ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs (files found,
+or `hooks.sandbox.thirdparty`'s) and the kit of `kit` (a checkout's root, with its
+kustomization.yaml) through an overlay in the work directory that points the
+CompositeControllers' hook URLs at the local hook server (`kit_overlay`), starts Metacontroller as
+the service account of its production manifests (`hooks.sandbox.identities`), and returns once it
+is ready. `stop()` stops every process it started, by process group, and removes the work
+directory. No kubelet runs: the sandbox and the tests play the LeaderWorkerSet controller
+(`hooks.sandbox.lws`).
 
 `ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
 garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
@@ -31,18 +34,18 @@ from typing import Any, Final
 
 import yaml
 
-from hooks.sandbox import kube, processes
+from hooks.sandbox import identities, kube, lws, overlay, processes, thirdparty
 from hooks.sandbox.assets import Assets
 
 START_TIMEOUT_SECONDS: Final = 60.0
-KIT_NAMESPACE: Final = "disaggregatedset-system"
-# The in-cluster address of the hook Service in the kit's CompositeControllers.
-KIT_HOOK_URL: Final = f"http://disaggregatedset-hooks.{KIT_NAMESPACE}.svc"
 # The large-fleet settings the README recommends, as components/metacontroller-scale adds them to
 # Metacontroller's install; the control plane runs Metacontroller with them (its defaults, 5
 # requests/s with a burst of 10, would make a rollout wait on client-side throttling).
 SCALE_COMPONENT: Final = Path("components", "metacontroller-scale", "kustomization.yaml")
 KUSTOMIZATION: Final = "kustomization.yaml"
+# Metacontroller's service account in its production manifests, which the kit binds to the verb
+# adopt (metacontroller/adoption-policy.yaml): (namespace, name).
+METACONTROLLER_ACCOUNT: Final = ("metacontroller", "metacontroller")
 
 
 def check_kit(kit: Path) -> None:
@@ -63,54 +66,6 @@ def scale_flags(kit: Path) -> tuple[str, ...]:
         for operation in operations
         if operation["path"].endswith("/args/-")
     )
-
-
-@dataclass
-class Certificates:
-    """A throwaway CA, the API server's serving certificate and the service-account keys."""
-
-    ca_cert: Path
-    ca_key: Path
-    server_cert: Path
-    server_key: Path
-    service_account_key: Path
-    service_account_public: Path
-
-
-def make_certificates(directory: Path) -> Certificates:
-    """A CA, a serving certificate for IP 127.0.0.1 signed by it, and a service-account key pair."""
-    files = Certificates(
-        ca_cert=directory / "ca.crt",
-        ca_key=directory / "ca.key",
-        server_cert=directory / "server.crt",
-        server_key=directory / "server.key",
-        service_account_key=directory / "sa.key",
-        service_account_public=directory / "sa.pub",
-    )
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl(
-        "req", "-x509", *ec, "-keyout", files.ca_key, "-out", files.ca_cert,
-        "-days", "2", "-subj", "/CN=disaggregatedset-test-ca",
-    )  # fmt: skip
-    request = directory / "server.csr"
-    _openssl(
-        "req", *ec, "-keyout", files.server_key, "-out", request, "-subj", "/CN=kube-apiserver",
-    )  # fmt: skip
-    extensions = directory / "server.ext"
-    extensions.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl(
-        "x509", "-req", "-in", request, "-CA", files.ca_cert, "-CAkey", files.ca_key,
-        "-CAcreateserial", "-days", "2", "-extfile", extensions, "-out", files.server_cert,
-    )  # fmt: skip
-    _openssl("genrsa", "-out", files.service_account_key, "2048")
-    _openssl(
-        "rsa", "-in", files.service_account_key, "-pubout", "-out", files.service_account_public
-    )
-    return files
-
-
-def _openssl(*arguments: object) -> None:
-    subprocess.run(["openssl", *map(str, arguments)], check=True, capture_output=True, timeout=60)
 
 
 # Every request at level Metadata (verb, resource, user agent; no bodies), written when it arrives
@@ -136,6 +91,8 @@ class ControlPlane:
     server: str = ""
     token: str = ""
     kubeconfig: Path = Path()
+    """The administrator's (group `system:masters`), as the sandbox prints it."""
+    ca_file: Path = Path()
     hook_port: int = 0
     metacontroller_metrics: str = ""
     metacontroller_flags: Sequence[str] = ()
@@ -186,19 +143,26 @@ class ControlPlane:
         crds: Sequence[Path] = (),
         audit: bool = False,
         kit: Path = Path(),
+        metacontroller_crds: bool = False,
     ) -> ControlPlane:
         """etcd, kube-apiserver and the garbage collector with the LeaderWorkerSet CRD and `crds`
-        installed: no Metacontroller, hook server or kit (`kit` is the one `install_kit`, called
-        later, installs). On any failure, stop and re-raise."""
+        installed, and Metacontroller's CRDs with `metacontroller_crds`: no Metacontroller, hook
+        server or kit (`kit` is the one `install_kit`, called later, installs). On any failure,
+        stop and re-raise."""
         plane = cls(assets=assets, workdir=workdir, kit=kit)
-        plane._started(lambda certificates: plane._start_bare(certificates, crds), audit=audit)
+        plane._started(
+            lambda certificates: plane._start_bare(
+                certificates, crds, metacontroller_crds=metacontroller_crds
+            ),
+            audit=audit,
+        )
         return plane
 
-    def _started(self, start: Callable[[Certificates], None], *, audit: bool) -> None:
+    def _started(self, start: Callable[[identities.Certificates], None], *, audit: bool) -> None:
         """The common beginning (certificates, etcd, the API server, a kubeconfig), then `start`."""
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
-            certificates = make_certificates(self.workdir)
+            certificates = identities.make_certificates(self.workdir)
             self.token = secrets.token_hex(16)
             self._start_etcd()
             self._start_apiserver(certificates, audit=audit)
@@ -208,19 +172,29 @@ class ControlPlane:
             self.stop()
             raise
 
-    def _start(self, certificates: Certificates, *, pprof: bool) -> None:
-        self.install_crds_from(self.assets.metacontroller_crds)
-        self.install_crds_from(self.assets.lws_crd)
+    def _start(self, certificates: identities.Certificates, *, pprof: bool) -> None:
+        metacontroller_crds, lws_crd = thirdparty.files(self.assets, self.workdir)
+        self.install_crds_from(metacontroller_crds)
+        self.install_crds_from(lws_crd)
         self.start_hooks()
         self.install_kit()
         self._wait_for_crds()
+        self._install_lws_admission()
         self._start_controller_manager(certificates)
         self.start_metacontroller(pprof=pprof)
 
-    def _start_bare(self, certificates: Certificates, crds: Sequence[Path]) -> None:
-        for path in (self.assets.lws_crd, *crds):
+    def _start_bare(
+        self,
+        certificates: identities.Certificates,
+        crds: Sequence[Path],
+        *,
+        metacontroller_crds: bool,
+    ) -> None:
+        metacontroller, lws = thirdparty.files(self.assets, self.workdir)
+        for path in (lws, *crds, *([metacontroller] if metacontroller_crds else [])):
             self.install_crds_from(path)
         self._wait_for_crds()
+        self._install_lws_admission()
         self._start_controller_manager(certificates)
 
     def stop(self) -> None:
@@ -277,7 +251,7 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
         )
 
-    def _start_apiserver(self, certificates: Certificates, *, audit: bool) -> None:
+    def _start_apiserver(self, certificates: identities.Certificates, *, audit: bool) -> None:
         port = processes.free_port()
         self.server = f"https://127.0.0.1:{port}"
         tokens = self.workdir / "tokens.csv"
@@ -320,29 +294,31 @@ class ControlPlane:
         )
         processes.wait_until_ready(apiserver, self._client.is_ready, timeout=START_TIMEOUT_SECONDS)
 
-    def _write_kubeconfig(self, certificates: Certificates) -> None:
-        self.kubeconfig = self.workdir / "kubeconfig"
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "test",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority": str(certificates.ca_cert),
-                    },
-                }
-            ],
-            "users": [{"name": "admin", "user": {"token": self.token}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
-            "current-context": "test",
-        }
-        self.kubeconfig.write_text(json.dumps(config))
+    def _write_kubeconfig(self, certificates: identities.Certificates) -> None:
+        self.ca_file = certificates.ca_cert
+        self.kubeconfig = identities.write_kubeconfig(
+            self.workdir / "kubeconfig",
+            server=self.server,
+            ca_file=self.ca_file,
+            user="admin",
+            token=self.token,
+        )
+
+    def controller_kubeconfig(self, namespace: str, name: str) -> Path:
+        """A kubeconfig for a controller to run as the service account `namespace/name`, with
+        every ordinary verb on every resource and nothing more (`identities.controller`)."""
+        token = identities.controller(self.client, namespace, name)
+        return identities.write_kubeconfig(
+            self.workdir / f"{namespace}-{name}.kubeconfig",
+            server=self.server,
+            ca_file=self.ca_file,
+            user=name,
+            token=token,
+        )
 
     # --- controllers -------------------------------------------------------------------------
 
-    def _start_controller_manager(self, certificates: Certificates) -> None:
+    def _start_controller_manager(self, certificates: identities.Certificates) -> None:
         port = processes.free_port()
         kcm = self.start_process(
             "kube-controller-manager",
@@ -351,7 +327,8 @@ class ControlPlane:
                 f"--kubeconfig={self.kubeconfig}",
                 f"--authentication-kubeconfig={self.kubeconfig}",
                 f"--authorization-kubeconfig={self.kubeconfig}",
-                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token",
+                "--controllers=garbagecollector,namespace,serviceaccount,serviceaccount-token,"
+                "clusterrole-aggregation,validatingadmissionpolicy-status-controller",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
@@ -364,7 +341,9 @@ class ControlPlane:
         )
 
     def start_metacontroller(self, *, pprof: bool = False) -> None:
-        """Start Metacontroller (its CRDs must exist) and wait until it is ready."""
+        """Start Metacontroller (its CRDs must exist) as the service account of its production
+        manifests (`METACONTROLLER_ACCOUNT`, `identities`), and wait until it is ready."""
+        kubeconfig = self.controller_kubeconfig(*METACONTROLLER_ACCOUNT)
         metrics_port, probe_port = processes.free_port(), processes.free_port()
         self.metacontroller_metrics = f"http://127.0.0.1:{metrics_port}/metrics"
         pprof_address = "0"
@@ -375,7 +354,7 @@ class ControlPlane:
             "metacontroller",
             [
                 str(self.assets.metacontroller),
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={kubeconfig}",
                 f"--metrics-address=127.0.0.1:{metrics_port}",
                 f"--health-probe-bind-address=127.0.0.1:{probe_port}",
                 f"--pprof-address={pprof_address}",
@@ -454,47 +433,63 @@ class ControlPlane:
         stdin = "\n".join(json.dumps(crd) for crd in crds)
         self._kubectl_retrying(["apply", "--server-side", "-f", "-"], stdin=stdin)
 
-    def install_kit(self) -> None:
-        """Install `kubectl kustomize` of the kit, hook URLs pointed at the local server.
+    @property
+    def kit_overlay(self) -> Path:
+        """The kustomization this control plane installs the kit from (`install_kit`)."""
+        return self.workdir / overlay.DIRECTORY
 
-        Everything the kit holds is applied with client-side `kubectl apply`, as `kubectl apply
-        -k .` does; the hook Deployment, Service and PDB are created but never run (no kubelet).
-        With `kit_components`, the kit is rendered through an overlay in the work directory that
-        lists them (as a user's overlay does).
-        """
-        source = self.kit
-        if self.kit_components:
-            source = self.workdir / "kit-overlay"
-            source.mkdir(exist_ok=True)
-            overlay = {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [os.path.relpath(self.kit, source)],
-                "components": [os.path.relpath(path, source) for path in self.kit_components],
-            }
-            (source / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-        rendered = subprocess.run(
-            ["kubectl", "kustomize", str(source)],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout
-        documents = [pointed_at(doc, self.hook_url) for doc in yaml.safe_load_all(rendered) if doc]
-        self._kubectl_retrying(
-            ["apply", "-f", "-"], stdin=yaml.safe_dump_all(documents, sort_keys=False)
+    def install_kit(self, *, server_side: bool = False) -> subprocess.CompletedProcess[str]:
+        """Write the kit as this control plane runs it (`hooks.sandbox.overlay.write_kit`: the
+        `kit_components`, the local hook URLs) and `kubectl apply -k` it, client-side as `kubectl
+        apply -k .` applies (`server_side`: `--server-side`, as a migration does); the hook
+        Deployment, Service and PDB never run (no kubelet). Returns what kubectl printed."""
+        overlay.write_kit(
+            self.kit, self.kit_overlay, components=self.kit_components, hook_url=self.hook_url
         )
+        mode = ["--server-side"] if server_side else []
+        return self._kubectl_retrying(["apply", *mode, "-k", str(self.kit_overlay)])
 
-    def _kubectl_retrying(self, arguments: list[str], *, stdin: str | None = None) -> None:
+    def _kubectl_retrying(
+        self, arguments: list[str], *, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while True:
             result = self.kubectl(*arguments, stdin=stdin, check=False)
             if result.returncode == 0:
-                return
+                return result
             transient = "unable to handle the request" in result.stderr
             if not transient or time.monotonic() > deadline:
                 raise processes.ProcessError(f"kubectl {' '.join(arguments)}: {result.stderr}")
             time.sleep(0.5)
+
+    def _install_lws_admission(self) -> None:
+        """LeaderWorkerSet's validating webhook, played by a ValidatingAdmissionPolicy
+        (`lws.ADMISSION`); returns once the API server refuses an LWS of size 0 with it."""
+        listing = {"apiVersion": "v1", "kind": "List", "items": lws.ADMISSION}
+        self._kubectl_retrying(["apply", "-f", "-"], stdin=json.dumps(listing))
+        kube.wait_for(
+            self._lws_admission_refuses,
+            timeout=START_TIMEOUT_SECONDS,
+            message="the LeaderWorkerSet admission policy in force",
+        )
+
+    def _lws_admission_refuses(self) -> bool:
+        probe = {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": "admission-probe", "namespace": "default"},
+            "spec": {
+                "leaderWorkerTemplate": {
+                    "size": 0,
+                    "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "c"}]}},
+                }
+            },
+        }
+        try:
+            self.client.create(kube.LWS, probe, dry_run=True)
+        except kube.ApiError as error:
+            return error.code == 422 and "size must be equal or greater than 1" in str(error)
+        return False
 
     def _wait_for_crds(self) -> None:
         kube.wait_for(
@@ -502,12 +497,3 @@ class ControlPlane:
             timeout=START_TIMEOUT_SECONDS,
             message="CRDs established",
         )
-
-
-def pointed_at(document: dict[str, Any], hook_url: str) -> dict[str, Any]:
-    """A kit document with every CompositeController hook URL moved to `hook_url`."""
-    if document.get("kind") != "CompositeController":
-        return document
-    text = json.dumps(document).replace(KIT_HOOK_URL, hook_url)
-    moved: dict[str, Any] = json.loads(text)
-    return moved

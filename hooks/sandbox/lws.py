@@ -1,5 +1,5 @@
 """The LeaderWorkerSet controller, played by the sandbox and the cluster tests: status follows
-spec through `/status`.
+spec through `/status`, and what its admission webhook refuses is refused.
 
 No kubelet runs, so no pod ever becomes ready. `FakeLwsController` watches every LeaderWorkerSet
 and writes what a healthy LWS controller would report once every group is up: `replicas`,
@@ -8,6 +8,13 @@ and writes what a healthy LWS controller would report once every group is up: `r
 `/status` subresource, as `kubectl patch --subresource=status` does, after an optional delay. A
 namespace can be held: its LWS keep their status until it is released, which is how a test makes
 a rollout wait on readiness.
+
+LeaderWorkerSet's validating webhook is played by a ValidatingAdmissionPolicy (`ADMISSION`,
+which the control plane installs with the LWS CRD): the API server refuses, with LeaderWorkerSet's
+words, every create or update of an LWS that the webhook at 060ab4d refuses in
+`generalValidate` (its update-only rules about a subGroupPolicy changed are left out: nothing
+here changes one). So a planted or written LWS behaves as on a real cluster; the hooks predict
+the same rules (`hooks.core.admission`).
 """
 
 from __future__ import annotations
@@ -28,6 +35,134 @@ JsonObject = dict[str, Any]
 # with instant readiness a sync can start before Metacontroller's informer cache holds the last
 # write of the previous pass, and the hook then plans from a mix of two passes.
 READINESS_DELAY_SECONDS = 0.25
+
+
+_LWT = "object.spec.leaderWorkerTemplate"
+_RUC = "object.spec.rolloutStrategy.rollingUpdateConfiguration"
+_PERCENT = "'^[0-9]+%$'"
+
+
+def _int_or_percent(field: str) -> str:
+    """CEL: the int-or-string `field` is a non-negative int or a percentage up to 100%."""
+    value = f"{_RUC}.{field}"
+    return (
+        f"!has({value}) || (type({value}) == int ? {value} >= 0 : ({value}.matches({_PERCENT})"
+        f" && int({value}.substring(0, {value}.size() - 1)) <= 100))"
+    )
+
+
+def _scaled(field: str, default: int, *, round_up: bool) -> str:
+    """CEL: `field` resolved against the replicas (a valid value; percentages rounded)."""
+    value = f"{_RUC}.{field}"
+    percent = f"int({value}.substring(0, {value}.size() - 1)) * variables.replicas"
+    scaled = f"({percent} + 99) / 100" if round_up else f"{percent} / 100"
+    return f"(!has({value}) ? {default} : (type({value}) == int ? {value} : {scaled}))"
+
+
+def _validation(expression: str, field: str, message: str) -> JsonObject:
+    return {"expression": expression, "message": f"{field}: {message}", "reason": "Invalid"}
+
+
+_SGS = f"{_LWT}.subGroupPolicy.subGroupSize"
+_HAS_RUC = f"has(object.spec.rolloutStrategy) && has({_RUC})"
+ADMISSION: list[JsonObject] = [
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "leaderworkerset-webhook"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["leaderworkerset.x-k8s.io"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["leaderworkersets"],
+                    }
+                ]
+            },
+            "variables": [
+                {
+                    "name": "replicas",
+                    "expression": "has(object.spec.replicas) ? object.spec.replicas : 1",
+                },
+                {"name": "size", "expression": f"has({_LWT}.size) ? {_LWT}.size : 1"},
+            ],
+            "validations": [
+                _validation(
+                    "object.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+                    " && object.metadata.name.size() <= 63",
+                    "metadata.name",
+                    "a DNS-1035 label must consist of lower case alphanumeric characters or '-',"
+                    " start with an alphabetic character, and end with an alphanumeric character",
+                ),
+                _validation(
+                    "variables.replicas >= 0 && variables.replicas <= 1000000",
+                    "spec.replicas",
+                    "replicas must be equal or greater than 0 and equal or less than 1000000",
+                ),
+                _validation(
+                    "variables.size >= 1",
+                    "spec.leaderWorkerTemplate.size",
+                    "size must be equal or greater than 1",
+                ),
+                _validation(
+                    "variables.replicas * variables.size <= 2147483647",
+                    "spec.replicas",
+                    "the product of replicas and worker replicas must not exceed 2147483647",
+                ),
+                *(
+                    _validation(
+                        f"!({_HAS_RUC}) || ({_int_or_percent(field)})",
+                        f"spec.rolloutStrategy.rollingUpdateConfiguration.{field}",
+                        "must be a non-negative integer or a percentage not greater than 100%",
+                    )
+                    for field in ("maxUnavailable", "maxSurge")
+                ),
+                _validation(
+                    f"!({_HAS_RUC}) || !has({_RUC}.partition) || {_RUC}.partition >= 0",
+                    "spec.rolloutStrategy.rollingUpdateConfiguration.partition",
+                    "must be greater than or equal to 0",
+                ),
+                _validation(
+                    f"!({_HAS_RUC}) || variables.replicas == 0"
+                    f" || !({_int_or_percent('maxUnavailable')})"
+                    f" || !({_int_or_percent('maxSurge')})"
+                    f" || {_scaled('maxUnavailable', 1, round_up=False)} != 0"
+                    f" || {_scaled('maxSurge', 0, round_up=True)} != 0",
+                    "spec.rolloutStrategy.rollingUpdateConfiguration.maxUnavailable",
+                    "must not be 0 when `maxSurge` is 0",
+                ),
+                _validation(
+                    f"!has({_LWT}.subGroupPolicy) || (has({_SGS}) && {_SGS} >= 1"
+                    f" && {_SGS} <= variables.size && (variables.size % {_SGS} == 0"
+                    f" || (variables.size - 1) % {_SGS} == 0)"
+                    f" && (!has({_LWT}.subGroupPolicy.subGroupPolicyType)"
+                    f" || {_LWT}.subGroupPolicy.subGroupPolicyType != 'LeaderExcluded'"
+                    f" || (variables.size - 1) % {_SGS} == 0))",
+                    "spec.leaderWorkerTemplate.SubGroupPolicy.subGroupSize",
+                    "subGroupSize must be at least 1 and at most size, and size or size - 1"
+                    " divisible by it (size - 1 when using LeaderExcluded)",
+                ),
+                _validation(
+                    f"has({_LWT}.subGroupPolicy) || !has(object.metadata.annotations)"
+                    " || !('leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology' in"
+                    " object.metadata.annotations)",
+                    "metadata.annotations.leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology",
+                    "cannot have subgroup-exclusive-topology without subGroupSize set",
+                ),
+            ],
+        },
+    },
+    {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "leaderworkerset-webhook"},
+        "spec": {"policyName": "leaderworkerset-webhook", "validationActions": ["Deny"]},
+    },
+]
+"""LeaderWorkerSet's validating webhook, as a ValidatingAdmissionPolicy and its binding."""
 
 
 def ready_status(lws: JsonObject) -> JsonObject:

@@ -2,9 +2,14 @@
 the kit installed, the LeaderWorkerSet controller played by `hooks.sandbox.lws`, and a KUBECONFIG
 for the person at the terminal.
 
-Standard output says where everything is, in shell comments, and ends with the line to run,
-`export KUBECONFIG=...`, once every part is ready (a script may wait for it). Notes go to
-standard error. SIGINT (Ctrl-C) and SIGTERM stop the sandbox: the fake LWS controller, then every
+Standard output says where everything is, in shell comments, and ends with the line to run in
+another shell, `export KUBECONFIG=... PATH=...`, once every part is ready (a script may wait for
+it): the kubeconfig, and the directory of `kubectl-ds` (this Python's scripts, a virtualenv's
+`bin`) ahead on the PATH, so that `kubectl ds` works there too. A comment before it gives the
+`kubectl apply -k` of the kit with this sandbox's hook URLs (`hooks.sandbox.overlay`):
+what the docs' upgrade and migration steps run as `kubectl apply -k .`, which here would point
+Metacontroller at the in-cluster Service, where no hook server runs. Notes go to standard
+error. SIGINT (Ctrl-C) and SIGTERM stop the sandbox: the fake LWS controller, then every
 process it started, newest first, each by its process group; then its directory is removed. A
 second signal while it stops is ignored, so that the stopping is never cut short. A process that
 exits on its own stops the sandbox too, with the end of its log (exit status 1).
@@ -13,8 +18,10 @@ exits on its own stops the sandbox too, with the end of its log (exit status 1).
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import subprocess
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +34,8 @@ from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
 
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+# The kubectl plugin `pip install` puts beside this Python (pyproject.toml's scripts).
+PLUGIN: Final = "kubectl-ds"
 # How often the sandbox looks whether its processes still run.
 CHECK_SECONDS: Final = 1.0
 
@@ -88,10 +97,21 @@ def _announce(plane: ControlPlane, *, ready_after: float) -> None:
         f"# hook server {plane.hook_url} (/metrics); every LeaderWorkerSet ready"
         f" {ready_after:g} s after a change, no pod runs\n"
         f"# logs: {plane.workdir}/{{{logs}}}.log\n"
+        "# the docs' `kubectl apply -k .` (upgrading, migrating) is, here:"
+        f" kubectl apply -k {shlex.quote(str(plane.kit_overlay))}\n"
         f"# Ctrl-C stops everything and removes {plane.workdir}\n"
-        f"export KUBECONFIG={plane.kubeconfig}",
+        f"{export_line(plane.kubeconfig)}",
         flush=True,
     )
+
+
+def export_line(kubeconfig: Path) -> str:
+    """The line that makes kubectl, and `kubectl ds`, work on the sandbox in another shell."""
+    line = f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"
+    scripts = Path(sysconfig.get_path("scripts"))
+    if (scripts / PLUGIN).is_file():
+        line += f' PATH={shlex.quote(str(scripts))}:"$PATH"'
+    return line
 
 
 def _watch(plane: ControlPlane) -> NoReturn:

@@ -33,7 +33,7 @@ import pydantic
 
 from hooks import api
 from hooks.api import rules
-from hooks.core import records
+from hooks.core import compact, records
 from hooks.gocompat import gotext, revision
 
 JsonObject = api.JsonObject
@@ -189,6 +189,7 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         role_replicas=_parse_role_replicas(status.get("roleStatuses")),
         revision=_str_or_none(status.get("revision")),
         ready=_str_or_none(status.get("ready")),
+        history=_str_or_none(status.get("history")),
         slice_phases=_parse_slice_phases(_object_or_empty(status.get("rollout")).get("slices")),
         resource_version=_optional_str(metadata.get("resourceVersion")),
     )
@@ -339,12 +340,13 @@ def _parse_scaler(obj: JsonObject) -> records.ScalerParent:
 
 
 def parse_child(obj: object, *, where: str) -> records.ObservedObject | None:
-    """An object of a set's child kinds, its kind read from its own apiVersion and kind, as
-    `parse_object` reads it; None for an object of another kind. RequestError when it is not
-    an object of that shape."""
+    """An object of a set's child kinds, its kind read from its own apiVersion and kind, read
+    as a sync request's children are (with `applied`: what the hooks would answer for it once
+    it is a child); None for an object of another kind. RequestError when it is not an object
+    of that shape."""
     found = _require_object(obj, where)
     kind = _known_kind(f"{found.get('kind')}.{found.get('apiVersion')}", records.DS_CHILD_KINDS)
-    return None if kind is None else parse_object(kind, found, where=where)
+    return None if kind is None else _parse_observed(kind, found, where)
 
 
 def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
@@ -484,6 +486,26 @@ def _parse_observed(
         stored_error=stored_error,
         spec=spec,
         resource_version=_optional_str(metadata.get("resourceVersion")),
+        owner_uids=_owner_uids(metadata),
+        controller_object=_controller_object(owner),
+    )
+
+
+def _controller_object(owner: JsonObject | None) -> str | None:
+    """`Kind.group/name` of a controller reference (`Kind/name` in the core group)."""
+    if owner is None:
+        return None
+    group = _optional_str(owner.get("apiVersion")).rpartition("/")[0]
+    kind = _optional_str(owner.get("kind")) + (f".{group}" if group else "")
+    return f"{kind}/{_optional_str(owner.get('name'))}"
+
+
+def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:
+    refs = metadata.get("ownerReferences")
+    return (
+        tuple(_optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
+        if isinstance(refs, list)
+        else ()
     )
 
 
@@ -497,8 +519,11 @@ def _stored_revision(
         body = api.RevisionRecord.model_validate(obj, strict=True)
     except pydantic.ValidationError as error:
         return None, _first_error(error, root="")
+    stored_roles, why = _record_roles(body)
+    if stored_roles is None:
+        return None, why
     roles = []
-    for index, role in enumerate(body.roles):
+    for index, role in enumerate(stored_roles):
         try:
             roles.append(api.Role.model_validate(role))
         except pydantic.ValidationError as error:
@@ -515,10 +540,32 @@ def _stored_revision(
         first_number=body.first_revision,
         completed_as=body.completed_as,
         roles=tuple(roles),
-        roles_json=tuple(body.roles),
+        roles_json=tuple(stored_roles),
         hash=hashed,
     )
     return stored, None
+
+
+def _record_roles(body: api.RevisionRecord) -> tuple[list[JsonObject] | None, str]:
+    """The roles a record stores, `packedRoles` unpacked (`hooks.core.compact`) or `roles` as
+    earlier versions wrote them; or why it holds none."""
+    if (body.roles is None) == (body.packed_roles is None):
+        return None, rules.RECORD_ONE_ROLES_FORM.message
+    if body.packed_roles is None:
+        return body.roles, ""
+    try:
+        text = compact.unpack_roles(body.packed_roles)
+        decoded = orjson.loads(text)
+    except (compact.PackError, orjson.JSONDecodeError) as error:
+        return None, f"packedRoles: {error}"
+    try:
+        unpacked = api.RevisionRecord.model_validate(
+            {"revision": body.revision, "firstRevision": body.first_revision, "roles": decoded},
+            strict=True,
+        )
+    except pydantic.ValidationError as error:
+        return None, f"packedRoles: {_first_error(error, root='')}"
+    return unpacked.roles, ""
 
 
 def _slice_index(labels: Mapping[str, str]) -> int | None:
@@ -616,7 +663,13 @@ _BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
     records.ChildKind.LWS: ("spec",),
     records.ChildKind.SERVICE: ("spec",),
     records.ChildKind.SCALER: ("spec",),
-    records.ChildKind.REVISION: ("revision", "firstRevision", "completedAs", "roles"),
+    records.ChildKind.REVISION: (
+        "revision",
+        "firstRevision",
+        "completedAs",
+        "packedRoles",
+        "roles",
+    ),
     records.ChildKind.DISAGGREGATED_SET: ("spec",),
 }
 

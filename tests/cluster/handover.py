@@ -2,9 +2,11 @@
 server, the kit installed) or upstream's Go controller (`tests.cluster.upstream`), handed over in
 the order docs/operations.md gives ("Install, upgrade, migrate, uninstall").
 
-- `to_upstream`: delete our CompositeControllers, so Metacontroller stops syncing the sets; stop
-  Metacontroller and the hook server; apply upstream's CRDs over ours; start upstream's
-  controller with its webhooks.
+- `to_upstream`: delete our CompositeControllers, so Metacontroller stops syncing the sets, and
+  the kit's adoption policy, which would refuse upstream's controller (a service account of its
+  own, without the verb adopt) the ownerReference of every child it creates; stop Metacontroller
+  and the hook server; apply upstream's CRDs over ours; start upstream's controller with its
+  webhooks.
 - `to_ours`: stop upstream's controller and delete its webhook configurations; apply our CRDs
   over upstream's; adopt the children upstream's controller made (the caller's `adopt`: the
   plugin or the kubectl one-liner); apply the kit (the CompositeControllers); start the hook
@@ -17,6 +19,7 @@ compared before and after.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ COMPOSITE_CONTROLLERS: Final = kube.Resource(
 )
 CHILD_RESOURCES: Final = (kube.LWS, kube.SERVICES, kube.SCALERS, kube.REVISIONS)
 OUR_CRDS: Final = REPO_ROOT / "crds"
+ADOPTION_POLICY: Final = REPO_ROOT / "metacontroller" / "adoption-policy.yaml"
 METACONTROLLER: Final = "metacontroller"
 HOOKS: Final = "hooks"
 
@@ -104,11 +108,13 @@ class Stack:
     running: Controller = Controller.NONE
     started: dict[str, float] = field(default_factory=dict)
     """When each controller was last started (time.monotonic())."""
+    kit_applied: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
+    """What each `kubectl apply --server-side -k` of the kit printed, in order."""
 
     @classmethod
     def start(cls, found: Assets, workdir: Path) -> Stack:
         plane = ControlPlane.start_bare(
-            found, workdir, crds=(*upstream.CRDS, found.metacontroller_crds), kit=REPO_ROOT
+            found, workdir, crds=upstream.CRDS, kit=REPO_ROOT, metacontroller_crds=True
         )
         try:
             return cls(plane=plane, binary=upstream.find_binary(plane.workdir))
@@ -120,6 +126,7 @@ class Stack:
         """Hand every set to upstream's controller."""
         if self.running is Controller.OURS:
             self.plane.kubectl("delete", "compositecontrollers", "--all")
+            self.plane.kubectl("delete", "--filename", str(ADOPTION_POLICY))
             self.plane.stop_process(METACONTROLLER)
             self.plane.stop_process(HOOKS)
         if self.running is not Controller.UPSTREAM:
@@ -140,7 +147,8 @@ class Stack:
         adopt()
         self._check_alone(METACONTROLLER)
         self.plane.start_hooks()
-        self.plane.install_kit()
+        # docs/operations.md's step 4, server-side as step 2 (the CRDs) was: one way of applying.
+        self.kit_applied.append(self.plane.install_kit(server_side=True))
         self.plane.start_metacontroller()
         self.started[METACONTROLLER] = time.monotonic()
         self.running = Controller.OURS

@@ -85,7 +85,7 @@ def test_a_held_rollout_stands_at_the_planners_pass_and_released_finishes_the_ta
         new_revision = held["status"]["revision"]
         assert [s["phase"] for s in held["status"]["rollout"]["slices"]] == ["Held"]
         progressing = sets.condition(held, "Progressing") or {}
-        assert "hold at 50%" in progressing["message"]
+        assert "holds at 50%" in progressing["message"]
         at_hold = {name: list(values) for name, values in history.values.items()}
         _annotate(control_plane, namespace, api.ANNOTATION_ROLLOUT_HOLD_AT, None)
         kube.wait_for(

@@ -2,7 +2,8 @@
 
 Every printer column is read from the table kube-apiserver builds (what `kubectl get` prints,
 also under the short name `dset`), for a set that is steady, rolling, paused, stalled past its
-progress deadline and Degraded; `-o wide` adds each role's ready and desired groups.
+progress deadline, Degraded, behind its generation (no sync runs) and unable to serve (a role at
+0 beside a busy one); `-o wide` adds each role's ready and desired groups.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
 
 JsonObject = dict[str, Any]
-COLUMNS = ["NAME", "SLICES", "READY", "REVISION", "AVAILABLE", "ROLLOUT", "DEGRADED", "AGE"]
+COLUMNS = [
+    "NAME",
+    "SLICES",
+    "READY",
+    "REVISION",
+    "AVAILABLE",
+    "ROLLOUT",
+    "DEGRADED",
+    "GENERATION",
+    "OBSERVED",
+    "AGE",
+]
 WIDE = [*COLUMNS, "ROLES"]
 
 
@@ -79,6 +91,8 @@ def test_every_column_for_a_steady_rolling_paused_stalled_and_degraded_set(
         "REVISION": ready["status"]["revision"],
         "ROLLOUT": "AllRolesReady",
         "DEGRADED": "",
+        "GENERATION": "1",
+        "OBSERVED": "1",
     }
     wide = table(control_plane, namespace, wide=True)
     assert wide["ROLES"] == "prefill 2/2, decode 1/1"
@@ -106,6 +120,43 @@ def test_every_column_for_a_steady_rolling_paused_stalled_and_degraded_set(
     _annotate(control_plane, namespace, api.ANNOTATION_PAUSED, None)
     done = wait_row(control_plane, namespace, {"AVAILABLE": "True", "DEGRADED": ""})
     assert (done["READY"], done["ROLLOUT"]) == ("3/3", "AllRolesReady")
+
+
+def test_a_set_whose_controller_has_not_seen_its_generation_reads_as_behind(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController
+) -> None:
+    """Regression (issue 35 item 2): with every sync failing (the hook server unreachable, as
+    after the sandbox took the kit's in-cluster hook URLs), an edited set still read `True
+    AllRolesReady` of the old revision, and nothing said that this was an older generation."""
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    sets.wait_available(control_plane.client, namespace, "llm")
+    control_plane.kill_hooks()
+    try:
+        _new_image(control_plane, namespace, sets.IMAGE_V2)
+        behind = wait_row(control_plane, namespace, {"GENERATION": "2"})
+        assert (behind["OBSERVED"], behind["AVAILABLE"]) == ("1", "True")  # the old spec's
+    finally:
+        control_plane.start_hooks()
+    caught_up = wait_row(control_plane, namespace, {"OBSERVED": "2", "AVAILABLE": "True"})
+    assert caught_up["REVISION"] != behind["REVISION"]
+
+
+def test_an_external_role_at_zero_beside_a_busy_role_is_not_available(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController
+) -> None:
+    """Regression (issue 35 item 7): prefill 2 beside decode scaled to 0 read True AllRolesReady."""
+    sets.apply_set(control_plane, sets.small_set(namespace, prefill=2, external="decode"))
+    sets.wait_available(control_plane.client, namespace, "llm")
+    control_plane.kubectl("scale", "-n", namespace, "dsrs/llm-decode", "--replicas=0")
+    idle = wait_row(control_plane, namespace, {"ROLLOUT": "RoleScaledToZero"})
+    assert (idle["AVAILABLE"], idle["READY"], idle["DEGRADED"]) == ("False", "2/2", "")
+    ds = control_plane.client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
+    available = sets.condition(ds, "Available")
+    assert available is not None and available["message"].startswith(
+        "decode is at 0 groups while prefill 2 run:"
+    )
+    control_plane.kubectl("scale", "-n", namespace, "dsrs/llm-decode", "--replicas=1")
+    wait_row(control_plane, namespace, {"AVAILABLE": "True", "ROLLOUT": "AllRolesReady"})
 
 
 @pytest.mark.usefixtures("lws_controller")

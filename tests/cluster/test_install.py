@@ -135,10 +135,13 @@ def test_printer_columns(control_plane: ControlPlane, namespace: str) -> None:
         "AVAILABLE",
         "ROLLOUT",
         "DEGRADED",
+        "GENERATION",
+        "OBSERVED",
         "AGE",
     ]
-    # Not Degraded: its cell is empty, so the age comes next.
-    assert row.split()[:6] == ["llm", "1", "2/2", ds["status"]["revision"], "True", "AllRolesReady"]
+    # Not Degraded: its cell is empty, so the generations come next.
+    revision = ds["status"]["revision"]
+    assert row.split()[:8] == ["llm", "1", "2/2", revision, "True", "AllRolesReady", "1", "1"]
     table = control_plane.kubectl("get", "dsrs", "-n", namespace).stdout
     header, row = table.splitlines()
     assert header.split() == ["NAME", "DESIRED", "CURRENT", "AGE"]

@@ -3,8 +3,10 @@ kubectl, which finds the installed `kubectl-ds` console script on PATH.
 
 What only a cluster decides: the history the hooks record is the one the plugin lists and
 restores, an undo's replica trajectory is the planner's, an undo mid-rollout reverts to the LWS
-that still run, and `rollout status` reads the conditions the hooks write (done, the progress
-deadline, a hold, a partition) the way it says it does.
+that still run, an undo of a set larger than a command-line argument goes through the real
+kubectl, `rollout status` reads the conditions the hooks write (done, the progress deadline, a
+hold, a partition) the way it says it does, and `adopt --orphans` refuses an LWS planted at a
+name the set wants but takes back what a set deleted with `--cascade=orphan` left.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import pytest
 import yaml
 
 from hooks import api
+from hooks.core import children
 from hooks.kubectl import rollout
 from hooks.sandbox import kube
 from hooks.sandbox.controlplane import ControlPlane
 from hooks.sandbox.lws import FakeLwsController
+from tests import builders
 from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
 
@@ -32,19 +36,23 @@ JsonObject = dict[str, Any]
 pytestmark = pytest.mark.usefixtures("lws_controller")
 
 IMAGE_V3 = "vllm/vllm-openai:v0.12.0"
+EVIL = "evil/miner:latest"
+MAX_ARG_STRLEN = 32 * 4096  # Linux's limit on one argument of a command, its NUL included
 # `rollout status` ends on its own in each test; the timeout only bounds a broken one.
 STATUS_TIMEOUT = f"{sets.WAIT_SECONDS}s"
 
 
 def kubectl_ds(
-    plane: ControlPlane, namespace: str, *arguments: str
+    plane: ControlPlane, namespace: str, *arguments: str, kubeconfig: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`kubectl ds ARGUMENTS --kubeconfig ... -n NAMESPACE`, the plugin found on PATH."""
+    """`kubectl ds ARGUMENTS --kubeconfig ... -n NAMESPACE`, the plugin found on PATH; as the
+    administrator, or as whoever `kubeconfig` names."""
     scripts = Path(sysconfig.get_path("scripts"))
     if not (scripts / "kubectl-ds").exists():
         pytest.fail(f"no kubectl-ds in {scripts}: install the package (pip install -e .)")
+    config = plane.kubeconfig if kubeconfig is None else kubeconfig
     return subprocess.run(
-        ["kubectl", "ds", *arguments, f"--kubeconfig={plane.kubeconfig}", "-n", namespace],
+        ["kubectl", "ds", *arguments, f"--kubeconfig={config}", "-n", namespace],
         env={**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}"},
         capture_output=True,
         text=True,
@@ -295,6 +303,29 @@ def test_status_fails_with_the_deadlines_message_on_a_stalled_rollout(
     assert f"llm-0-{ds['status']['revision']}-prefill" in stalled.stderr
 
 
+def test_status_fails_on_a_new_set_that_never_becomes_ready(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 5): a new set whose groups never became ready read
+    Progressing=True for ever, and `rollout status` (no --timeout) waited for ever."""
+    manifest = sets.small_set(namespace)
+    manifest["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "3"}
+    with lws_controller.held(namespace):  # no LWS of the set ever reports a ready group
+        sets.apply_set(control_plane, manifest)
+        # The default --timeout 0 waits for ever: the deadline ends the wait.
+        stalled = kubectl_ds(control_plane, namespace, "rollout", "status", "llm")
+        ds = get_set(control_plane.client, namespace)
+    assert stalled.returncode == 1, (stalled.stdout, stalled.stderr)
+    progressing = sets.condition(ds, "Progressing")
+    assert progressing is not None and progressing["reason"] == "ProgressDeadlineExceeded"
+    assert progressing["observedGeneration"] == ds["metadata"]["generation"]
+    assert stalled.stderr == (
+        "kubectl ds rollout status: error: llm exceeded its progress deadline: "
+        f"{progressing['message']}\n"
+    )
+    assert f"llm-0-{ds['status']['revision']}-prefill (0/2 ready)" in stalled.stderr
+
+
 def test_a_hold_at_half_is_reported_as_held_and_release_completes(
     control_plane: ControlPlane, namespace: str
 ) -> None:
@@ -368,3 +399,210 @@ def test_a_partition_is_reported_as_partitioned_and_clearing_it_completes(
     )
     assert out.splitlines()[-1] == f"llm successfully rolled out to revision {new_revision}"
     wait_rolled_out(client, namespace, revision=new_revision, lws=4)
+
+
+# --- adopt: a planted LWS refused, a lost one taken back (issue 33 item 1) ---------------------
+
+
+def stored_revision(client: kube.Client, manifest: JsonObject) -> tuple[str, JsonObject]:
+    """The revision the API server's copy of `manifest` hashes to, and that copy (a dry run)."""
+    stored = client.create(kube.DISAGGREGATED_SETS, manifest, dry_run=True)
+    return rollout.spec_revision(rollout.read_set(stored)), stored
+
+
+def test_issue33_item1_adopt_refuses_an_lws_planted_where_the_set_will_ask_and_leaves_it(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Someone who can create LWS creates one at the name the set will ask for, with the set's
+    labels and another image. The set cannot create its own (ChildNotCreated, which says what
+    adopt checks); `kubectl ds adopt --orphans` refuses it on one line and writes nothing."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace)
+    revision, stored = stored_revision(client, manifest)
+    spec = rollout.read_set(stored).spec
+    assert spec is not None
+    planted = children.render_lws(
+        set_name="llm", role=spec.roles[0], slice_index=0, revision=revision, replicas=2,
+        policy=None,
+    )  # fmt: skip
+    planted = json.loads(json.dumps(planted))
+    planted["metadata"]["namespace"] = namespace
+    worker = planted["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    worker["spec"]["containers"][0]["image"] = EVIL
+    name = planted["metadata"]["name"]
+    before = client.create(kube.LWS, planted)
+    sets.apply_set(control_plane, manifest)
+    refused = kubectl_ds(control_plane, namespace, "adopt", "llm", "--orphans")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(
+        f"kubectl ds adopt: error: LeaderWorkerSet {namespace}/{name}: not what llm would have"
+        " made at its name: spec.leaderWorkerTemplate.workerTemplate.spec.containers[0].image"
+        f' is "{EVIL}", not "{sets.IMAGE_V1}"'
+    ), line
+    assert refused.stdout.splitlines()[-1].endswith(" 1 left alone")
+    ds = kube.wait_for(
+        lambda: get_set(client, namespace),
+        until=lambda ds: (sets.condition(ds, "Degraded") or {}).get("reason") == "ChildNotCreated",
+        timeout=sets.WAIT_SECONDS,
+        message="Degraded=ChildNotCreated for the planted name",
+    )
+    message = sets.condition(ds, "Degraded")["message"]  # type: ignore[index]
+    assert f"{api.LWS_KIND} '{name}' has not appeared" in message
+    assert "only when it has no owner and is exactly what the set would create there" in message
+    after = client.get(kube.LWS, name, namespace=namespace)
+    # Left alone: the same object, never written but for the status its LWS controller keeps.
+    kept = ("uid", "generation", "labels")
+    assert [after["metadata"].get(key) for key in kept] == [
+        before["metadata"].get(key) for key in kept
+    ]
+    assert after["spec"] == before["spec"]
+    assert "ownerReferences" not in after["metadata"]
+    assert api.CONTROLLER_UID_LABEL not in after["metadata"]["labels"]
+    assert not sets.is_available(ds)
+
+
+def owned_children(client: kube.Client, namespace: str) -> dict[tuple[str, str], JsonObject]:
+    """Every LWS, Service and history record of the namespace, by (resource, name)."""
+    return {
+        (resource.plural, obj["metadata"]["name"]): obj
+        for resource in (kube.LWS, kube.SERVICES, kube.REVISIONS)
+        for obj in client.list(resource, namespace=namespace)
+        if api.LABEL_NAME in obj["metadata"].get("labels", {})
+    }
+
+
+def test_issue33_item1_adopt_takes_back_the_children_of_a_set_deleted_with_cascade_orphan(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """`kubectl delete --cascade=orphan` and the same manifest again: a new set, whose children
+    are orphans that carry the old set's controller-uid. Every one is what the new set would
+    make (two slices, placement terms), so `adopt --orphans` hands them all over, nothing is
+    recreated, and the set is Available on them."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace, slices=2)
+    manifest["spec"]["placementPolicy"] = {
+        "type": "ExclusiveSlice",
+        "topology": "kubernetes.io/hostname",
+    }
+    sets.apply_set(control_plane, manifest)
+    old_uid = sets.wait_available(client, namespace, "llm")["metadata"]["uid"]
+    kube.wait_for(
+        lambda: owned_children(client, namespace),
+        until=lambda found: len(found) == 9,  # 4 LWS, 4 Services, 1 record
+        timeout=sets.WAIT_SECONDS,
+        message="4 LWS, 4 Services and a record",
+    )
+    control_plane.kubectl(
+        "delete", "disaggregatedset", "llm", "-n", namespace, "--cascade=orphan", "--wait=true"
+    )
+    before = kube.wait_for(
+        lambda: owned_children(client, namespace),
+        until=lambda found: all("ownerReferences" not in o["metadata"] for o in found.values()),
+        timeout=sets.WAIT_SECONDS,
+        message="the children orphaned",
+    )
+    sets.apply_set(control_plane, manifest)
+    uid = get_set(client, namespace)["metadata"]["uid"]
+    assert uid != old_uid
+    out = succeeds(control_plane, namespace, "adopt", "llm", "--orphans")
+    assert out.splitlines()[-1] == f"{namespace}/llm: 9 adopted, 0 already adopted, 0 left alone"
+    sets.wait_available(client, namespace, "llm")
+    after = kube.wait_for(
+        lambda: owned_children(client, namespace),
+        until=lambda found: all(
+            [ref["uid"] for ref in o["metadata"].get("ownerReferences", [])] == [uid]
+            for o in found.values()
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="every child owned by the new set",
+    )
+    assert {key: o["metadata"]["uid"] for key, o in after.items()} == {
+        key: o["metadata"]["uid"] for key, o in before.items()
+    }
+
+
+# --- undo of a set larger than one command-line argument (issue 33 item 4) ---------------------
+
+
+def large_set(namespace: str, image: str) -> JsonObject:
+    """10 roles of about 15 KiB each (an env value), as `kubectl apply` sends it."""
+    manifest = sets.manifest(
+        namespace,
+        roles=[builders.make_role(f"role{index}", image=image) for index in range(10)],
+    )
+    for role in manifest["spec"]["roles"]:
+        container = role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+        container["env"] = [{"name": "PAD", "value": "p" * 15_000}]
+    return manifest
+
+
+def test_issue33_item4_undo_of_a_large_client_side_applied_set_through_the_real_kubectl(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Regression: 10 roles of ~15 KiB, applied client-side: undo printed a traceback
+    (`OSError: [Errno 7] Argument list too long: 'kubectl'`), its JSON patch being one
+    argument of kubectl's over Linux's 128 KiB."""
+    client = control_plane.client
+    revisions = []
+    for image in (sets.IMAGE_V1, sets.IMAGE_V2):
+        sets.apply_set(control_plane, large_set(namespace, image))
+        revisions.append(spec_revision(client, namespace))
+        wait_rolled_out(client, namespace, revision=revisions[-1], lws=10)
+    stored = get_set(client, namespace)
+    templates = json.dumps(
+        [role["spec"]["leaderWorkerTemplate"] for role in stored["spec"]["roles"]]
+    )
+    assert len(templates) > MAX_ARG_STRLEN
+    done = kubectl_ds(control_plane, namespace, "rollout", "undo", "llm")
+    assert (done.returncode, done.stderr) == (0, ""), (done.stdout, done.stderr)
+    assert done.stdout.splitlines()[0] == (
+        f"llm rolled back to revision 1 ({revisions[0]}) from {revisions[1]}"
+    )
+    wait_rolled_out(client, namespace, revision=revisions[0], lws=10)
+    print(f"large set: {len(json.dumps(get_set(client, namespace)))} bytes stored")
+
+
+def test_a_set_recreated_after_an_orphaning_delete_gets_its_children_back_without_a_restart(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """docs/operations.md, "Replacing a set without a restart": delete with --cascade=orphan,
+    apply the same manifest again, `kubectl ds adopt SET --orphans`. Every LWS keeps its uid and
+    generation (no group restarts), and adopt says why each child was an orphan (issue 35 item
+    8: it said "someone else made it")."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace)
+    sets.apply_set(control_plane, manifest)
+    sets.wait_available(client, namespace, "llm")
+    before = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    old_uid = get_set(client, namespace)["metadata"]["uid"]
+    control_plane.kubectl(
+        "delete", "disaggregatedset", "llm", "-n", namespace, "--cascade=orphan", "--wait"
+    )
+    kube.wait_for(
+        lambda: sets.lws_by_name(client, namespace),
+        until=lambda found: all(
+            not lws["metadata"].get("ownerReferences") for lws in found.values()
+        ),
+        timeout=sets.WAIT_SECONDS,
+        message="the garbage collector orphaned every LWS",
+    )
+    sets.apply_set(control_plane, manifest)
+    listed = kubectl_ds(control_plane, namespace, "adopt", "llm")
+    assert listed.returncode == 1
+    assert f"its controller-uid label names {old_uid}, an earlier set of this name" in (
+        listed.stdout + listed.stderr
+    )
+    succeeds(control_plane, namespace, "adopt", "llm", "--orphans")
+    ds = sets.wait_available(client, namespace, "llm")
+    after = {
+        name: (lws["metadata"]["uid"], lws["metadata"]["generation"])
+        for name, lws in sets.lws_by_name(client, namespace).items()
+    }
+    assert after == before
+    for lws in sets.lws_by_name(client, namespace).values():
+        [owner] = lws["metadata"]["ownerReferences"]
+        assert owner["uid"] == ds["metadata"]["uid"] != old_uid

@@ -9,8 +9,12 @@ controllers at once), the fake LWS controller on it, and in order:
   docs/operations.md, run as written there); at each handover no child is recreated, rescaled
   or changed (same uids, replicas and generations), the sets are Available under the new
   controller, and a rollout and an External scale complete under it;
+- `kubectl ds rollout status` under upstream's controller: the status names no revision, and
+  it says so;
 - children that Metacontroller released because it synced before the adoption: the set says
-  so, and `kubectl ds adopt --orphans` hands them back, nothing recreated;
+  so, and `kubectl ds adopt --orphans` hands them back, nothing recreated (each checked to be
+  exactly what the set would have made: upstream's LWS with a leader template, role metadata
+  and placement terms are);
 - an older hook server under a newer version's CompositeController and CRD: a child of a kind it
   does not know and a status field it does not compute survive its syncs;
 - the uninstall order: sets first (the garbage collector removes every child), then the kit;
@@ -36,6 +40,7 @@ from typing import Any, Final
 import pytest
 
 from hooks import api
+from hooks.kubectl import rollout
 from hooks.sandbox import assets, kube, lws
 from tests import programs
 from tests.cluster import sets, upstream
@@ -247,15 +252,72 @@ def test_sets_go_from_upstream_to_ours_and_back_and_to_ours_again_untouched(
         figures.append(f"{step}: {kept}, Available {seconds:.1f} s after the controller started")
         roll_and_scale(stack, namespace, image, decode, until)
     print("\n".join(["handover figures:", *figures]))
+    # Regression (issue 35 item 9): step 4 applied the kit client-side over the CRDs step 2 had
+    # applied server-side, and kubectl warned of each missing last-applied annotation.
+    assert stack.kit_applied
+    for applied in stack.kit_applied:
+        assert "Warning" not in applied.stderr, applied.stderr
+        assert "compositecontroller.metacontroller.k8s.io/disaggregatedset-controller" in (
+            applied.stdout
+        )
+
+
+def test_issue33_item7_rollout_status_under_upstreams_controller_says_the_status_names_no_revision(
+    stack: Stack,
+) -> None:
+    """Regression: `kubectl ds rollout status` printed "successfully rolled out to revision
+    None", every group as old. It says why the status names no revision, and counts the LWS of
+    the spec's revision as new."""
+    namespace = new_namespace(stack, "status")
+    stack.to_upstream()
+    sets.apply_set(stack.plane, two_slices(namespace, IMAGES[0]))
+    wait_sets(stack, namespace, ("two",), under_upstream)
+    revision = rollout.spec_revision(rollout.read_set(get(stack, namespace, "two")))
+    done = kubectl_ds(stack.plane, namespace, "rollout", "status", "two", "--timeout", "60s")
+    assert (done.returncode, done.stderr) == (0, ""), (done.stdout, done.stderr)
+    assert done.stdout.splitlines() == [
+        "the status of two names no revision: these hooks, which always write one, do not run it"
+        f" (upstream's controller writes none); the LWS of the spec's revision, {revision}, count"
+        " as new",
+        "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
+        "slice 1 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
+        f"two is Available, as its status says (it names no revision; the spec's is {revision})",
+    ]
+    # Gone with its children while they are still the set's: the next handover would release
+    # them (Metacontroller would find them unlabelled).
+    stack.plane.kubectl("delete", "disaggregatedset", "two", "-n", namespace, "--wait=true")
+    kube.wait_for(
+        lambda: children_of(stack.plane.client, namespace),
+        until=lambda found: not found,
+        timeout=sets.WAIT_SECONDS,
+        message=f"the children of {namespace}/two collected",
+    )
+
+
+def richer_external(namespace: str) -> JsonObject:
+    """`external`, with more of what upstream's controller renders into an LWS than the
+    template: the role's labels and annotations, a leader template, placement terms."""
+    manifest = external(namespace)
+    prefill = manifest["spec"]["roles"][0]
+    template = prefill["spec"]["leaderWorkerTemplate"]
+    template["leaderTemplate"] = copy.deepcopy(template["workerTemplate"])
+    prefill["metadata"] = {"labels": {"team": "serving"}, "annotations": {"owner": "platform"}}
+    manifest["spec"]["placementPolicy"] = {
+        "type": "ExclusiveSlice",
+        "topology": "kubernetes.io/hostname",
+    }
+    return manifest
 
 
 def test_children_metacontroller_released_before_the_adoption_come_back_with_orphans(
     stack: Stack,
 ) -> None:
+    """Upstream's controller made them (its Go client's encoding, LWS's defaulting webhook):
+    each is exactly what the set would have made, so `adopt --orphans` takes every one."""
     namespace = new_namespace(stack, "late")
     client = stack.plane.client
     stack.to_upstream()
-    sets.apply_set(stack.plane, external(namespace))
+    sets.apply_set(stack.plane, richer_external(namespace))
     wait_sets(stack, namespace, ("ext",), under_upstream)
     before = children_of(client, namespace)
     stack.to_ours(lambda: None)  # The mistake: no adoption before the kit.

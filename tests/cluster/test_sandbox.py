@@ -1,10 +1,12 @@
 """`python -m hooks sandbox` on the real programs, as the README tells a newcomer to run it.
 
 The command runs as a subprocess from the checkout's root, finding the programs through the two
-variables alone (a directory of links, as a user's `DS_TESTCLUSTER_ASSETS` holds them). The test
-waits for its KUBECONFIG line, applies the README's set with kubectl, sees it Available through
-the fake LWS controller, sends SIGINT, and checks that every process the sandbox started is gone
-and its directory removed.
+variables alone (a directory of links to the four programs and nothing else: the sandbox writes
+the CRDs of Metacontroller and LWS itself). The test waits for its KUBECONFIG line and runs what
+the sandbox printed in "another shell" (bash, with a PATH that lacks this virtualenv): it applies
+the README's set and waits for it with `kubectl ds rollout status`, applies the kit as an upgrade
+does (the printed `kubectl apply -k`), rolls the set to a new revision, sends SIGINT, and checks
+that every process the sandbox started is gone and its directory removed.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 from typing import IO, Any, Final
@@ -25,24 +29,41 @@ from tests.shared import REPO_ROOT
 START_SECONDS: Final = 180
 STOP_SECONDS: Final = 60
 EXPORT: Final = "export KUBECONFIG="
+UPGRADE: Final = "`kubectl apply -k .`"
+EXAMPLES: Final = REPO_ROOT / "examples"
+STATUS: Final = "kubectl ds rollout status llm --timeout 3m"
 # The programs the sandbox starts (the hook server runs as Python; gunicorn's worker too).
 PROGRAMS: Final = {"etcd", "kube-apiserver", "kube-controller-manager", "metacontroller"}
 
 
 def _assets_directory(found: assets.Assets, directory: Path) -> Path:
-    """One directory of links to every program and CRD, for both variables."""
+    """One directory of links to the four programs, for both variables."""
     directory.mkdir()
     links = {
         "etcd": found.etcd,
         "kube-apiserver": found.kube_apiserver,
         "kube-controller-manager": found.kube_controller_manager,
         "metacontroller": found.metacontroller,
-        assets.METACONTROLLER_CRDS[0]: found.metacontroller_crds,
-        assets.LWS_CRDS[0]: found.lws_crd,
     }
     for name, target in links.items():
         (directory / name).symlink_to(target)
     return directory
+
+
+def _another_shell(export: str, command: str) -> subprocess.CompletedProcess[str]:
+    """`command` in a new bash after the sandbox's export line: no KUBECONFIG and no virtualenv
+    on the PATH before it, as in a terminal a newcomer opens."""
+    scripts = sysconfig.get_path("scripts")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != scripts)
+    env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+    return subprocess.run(
+        ["bash", "-c", f"{export}\n{command}"],
+        env={**env, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=START_SECONDS,
+        check=False,
+    )
 
 
 def _lines(stream: IO[str], into: queue.Queue[str | None]) -> None:
@@ -152,18 +173,26 @@ def test_the_sandbox_serves_a_set_until_sigint_and_leaves_nothing_behind(
     reader = threading.Thread(target=_lines, args=(sandbox.stdout, lines), daemon=True)
     reader.start()
     try:
-        kubeconfig = _wait_for_export(lines, stderr)[-1].removeprefix(EXPORT)
+        *comments, export = _wait_for_export(lines, stderr)
+        kubeconfig = shlex.split(export.removeprefix("export "))[0].removeprefix("KUBECONFIG=")
         started = _descendants(sandbox.pid)
         assert set(started.values()) >= PROGRAMS, started
+        [upgrade] = [line.split(": ", 1)[1] for line in comments if UPGRADE in line]
 
-        applied = _kubectl(kubeconfig, "apply", "-f", str(REPO_ROOT / "examples" / "llm.yaml"))
-        assert applied.returncode == 0, applied.stderr
-        kube.wait_for(
-            lambda: _set(kubeconfig),
-            until=_is_available,
-            timeout=START_SECONDS,
-            message="llm Available in the sandbox",
+        first = _another_shell(export, f"kubectl apply -f {EXAMPLES}/llm.yaml && {STATUS}")
+        assert first.returncode == 0, (first.stdout, first.stderr)
+        assert first.stdout.splitlines()[-1].startswith("llm successfully rolled out")
+        # An upgrade's `kubectl apply -k .`, as the sandbox says to run it: syncs go on.
+        second = _another_shell(
+            export, f"{upgrade} && kubectl apply -f {EXAMPLES}/llm-v2.yaml && {STATUS}"
         )
+        assert second.returncode == 0, (second.stdout, second.stderr)
+        assert "compositecontroller.metacontroller.k8s.io/disaggregatedset-controller" in (
+            second.stdout
+        )
+        assert second.stdout.splitlines()[-1].startswith("llm successfully rolled out")
+        ds = _set(kubeconfig)
+        assert _is_available(ds) and ds["metadata"]["generation"] == 2
 
         sandbox.send_signal(signal.SIGINT)
         assert sandbox.wait(timeout=STOP_SECONDS) == 0, stderr.read_text()

@@ -9,8 +9,10 @@ stand-in is proven to judge like the server.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,12 +21,23 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.core import validation
+from hooks.core import admission, validation
 from hooks.gocompat import revision
 from hooks.sandbox import kube
+from hooks.sandbox.controlplane import ControlPlane
+from hooks.sandbox.lws import FakeLwsController
 from tests import cel_eval
-from tests.cel_cases import CASES, STRUCTURAL
-from tests.shared import REPO_ROOT, by_name, golden_params, names_over_budget, reference_params
+from tests.cel_cases import CASES, STRUCTURAL, sized
+from tests.cluster import sets
+from tests.lws_cases import REFUSED, rendered_lws, rolling
+from tests.shared import (
+    REPO_ROOT,
+    by_name,
+    golden_params,
+    lws_refused,
+    names_over_budget,
+    reference_params,
+)
 
 JsonObject = dict[str, Any]
 
@@ -165,6 +178,7 @@ def test_upstream_objects_are_stored_as_upstream_stored_them(
     refused = {vector["webhook_error"].split(":", 1)[0]} if vector["webhook_error"] else set()
     if names_over_budget(vector["stored"]):
         refused.add("spec.roles")
+    refused |= set(lws_refused(vector["stored"]))
     if refused:
         with pytest.raises(kube.ApiError) as raised:
             dry_run(client, manifest, namespace)
@@ -176,3 +190,188 @@ def test_upstream_objects_are_stored_as_upstream_stored_them(
         (role["name"], role["spec"]["leaderWorkerTemplate"]) for role in stored["spec"]["roles"]
     ]
     assert revision.compute_revision(roles) == vector["revision"]
+
+
+def test_kubectl_apply_warns_of_an_external_roles_replicas(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 6): `replicas: 5` on an External role ran 1 group without a word
+    unless an optional component was listed; the kit's policy warns now, and the set says it."""
+    manifest = sets.small_set(namespace, decode=5, external="decode")
+    [sentence] = validation.warnings(
+        name="llm", spec=api.DisaggregatedSetSpec.model_validate(manifest["spec"])
+    )
+    assert sentence.startswith('spec.roles[name="decode"].spec.replicas is 5 but the role has')
+    policy = "disaggregatedset-external-role-replicas"
+    warning = (
+        f"Warning: Validation failed for ValidatingAdmissionPolicy '{policy}' with binding"
+        f" '{policy}': {sentence}"
+    )
+    # The API server compiles a policy a moment after it exists: a dry run shows when it does.
+    kube.wait_for(
+        lambda: (
+            control_plane.kubectl(
+                "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest)
+            ).stderr
+        ),
+        until=lambda stderr: warning in stderr,
+        timeout=sets.WAIT_SECONDS,
+        message="the kit's admission policy warning",
+    )
+    applied = control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    assert warning in applied.stderr
+    assert "disaggregatedset.disaggregatedset.x-k8s.io/llm created" in applied.stdout
+    ds = sets.wait_available(control_plane.client, namespace, "llm")
+    assert ds["status"]["warnings"] == [sentence]
+    assert (
+        sets.replicas_by_name(control_plane.client, namespace)[
+            f"llm-0-{ds['status']['revision']}-decode"
+        ]
+        == 1
+    )  # the scaler's first value, not 5
+
+
+TROUBLESHOOTING: Final = REPO_ROOT / "docs" / "troubleshooting.md"
+
+
+def _quoted(text: str) -> str:
+    """The doc's text of `text` flattened: one line, as kubectl prints it."""
+    return " ".join(text.split())
+
+
+def test_kubectl_scale_of_a_set_answers_as_the_troubleshooting_doc_says(
+    control_plane: ControlPlane, lws_controller: FakeLwsController, namespace: str
+) -> None:
+    """Regression (issue 35 item 8): `kubectl scale dset` answered NotFound with no hint; the
+    doc quotes the answer and says what to do."""
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    scaled = control_plane.kubectl(
+        "scale", "dset", "llm", "-n", namespace, "--replicas=3", check=False
+    )
+    said = (
+        'Error from server (NotFound): disaggregatedsets.disaggregatedset.x-k8s.io "llm" not found'
+    )
+    assert scaled.returncode == 1
+    assert scaled.stderr.strip() == said
+    doc = _quoted(TROUBLESHOOTING.read_text())
+    assert _quoted(said.replace('"llm"', '"NAME"')) in doc
+    assert "kubectl scale dsrs NAME-ROLE --replicas N" in doc
+
+
+def test_a_blocking_schema_error_ends_with_the_line_the_troubleshooting_doc_quotes(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Eleven roles and a wrong type: the API server adds its `<nil>` line, which the doc
+    explains (issue 35 item 8)."""
+    manifest = sets.small_set(namespace)
+    manifest["spec"]["roles"] = [
+        {**manifest["spec"]["roles"][0], "name": f"r{index}"} for index in range(11)
+    ]
+    manifest["spec"]["slices"] = "2"
+    applied = control_plane.kubectl(
+        "apply", "--dry-run=server", "-f", "-", stdin=json.dumps(manifest), check=False
+    )
+    line = (
+        "<nil>: Invalid value: null: some validation rules were not checked because the"
+        " object was invalid; correct the existing errors to complete validation"
+    )
+    assert applied.returncode == 1
+    assert "spec.roles: Too many: 11: must have at most 10 items" in applied.stderr
+    assert line in applied.stderr
+    assert _quoted(line) in _quoted(TROUBLESHOOTING.read_text())
+
+
+# --- what LeaderWorkerSet refuses, the set refuses (issue 33 item 6) ----------------------------
+
+
+def test_issue33_item6_a_set_of_size_0_is_refused_at_kubectl_apply_with_the_field_named(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    manifest = sized(0)
+    manifest["metadata"]["namespace"] = namespace
+    applied = control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest), check=False)
+    assert applied.returncode != 0
+    assert applied.stderr == (
+        'The DisaggregatedSet "llm" is invalid: spec.roles[0].spec.leaderWorkerTemplate.size:'
+        f" Invalid value: {rules.LWS_SIZE_AT_LEAST_ONE.message}\n"
+    )
+    assert control_plane.client.list(kube.DISAGGREGATED_SETS, namespace=namespace) == []
+
+
+def _as_metacontroller_writes(lws: JsonObject, namespace: str) -> JsonObject:
+    """`lws` with the namespace and Metacontroller's last-applied copy of itself."""
+    written = copy.deepcopy(lws)
+    written["metadata"]["namespace"] = namespace
+    annotations = written["metadata"].setdefault("annotations", {})
+    annotations[api.LAST_APPLIED_ANNOTATION] = json.dumps(lws, separators=(",", ":"))
+    return written
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda lws: None, id="as-rendered"),
+        *(pytest.param(case.values[0], id=case.id) for case in REFUSED),
+        *(
+            pytest.param(
+                lambda lws, replicas=replicas: lws["spec"].update(
+                    replicas=replicas, rolloutStrategy=rolling(0, "25%")
+                ),
+                id=f"quarter-unavailable-at-{replicas}",
+            )
+            for replicas in (0, 1, 3, 4)
+        ),
+    ],
+)
+def test_issue33_item6_the_lws_stand_in_refuses_what_the_hooks_predict_leaderworkerset_refuses(
+    client: kube.Client, namespace: str, change: Callable[[JsonObject], None]
+) -> None:
+    """The control plane plays LeaderWorkerSet's webhook (`hooks.sandbox.lws.ADMISSION`, with
+    the API server's own checks of metadata): an LWS written as Metacontroller writes it is
+    refused exactly when `hooks.core.admission` says LeaderWorkerSet would refuse it."""
+    lws = rendered_lws()
+    change(lws)
+    predicted = admission.refusals(lws)
+    written = _as_metacontroller_writes(lws, namespace)
+    if not predicted:
+        client.create(kube.LWS, written, dry_run=True)
+        return
+    with pytest.raises(kube.ApiError) as raised:
+        client.create(kube.LWS, written, dry_run=True)
+    assert raised.value.code == 422, raised.value
+
+
+def test_issue33_item6_what_only_the_lws_can_be_judged_on_is_reported_at_once(
+    control_plane: ControlPlane, namespace: str, lws_controller: FakeLwsController
+) -> None:
+    """An External role at 0 replicas may carry a maxSurge of 150% (the set's rule exempts it,
+    as upstream's does), but its LWS, at its scaler's replicas, may not: `kubectl apply`
+    accepts the set, whose first status already says Degraded=LWSRefused (not ChildNotCreated
+    30 s later), and the stand-in for LeaderWorkerSet's webhook refuses the LWS as LWS would."""
+    client = control_plane.client
+    manifest = sets.small_set(namespace, external="decode")
+    decode = manifest["spec"]["roles"][1]["spec"]
+    decode["replicas"] = 0
+    decode["rolloutStrategy"] = rolling("150%", 0)
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    first = kube.wait_for(
+        lambda: client.get(kube.DISAGGREGATED_SETS, "llm", namespace=namespace),
+        until=lambda ds: ds.get("status", {}).get("observedGeneration") == 1,
+        timeout=sets.WAIT_SECONDS,
+        message="the set's first status",
+    )
+    degraded = sets.condition(first, "Degraded")
+    assert degraded is not None and degraded["reason"] == "LWSRefused", first["status"]
+    revision_ = first["status"]["revision"]
+    assert f"'llm-0-{revision_}-decode'" in degraded["message"]
+    assert "maxSurge: '150%'" in degraded["message"]
+    prefill = kube.wait_for(
+        lambda: sets.lws_by_name(client, namespace),
+        until=lambda found: f"llm-0-{revision_}-prefill" in found,
+        timeout=sets.WAIT_SECONDS,
+        message="the admitted role's LWS",
+    )
+    assert f"llm-0-{revision_}-decode" not in prefill
+    calls = control_plane.hook_calls("sync", f"{namespace}/llm")
+    assert calls  # and the set kept asking for the refused LWS on every one of them
+    assert all(call["writes"]["create"] >= 1 for call in calls[1:])

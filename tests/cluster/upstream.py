@@ -8,11 +8,13 @@ into a directory of the caller's (a test's control plane), and callers skip when
 
 `start` runs it on a control plane that has upstream's own CRDs (`CRDS`; `ControlPlane.start_bare`
 installs them): a throwaway CA and a serving certificate for 127.0.0.1 (openssl), the binary with
-a free webhook port, and the Mutating- and ValidatingWebhookConfigurations pointing the API
-server at it. It returns once the API server calls the webhooks: a dry-run LWS comes back
-defaulted and a set with `maxSurge: 0, maxUnavailable: 0` is denied by the webhook. `stop` stops
-it and deletes those configurations first (with `failurePolicy: Fail`, a webhook that no longer
-answers would refuse every LWS and set write).
+a free webhook port, as a service account of its own (`SERVICE_ACCOUNT`, allowed every ordinary
+verb: `ControlPlane.controller_kubeconfig`), and the Mutating- and
+ValidatingWebhookConfigurations pointing the API server at it. It returns once the API server
+calls the webhooks: a dry-run LWS comes back defaulted and a set with `maxSurge: 0,
+maxUnavailable: 0` is denied by the webhook. `stop` stops it and deletes those configurations
+first (with `failurePolicy: Fail`, a webhook that no longer answers would refuse every LWS and
+set write).
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from hooks.sandbox import kube, processes
-from hooks.sandbox.controlplane import ControlPlane, make_certificates
+from hooks.sandbox import identities, kube, processes
+from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
 from tests.shared import REFERENCE_DIR, SHARED_DIR
 
@@ -39,6 +41,9 @@ CRDS: Final = (
     REFERENCE_DIR / "upstream-disaggregatedsetrolescalers-crd.yaml",
 )
 READY_TIMEOUT_SECONDS: Final = 60.0
+# The service account of the LWS manager that runs upstream's controller (its release's
+# manifests), which the peer runs as: every ordinary verb, not the kit's `adopt`.
+SERVICE_ACCOUNT: Final = ("lws-system", "lws-controller-manager")
 
 MUTATING: Final = kube.Resource(
     "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", namespaced=False
@@ -79,16 +84,17 @@ def start(
     """Start the peer under `plane` (its `stop()` stops it) and register its webhooks."""
     cert_dir = plane.workdir / "peer-certs"
     cert_dir.mkdir(exist_ok=True)
-    certificates = make_certificates(cert_dir)
+    certificates = identities.make_certificates(cert_dir)
     for name, path in (("tls.crt", certificates.server_cert), ("tls.key", certificates.server_key)):
         (cert_dir / name).unlink(missing_ok=True)
         (cert_dir / name).symlink_to(path)
     webhook_port, probe_port = processes.free_port(), processes.free_port()
+    kubeconfig = plane.controller_kubeconfig(*SERVICE_ACCOUNT)
     peer = plane.start_process(
         NAME,
         [
             str(binary),
-            f"--kubeconfig={plane.kubeconfig}",
+            f"--kubeconfig={kubeconfig}",
             f"--cert-dir={cert_dir}",
             "--webhook-host=127.0.0.1",
             f"--webhook-port={webhook_port}",

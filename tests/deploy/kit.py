@@ -24,6 +24,7 @@ CLUSTER_SCOPED_KINDS = frozenset(
         "Namespace",
         "CustomResourceDefinition",
         "ClusterRole",
+        "ClusterRoleBinding",
         "CompositeController",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
@@ -37,12 +38,18 @@ BASE_OBJECTS = {
     ("CustomResourceDefinition", "disaggregatedsetrevisions.disaggregatedset.x-k8s.io"),
     ("ClusterRole", "disaggregatedset-view"),
     ("ClusterRole", "disaggregatedset-edit"),
+    ("ClusterRole", "disaggregatedset-adopt"),
+    ("ClusterRoleBinding", "disaggregatedset-metacontroller-adopt"),
+    ("ValidatingAdmissionPolicy", "disaggregatedset-adoption"),
+    ("ValidatingAdmissionPolicyBinding", "disaggregatedset-adoption"),
     ("Deployment", HOOK_NAME),
     ("Service", HOOK_NAME),
     ("PodDisruptionBudget", HOOK_NAME),
     ("NetworkPolicy", HOOK_NAME),
     ("CompositeController", "disaggregatedset-controller"),
     ("CompositeController", "disaggregatedsetrolescaler-controller"),
+    ("ValidatingAdmissionPolicy", "disaggregatedset-external-role-replicas"),
+    ("ValidatingAdmissionPolicyBinding", "disaggregatedset-external-role-replicas"),
 }
 
 

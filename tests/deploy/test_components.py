@@ -1,8 +1,9 @@
-"""The kit's optional kustomize components. external-replicas-warning adds only a
-ValidatingAdmissionPolicy and its binding, which warn and never deny, stay cluster-scoped when the
-root kustomization enables the component, and whose CEL (evaluated here with cel-python, as the API
-server would) warns exactly for External roles above one replica. metacontroller-scale appends its
-worker and client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
+"""The kit's admission policy and its optional kustomize components. The kit's
+ValidatingAdmissionPolicy and its binding (issue 35 item 6: part of the kit, no longer a
+component) warn and never deny, stay cluster-scoped, and their CEL (evaluated here with
+cel-python, as the API server would) warns exactly for External roles above one replica, in the
+words the hooks write into `status.warnings`. metacontroller-scale appends its worker and
+client-rate flags to Metacontroller's own install, the same flags the cluster suite runs
 Metacontroller with. no-services leaves exactly the `services` child type out of the
 DisaggregatedSet CompositeController and changes nothing else, and refuses to build over a kit
 whose child types moved. Rendering needs `kubectl` (tests/kustomize.py); the CEL tests do not.
@@ -24,52 +25,35 @@ import yaml
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from tests import kustomize
-from tests.deploy.kit import BASE_OBJECTS, HOOK_NAME, NAMESPACE, _copy_install_tree
+from hooks import api
+from hooks.core import validation
+from tests import builders, kustomize
+from tests.deploy.kit import BASE_OBJECTS, _copy_install_tree
 from tests.kustomize import Manifest
 from tests.shared import REPO_ROOT
 from tools import install_yaml
 
-COMPONENT_DIR = REPO_ROOT / "components" / "external-replicas-warning"
+POLICY_FILE = REPO_ROOT / "metacontroller" / "validatingadmissionpolicy.yaml"
 POLICY_NAME = "disaggregatedset-external-role-replicas"
 
 
-# --- the external-replicas-warning component ---------------------------------------------------
+# --- the kit's external-replicas warning --------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def rendered_with_component(tmp_path_factory: pytest.TempPathFactory) -> list[Manifest]:
-    """The repository root plus the component, built from an overlay outside the repository."""
+def rendered_kit() -> list[Manifest]:
     kustomize.require_crds()
-    overlay = tmp_path_factory.mktemp("overlay")
-    # kustomize refuses absolute paths here; relative ones may leave the overlay's directory.
-    overlay_doc = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [os.path.relpath(REPO_ROOT, overlay)],
-        "components": [os.path.relpath(COMPONENT_DIR, overlay)],
-    }
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(overlay_doc))
-    return kustomize.render(overlay)
+    return kustomize.render(REPO_ROOT)
 
 
-def test_component_adds_only_the_policy_and_its_binding(
-    rendered_with_component: list[Manifest],
+def test_the_kit_warns_on_external_replicas_and_never_denies(
+    rendered_kit: list[Manifest],
 ) -> None:
-    assert kustomize.kinds_and_names(rendered_with_component) == BASE_OBJECTS | {
-        ("ValidatingAdmissionPolicy", POLICY_NAME),
-        ("ValidatingAdmissionPolicyBinding", POLICY_NAME),
-    }
-
-
-def test_component_policy_warns_and_never_denies(rendered_with_component: list[Manifest]) -> None:
-    policy = kustomize.one(rendered_with_component, "ValidatingAdmissionPolicy", POLICY_NAME)
-    binding = kustomize.one(
-        rendered_with_component, "ValidatingAdmissionPolicyBinding", POLICY_NAME
-    )
+    policy = kustomize.one(rendered_kit, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(rendered_kit, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     for obj in (policy, binding):
         assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
-        assert "namespace" not in obj["metadata"]
+        assert "namespace" not in obj["metadata"]  # cluster-scoped, despite `namespace:`
     assert binding["spec"]["policyName"] == POLICY_NAME
     assert binding["spec"]["validationActions"] == ["Warn"]
     assert policy["spec"]["failurePolicy"] == "Ignore"
@@ -78,30 +62,6 @@ def test_component_policy_warns_and_never_denies(rendered_with_component: list[M
     assert rule["apiVersions"] == ["v1"]
     assert rule["resources"] == ["disaggregatedsets"]
     assert set(rule["operations"]) == {"CREATE", "UPDATE"}
-
-
-def test_component_enabled_in_the_root_kustomization_stays_cluster_scoped(tmp_path: Path) -> None:
-    """kustomize takes the policy kinds for namespaced; the root's `namespace:` must not stick."""
-    kustomize.require_crds()
-    _copy_install_tree(tmp_path)
-    kustomization = tmp_path / "kustomization.yaml"
-    kustomization.write_text(
-        kustomization.read_text() + "\ncomponents:\n  - components/external-replicas-warning\n"
-    )
-
-    objects = kustomize.render(tmp_path)
-
-    policy = kustomize.one(objects, "ValidatingAdmissionPolicy", POLICY_NAME)
-    binding = kustomize.one(objects, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
-    assert "namespace" not in policy["metadata"]
-    assert "namespace" not in binding["metadata"]
-    assert kustomize.one(objects, "Deployment", HOOK_NAME)["metadata"]["namespace"] == NAMESPACE
-
-
-def test_component_documents_how_to_enable_it() -> None:
-    text = (COMPONENT_DIR / "kustomization.yaml").read_text()
-    assert "components/external-replicas-warning" in text
-    assert yaml.safe_load(text)["kind"] == "Component"
 
 
 # --- the policy's CEL, evaluated with cel-python ---------------------------------------------
@@ -113,11 +73,11 @@ def _cel_join(items: celtypes.ListType, separator: celtypes.StringType | None = 
 
 
 def _policy_evaluator() -> Callable[[Manifest], list[str]]:
-    """Evaluate the component's policy like the API server: variables, then each validation.
+    """Evaluate the kit's policy like the API server: variables, then each validation.
 
     Returns the warning messages the object would get (empty when it passes).
     """
-    policy = yaml.safe_load((COMPONENT_DIR / "validatingadmissionpolicy.yaml").read_text())
+    policy = yaml.safe_load(POLICY_FILE.read_text())
     env = celpy.Environment()
     functions = {"join": _cel_join}
 
@@ -207,6 +167,22 @@ def test_policy_names_every_offending_role() -> None:
     assert 'spec.roles[name="prefill"].spec.replicas is 4' in message
     assert 'spec.roles[name="decode"].spec.replicas is 8' in message
     assert "encode" not in message
+
+
+@pytest.mark.parametrize("replicas", [(4, 8, 1), (2, 1, 3)], ids=["two-roles", "last-role"])
+def test_policy_and_hooks_say_the_same_sentences(replicas: tuple[int, int, int]) -> None:
+    """One warning, two implementations: the policy's message is the hooks' `status.warnings`
+    joined as the policy joins them."""
+    roles = [
+        builders.make_role(name, replicas=count, external=True)
+        for name, count in zip(("prefill", "decode", "encode"), replicas, strict=True)
+    ]
+    ds = builders.make_ds(roles=roles)
+    spec = api.DisaggregatedSetSpec.model_validate(ds["spec"])
+
+    [message] = _policy_evaluator()(ds)
+
+    assert message == " ".join(validation.warnings(name="llm", spec=spec))
 
 
 def test_policy_ignores_an_object_without_roles() -> None:

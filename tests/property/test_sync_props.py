@@ -622,7 +622,7 @@ def newer_children(draw: st.DrawFn) -> list[JsonObject]:
 @given(
     st.booleans().flatmap(lambda valid: requests(valid=valid)),
     newer_children(),
-    st.dictionaries(st.sampled_from(("futureField", "history", "zz")), json_values),
+    st.dictionaries(st.sampled_from(("futureField", "canary", "zz")), json_values),
 )
 def test_an_answer_never_drops_a_status_field_or_child_it_does_not_know(
     drawn: tuple[JsonObject, list[JsonObject], JsonObject],

@@ -33,8 +33,9 @@ the pass:
   the numbers ran out); an updated DisaggregatedSetRevision changes only its number (never
   downwards), its change-cause annotation and its `completedAs` (never unset, never lowered);
 - status: exactly one of Available and Progressing is True (unless a rollout is paused,
-  Progressing Unknown; held or partitioned, Progressing Unknown and not Available; or past its
-  progress deadline, both False), every condition a pass computes
+  Progressing Unknown; held or partitioned, Progressing Unknown and not Available; past its
+  progress deadline, or settled with a role at 0 beside busy ones, both False), every condition
+  a pass computes
   carries the generation (the hold path keeps Available and Progressing), lastTransitionTime
   changes exactly when the status flips, roleStatuses list the spec roles in order, and Available
   is True only when no spec role has old replicas left and every spec role has replicas ==
@@ -225,6 +226,8 @@ class Invariants:
         return revisions == {labels_of(lws).get(api.LABEL_REVISION)}
 
     def _check_history(self, record: PassRecord, parent: JsonObject, target: str) -> None:
+        if REVISION_TYPE not in record.request["children"]:
+            return  # records are not a declared child type: the set keeps no history
         history = {
             revision: obj
             for obj in owned(record.after, REVISION_TYPE, parent)
@@ -388,9 +391,9 @@ class Invariants:
         elif reason in ("RolloutHeld", "RolloutPartitioned"):
             if (available, progressing.get("status")) != ("False", "Unknown"):
                 fail(record, f"a canary standing still ({reason}) is not Unknown and unavailable")
-        elif reason == "ProgressDeadlineExceeded":
+        elif reason in ("ProgressDeadlineExceeded", "RoleScaledToZero"):
             if (available, progressing.get("status")) != ("False", "False"):
-                fail(record, "past its deadline, a rollout is neither Available nor Progressing")
+                fail(record, f"{reason}: the set is neither Available nor Progressing")
         elif sorted([available, progressing.get("status")]) != ["False", "True"]:
             fail(
                 record,

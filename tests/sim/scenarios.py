@@ -143,8 +143,13 @@ def run_vector_rollout(
         vector = state.vector(case.roles)
         if not states or states[-1] != vector:
             states.append(vector)
-    if not cluster.is_true("Available"):
-        raise cluster.failure("the rollout ended without Available=True")
+    # A role whose target is 0 beside busy roles (an External one) leaves the set unable to serve.
+    idle = 0 in case.target and any(case.target)
+    available = cluster.condition("Available") or {}
+    if (available.get("status"), available.get("reason")) != (
+        ("False", "RoleScaledToZero") if idle else ("True", "AllRolesReady")
+    ):
+        raise cluster.failure(f"the rollout ended with {available}")
     cluster.idle_sync()
     return states
 

@@ -202,8 +202,10 @@ class Store:
                 candidate["metadata"].pop(server_field, None)
         if candidate == current:
             return False
-        if current["kind"] == api.REVISION_KIND and candidate.get("roles") != current.get("roles"):
-            # The CRD's CEL rule keeps a DisaggregatedSetRevision's roles immutable.
+        if current["kind"] == api.REVISION_KIND and any(
+            candidate.get(field) != current.get(field) for field in ("roles", "packedRoles")
+        ):
+            # The CRD's CEL rules keep a DisaggregatedSetRevision's roles immutable.
             raise ImmutableFieldError(f"{key[0]} {key[1]}/{key[2]}: roles are immutable")
         if "generation" in current["metadata"] and candidate.get("spec") != current.get("spec"):
             candidate["metadata"]["generation"] = current["metadata"]["generation"] + 1

@@ -75,7 +75,7 @@ def test_a_held_rollout_is_the_planners_cut_at_the_hold_and_released_goes_on_unc
     state = cluster.slice_states()[0]
     assert state.old_revisions and _share(state, 25)
     condition = cluster.condition("Progressing")
-    assert condition is not None and "hold at 25%" in condition["message"]
+    assert condition is not None and "holds at 25%" in condition["message"]
     assert cluster.ds()["status"]["rollout"]["slices"][0]["phase"] == "Held"
     # The new revision's Services exist: traffic reaches the canary.
     assert any(cluster.revision() in name for name in cluster.service_names())
@@ -300,8 +300,8 @@ def test_a_partition_and_a_hold_together_make_a_held_canary_in_slice_zero() -> N
     assert _share(cluster.slice_states()[0], 50)
     condition = cluster.condition("Progressing")
     assert condition is not None
-    assert "slices 0 hold at 50%" in condition["message"]
-    assert "slices 1 are past annotation" in condition["message"]
+    assert "slice 0 holds at 50%" in condition["message"]
+    assert "slice 1 is past annotation" in condition["message"]
     partition(cluster, None)
     hold(cluster, None)
     cluster.run(max_ticks=500)

@@ -6,7 +6,10 @@ built on them are independent of what they check.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +113,7 @@ def record_of(obj: Mapping[str, Any], *, parent: Mapping[str, Any]) -> str | Non
         or metadata.get("name") != f"{set_name}-{label}"
     ):
         return None
-    number, first, roles = obj.get("revision"), obj.get("firstRevision"), obj.get("roles")
+    number, first, roles = obj.get("revision"), obj.get("firstRevision"), stored_roles(obj)
     completed = obj.get("completedAs", first)
     numbers = [value for value in (number, first, completed) if type(value) is int]
     if len(numbers) != 3 or not 1 <= numbers[1] <= numbers[2] <= numbers[0]:
@@ -137,6 +140,21 @@ def record_of(obj: Mapping[str, Any], *, parent: Mapping[str, Any]) -> str | Non
     except gotext.EncodingError:
         return None
     return label if hashed == label else None
+
+
+def stored_roles(obj: Mapping[str, Any]) -> object:
+    """The roles a DisaggregatedSetRevision stores: `roles`, or `packedRoles` unpacked (base64
+    of zlib of the JSON list, docs/rollout.md); None when it holds both, neither, or packed
+    roles that do not unpack."""
+    packed, roles = obj.get("packedRoles"), obj.get("roles")
+    if (packed is None) == (roles is None):
+        return None
+    if packed is None:
+        return roles
+    try:
+        return json.loads(zlib.decompress(base64.b64decode(packed, validate=True)))
+    except (TypeError, ValueError, zlib.error):
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -270,13 +270,41 @@ def test_held_and_partitioned_slices_read_as_standing_on_purpose() -> None:
     assert both is not None
     assert (both.status, both.reason) == (api.ConditionStatus.UNKNOWN, api.Reason.ROLLOUT_HELD)
     assert (
-        "slices 0 hold at 25% of revision cccccccc (prefill 2/5, decode 1/2), both revisions"
+        "slice 0 holds at 25% of revision cccccccc (prefill 2/5, decode 1/2), both revisions"
         " serving" in both.message
     )
-    assert "slices 1 are past annotation" in both.message
+    assert "slice 1 is past annotation" in both.message
+    assert both.message.endswith(
+        f"raise or remove annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} or"
+        f" {api.ANNOTATION_ROLLOUT_PARTITION} to roll on"
+    )
     only = canary.progressing([parted, steady], revision=NEW, control=NONE, share=NOTHING)
     assert only is not None and only.reason is api.Reason.ROLLOUT_PARTITIONED
     assert canary.progressing([held, moving], revision=NEW, control=hold, share=NOTHING) is None
+
+
+def test_one_slice_reads_in_the_singular_and_only_the_annotation_set_is_named() -> None:
+    """Regression (issue 35 item 8): "slices 0 hold at 25%", and both annotations named when
+    only the hold was set."""
+    held = rollout.SlicePlan(slice_index=0, phase=rollout.Phase.HELD, replicas={})
+    hold = controls.control_of({api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"})
+    share = canary.Share("prefill 1/4, decode 1/1", groups=2)
+    condition = canary.progressing([held], revision=NEW, control=hold, share=share)
+    assert condition is not None
+    assert condition.message == (
+        "slice 0 holds at 25% of revision cccccccc (prefill 1/4, decode 1/1), both revisions"
+        f" serving; raise or remove annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} to roll on"
+    )
+    parted = [
+        rollout.SlicePlan(slice_index=index, phase=rollout.Phase.PARTITIONED, replicas={})
+        for index in (1, 2)
+    ]
+    partitioned = canary.progressing(parted, revision=NEW, control=NONE, share=NOTHING)
+    assert partitioned is not None
+    assert partitioned.message == (
+        f"slices 1-2 are past annotation {api.ANNOTATION_ROLLOUT_PARTITION} and keep the revision"
+        f" they run; raise or remove annotation {api.ANNOTATION_ROLLOUT_PARTITION} to roll on"
+    )
 
 
 def test_a_malformed_hold_says_how_it_is_read_and_that_nothing_new_serves_yet() -> None:
@@ -288,7 +316,7 @@ def test_a_malformed_hold_says_how_it_is_read_and_that_nothing_new_serves_yet() 
     condition = canary.progressing([held], revision=NEW, control=malformed, share=share)
     assert condition is not None
     assert (
-        f"slices 0 hold at 0% (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} is malformed: read as"
+        f"slice 0 holds at 0% (annotation {api.ANNOTATION_ROLLOUT_HOLD_AT} is malformed: read as"
         " 0%) of revision cccccccc (prefill 0/4, decode 0/2), the new revision runs no group yet"
     ) in condition.message
 

@@ -24,6 +24,7 @@ from tests.shared import (
     by_name,
     golden_params,
     load_golden_or_empty,
+    lws_refused,
     names_over_budget,
     reference_params,
     shared_path,
@@ -142,13 +143,21 @@ _UPSTREAM_MESSAGES = {
     "topology is required": "placement-topology-required",
     "annotation must not be combined": "placement-exclusive-annotation-conflict",
 }
+# The rule that refuses each field `lws_refused` names, by the field's last part.
+_LWS_RULES = {
+    "size": rules.LWS_SIZE_AT_LEAST_ONE.id,
+    "replicas": rules.LWS_PODS_FIT_INT32.id,
+    "subGroupSize": rules.LWS_SUBGROUP_SIZE.id,
+    "annotations": rules.LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS.id,
+}
 
 
 @pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_stored_objects_match_upstream_webhook(
     harness: cel_eval.CrdHarness, vector: JsonObject
 ) -> None:
-    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991)."""
+    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991) and
+    what LeaderWorkerSet's admission refuses of a role's LWS (issue 33 item 6)."""
     admission = harness.admit(vector["stored"])
     assert admission.schema_errors == []
     error = vector["webhook_error"]
@@ -159,6 +168,8 @@ def test_stored_objects_match_upstream_webhook(
     if names_over_budget(vector["stored"]):
         # One CEL rule judges every role's names; it reports the list.
         expected.add((rules.GENERATED_NAMES_FIT.id, "spec.roles"))
+    refused = lws_refused(vector["stored"])
+    expected |= {(_LWS_RULES[field.rsplit(".", 1)[-1]], field) for field in refused}
     assert {(f.rule_id, f.path) for f in admission.cel_failures} == expected
 
 

@@ -768,6 +768,29 @@ def test_render_writes_no_yaml_anchors_or_aliases(
     assert [event for event in yaml.parse(out) if getattr(event, "anchor", None)] == []
 
 
+def test_render_warns_of_an_external_roles_replicas_and_still_renders(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Regression (issue 35 item 6): `replicas: 5` on an External role was ignored silently."""
+    manifest = yaml.safe_load((EXAMPLES / "llm.yaml").read_text())
+    manifest["spec"]["roles"][1]["spec"]["replicas"] = 5
+    path = tmp_path / "llm.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 0
+    [rendered] = yaml.safe_load_all(out)
+    [sentence] = rendered["status"]["warnings"]
+    assert sentence.startswith('spec.roles[name="decode"].spec.replicas is 5 but the role has')
+    assert 'DisaggregatedSetRoleScaler "llm-decode"' in sentence
+    assert err.splitlines() == [
+        f"python -m hooks render: warning: {path}: DisaggregatedSet llm: {sentence}"
+    ]
+    scaler = next(c for c in rendered["children"] if c["kind"] == "DisaggregatedSetRoleScaler")
+    assert scaler["spec"]["replicas"] == 1  # its first value, not 5
+
+
 def test_render_reports_every_problem_in_one_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -779,7 +802,7 @@ def test_render_reports_every_problem_in_one_run(
     prefix = f"python -m hooks render: error: {path}: DisaggregatedSet LLM: "
     [document] = yaml.safe_load_all(path.read_text())
     assert err.splitlines() == [prefix + problem for problem in manifests.check(document).problems]
-    assert len(err.splitlines()) == 9
+    assert len(err.splitlines()) == 8
 
 
 def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
@@ -917,6 +940,48 @@ def test_render_reports_a_degraded_first_sync_and_fails(
     assert "InvalidAnnotation" in err and "progress-deadline-seconds" in err
 
 
+def test_issue33_item6_render_refuses_a_size_of_0_in_the_crds_words(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    document = _example_set()
+    document["spec"]["roles"][1]["spec"]["leaderWorkerTemplate"]["size"] = 0
+    path = write(tmp_path / "bad.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert (code, out) == (1, "")
+    said = rules.LWS_SIZE_AT_LEAST_ONE.message.removeprefix(
+        "spec.roles[].spec.leaderWorkerTemplate.size "
+    )  # the field, with its index, goes first
+    assert err == (
+        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl:"
+        f" spec.roles[1].spec.leaderWorkerTemplate.size: {said}\n"
+    )
+
+
+def test_issue33_item6_render_reports_an_lws_leaderworkerset_would_refuse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Valid for the CRD (a role at 0 replicas is exempt, as upstream's rule has it), refused
+    by LeaderWorkerSet as the role's LWS: the first sync says so, and render fails."""
+    document = _example_set()
+    for role in document["spec"]["roles"]:
+        role["spec"]["replicas"] = 0
+    document["spec"]["roles"][0]["spec"]["rolloutStrategy"] = {
+        "rollingUpdateConfiguration": {"maxSurge": "200%"}
+    }
+    path = write(tmp_path / "refused.yaml", document)
+
+    code, out, err = run(capsys, "render", str(path))
+
+    assert code == 1 and yaml.safe_load(out)["children"] != []
+    assert err.startswith(
+        f"python -m hooks render: error: {path}: DisaggregatedSet qwen-vl: LWSRefused:"
+        " LeaderWorkerSet 'qwen-vl-0-"
+    )
+    assert "maxSurge: '200%' is no count or percentage up to 100%" in err
+
+
 def test_render_takes_several_files_and_standard_input(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -994,7 +1059,7 @@ def test_render_names_a_too_long_set_name_as_metadata_name(
     problem = line.partition(f"{path}: DisaggregatedSet qwen-vl-{'x' * 40}: ")[2]
     assert problem.startswith(
         "metadata.name: is too long: 48 characters, at most 31 with these roles, slices and "
-        "replicas: the generated names ("
+        "replicas (the generated names would have "
     )
     assert "spec.roles" not in line
 

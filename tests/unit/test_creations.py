@@ -65,6 +65,17 @@ def test_issue25_item7_a_child_missing_past_its_grace_is_not_created_naming_it()
     assert awaited.resync_after == creations.GRACE_SECONDS
 
 
+def test_issue33_item1_the_message_says_what_adopt_checks_before_it_hands_a_child_over() -> None:
+    """Regression: the message told the operator to hand over whatever held the name with
+    `kubectl ds adopt <set> --orphans`, which adopted a planted LWS of any template."""
+    awaited = creations.track([LWS], {LWS: T0}, asked_before=True, now=later(60))
+    (problem,) = awaited.problems
+    assert "`kubectl ds adopt <set> --orphans` hands it over, but only when it has no owner" in (
+        problem.message
+    )
+    assert "every template its revision's): it refuses anything else" in problem.message
+
+
 def test_a_child_that_appeared_leaves_the_record() -> None:
     awaited = creations.track([], {LWS: T0}, asked_before=True, now=later(5))
     assert awaited.record == () and awaited.resync_after is None and not awaited.problems

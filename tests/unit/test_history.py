@@ -4,13 +4,16 @@ history holds (issue 25, items 3, 4, 5 and 10)."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import random
+import zlib
 from typing import Any
 
 import pytest
 
 from hooks import api
-from hooks.core import children, history, records
+from hooks.core import children, compact, history, records
 from hooks.gocompat import revision
 from hooks.wire import envelope
 from tests import builders
@@ -46,13 +49,10 @@ def _record(
     name: str | None = None,
     label: str | None = None,
     created: str = builders.CREATED,
+    legacy: bool = False,
 ) -> JsonObject:
-    rendered = children.render_history(
-        set_name=SET,
-        revision=_hash(image),
-        number=first or number,
-        roles=_spec(image).roles,
-        change_cause=None,
+    rendered = builders.make_record(
+        revision=_hash(image), number=first or number, roles=_spec(image).roles, legacy=legacy
     )
     rendered["revision"] = number
     if completed is not None:
@@ -82,6 +82,7 @@ def _plan(
     annotations: dict[str, str] | None = None,
     foreign: frozenset[str] = frozenset(),
     complete: bool = False,
+    running: tuple[JsonObject, ...] = (),
 ) -> history.HistoryPlan:
     return history.plan(
         _read(*objects),
@@ -93,7 +94,33 @@ def _plan(
         annotations=annotations or {},
         limit=limit,
         complete=complete,
+        running=_running(*running),
     )
+
+
+def _lws(image: str, *, created: str = builders.CREATED) -> list[JsonObject]:
+    """The LWS the set runs of revision `image` (slice 0), as Metacontroller observes them."""
+    return [
+        builders.observe(
+            copy.deepcopy(
+                children.render_lws(
+                    set_name=SET,
+                    role=role,
+                    slice_index=0,
+                    revision=_hash(image),
+                    replicas=1,
+                    policy=None,
+                )
+            ),
+            created=created,
+        )
+        for role in _spec(image).roles
+    ]
+
+
+def _running(*lws: JsonObject) -> list[records.ObservedObject]:
+    parsed: list[records.ObservedObject] = builders.parse_children(*lws)
+    return parsed
 
 
 def _numbers(plan: history.HistoryPlan) -> dict[str, int]:
@@ -113,7 +140,8 @@ def test_the_first_revision_is_recorded_as_number_one_with_the_roles_as_stored()
     }
     assert (record["revision"], record["firstRevision"]) == (1, 1) and "completedAs" not in record
     roles = _spec().roles
-    assert record["roles"] == [
+    assert "roles" not in record
+    assert builders.record_roles(record) == [
         {"name": "prefill", "spec": roles[0].spec},
         {"name": "decode", "scaling": {"mode": "External"}, "spec": roles[1].spec},
     ]
@@ -138,7 +166,7 @@ def test_a_revert_gives_the_old_record_the_next_number_and_keeps_its_first_and_r
     plan = _plan(A, old, _record(V2, 2))
     assert _numbers(plan) == {f"llm-{A}": 3, f"llm-{B}": 2}
     (reverted,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
-    assert reverted["roles"] == old["roles"] and reverted["firstRevision"] == 1
+    assert reverted["packedRoles"] == old["packedRoles"] and reverted["firstRevision"] == 1
 
 
 def test_the_change_cause_is_copied_when_a_revision_gets_its_number() -> None:
@@ -235,11 +263,16 @@ def test_a_name_held_by_a_foreign_object_is_reported_and_not_created() -> None:
         pytest.param(lambda r: r["roles"][0].pop("spec"), "roles[0].spec", id="role-without-spec"),
     ],
 )
+@pytest.mark.parametrize("listed", [False, True], ids=["packed", "listed"])
 def test_issue25_item3_a_record_counts_only_when_name_labels_and_roles_agree(
-    change: Any, why: str
+    change: Any, why: str, listed: bool
 ) -> None:
-    forged = copy.deepcopy(_record(V1, 1))
+    """In either form of its roles: packed as this version writes them, or listed as earlier
+    versions did."""
+    forged = copy.deepcopy(_record(V1, 1, legacy=True))
     change(forged)
+    if not listed and isinstance(forged.get("roles"), list):
+        forged = builders.packed(forged)
     forged["metadata"]["annotations"].pop(api.LAST_APPLIED_ANNOTATION)
     found = _read(forged)
     assert found.counted == ()
@@ -250,9 +283,7 @@ def test_issue25_item3_a_record_counts_only_when_name_labels_and_roles_agree(
 
 def test_issue25_item3_a_record_another_set_controls_never_counts() -> None:
     other = builders.observe(
-        children.render_history(
-            set_name=SET, revision=A, number=1, roles=_spec().roles, change_cause=None
-        ),
+        builders.make_record(revision=A, number=1, roles=_spec().roles),
         owner_uid="uid-of-another-set",
     )
     found = _read(other)
@@ -278,8 +309,185 @@ def test_issue25_item3_a_record_whose_labels_do_not_match_its_name_keeps_its_slo
     forged = _record(V1, 1, name=f"llm-{B}")
     plan = _plan(B, forged)
     assert [child["metadata"]["name"] for child in plan.children] == [f"llm-{B}"]
-    assert plan.children[0]["roles"] == forged["roles"]
+    assert plan.children[0]["packedRoles"] == forged["packedRoles"]
     assert [problem.reason for problem in plan.problems] == [api.Reason.INVALID_HISTORY]
+
+
+# --- the compact form (issue 33 item 2) ----------------------------------------------------------
+
+
+def test_issue33_item2_records_of_the_previous_build_count_and_are_renumbered_as_they_are() -> None:
+    """A cluster mid-upgrade holds records with their roles listed: they are read alike, and
+    re-emitted in their own form (the CRD keeps the form a record was written in)."""
+    old = _record(V1, 1, legacy=True)
+    plan = _plan(A, old, _record(V2, 2))
+    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert reverted["revision"] == 3 and "packedRoles" not in reverted
+    assert reverted["roles"] == old["roles"]
+    assert _read(old, _record(V2, 2)).is_rollback(A)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        pytest.param(
+            lambda r: r.update(roles=builders.record_roles(r)),
+            "holds its roles once",
+            id="both-forms",
+        ),
+        pytest.param(lambda r: r.pop("packedRoles"), "holds its roles once", id="no-form"),
+        pytest.param(lambda r: r.update(packedRoles="x!"), "not base64", id="not-base64"),
+        pytest.param(
+            lambda r: r.update(packedRoles=compact.pack_roles([{"name": "a"}])),
+            "packedRoles: roles",
+            id="packs-one-role",
+        ),
+        pytest.param(
+            lambda r: r.update(packedRoles=base64.b64encode(zlib.compress(b"{")).decode()),
+            "packedRoles:",
+            id="packs-no-json",
+        ),
+        pytest.param(
+            lambda r: r.update(packedRoles="A" * (api.PACKED_ROLES_MAX_LENGTH + 4)),
+            "packedRoles",
+            id="longer-than-the-crd-allows",
+        ),
+    ],
+)
+def test_issue33_item2_a_record_whose_packed_roles_do_not_unpack_never_counts(
+    change: Any, why: str
+) -> None:
+    forged = copy.deepcopy(_record(V1, 1))
+    change(forged)
+    found = _read(forged)
+    assert found.counted == ()
+    ((_, reason),) = found.uncounted
+    assert why in reason, reason
+
+
+def test_issue33_item2_the_change_cause_is_cut_to_its_bound_when_copied() -> None:
+    long = "kubectl apply -f llm.yaml --record " * 4000  # 140,000 bytes
+    (new,) = _plan(A, annotations={api.CHANGE_CAUSE_ANNOTATION: long}).children
+    assert new["metadata"]["annotations"][api.CHANGE_CAUSE_ANNOTATION] == (
+        compact.cut_change_cause(long)
+    )
+    assert new["metadata"]["annotations"][api.CHANGE_CAUSE_ANNOTATION].endswith(
+        " [cut: 140000 bytes in all]"
+    )
+    plan = _plan(A, _record(V1, 1), _record(V2, 2), annotations={api.CHANGE_CAUSE_ANNOTATION: long})
+    (reverted,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert reverted["metadata"]["annotations"] == new["metadata"]["annotations"]
+
+
+def test_issue33_item2_roles_too_large_for_a_record_give_none_and_a_note() -> None:
+    """Random bytes do not compress: a set carrying 200 KiB of them in a template packs past
+    what a record holds. It gets no record (the others stay), and status.history says so."""
+    noise = base64.b64encode(random.Random(2).randbytes(200 * 1024)).decode()
+    spec = _spec()
+    template = spec.roles[0].leader_worker_template
+    template["workerTemplate"]["spec"]["containers"][0]["env"] = [{"name": "B", "value": noise}]
+    target = revision.of_spec(spec)
+    plan = history.plan(
+        _read(_record(V1, 1)),
+        set_name=SET,
+        spec=spec,
+        target=target,
+        in_use=frozenset(),
+        foreign_names=frozenset(),
+        annotations={},
+        limit=10,
+        complete=False,
+    )
+    assert _numbers(plan) == {f"llm-{A}": 1}
+    assert plan.problems == ()
+    assert plan.note is not None
+    assert plan.note.startswith(f"revision {target} has no record: its roles pack to ")
+    assert f"more than the {api.PACKED_ROLES_MAX_LENGTH}" in plan.note
+
+
+# --- a history that starts from what runs (issue 33 item 5) --------------------------------------
+
+
+def _observed(plan: history.HistoryPlan) -> list[JsonObject]:
+    return [builders.observe(copy.deepcopy(child)) for child in plan.children]
+
+
+def test_issue33_item5_a_revision_running_without_a_record_gets_one_below_the_target() -> None:
+    """The hooks were upgraded during a rollout from A to B: B got record 1 from the build
+    with a history, A none. A's record is made from its LWS under B's first number, B moves up:
+    going back to A is a rollback, B stays a new revision, and undo finds A."""
+    plan = _plan(B, _record(V2, 1), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{A}": 1, f"llm-{B}": 2}
+    (rebuilt,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{A}"]
+    assert rebuilt["firstRevision"] == 1 and "annotations" not in rebuilt["metadata"]
+    assert plan.problems == () and plan.notes == ()
+    after = _read(*_observed(plan))
+    assert after.of(A) is not None and after.uncounted == ()
+    assert after.is_rollback(A) and not after.is_rollback(B)
+    assert after.stable(B, spec_roles=(), running=frozenset({A, B})) is None  # never completed
+
+
+def test_issue33_item5_with_no_record_at_all_the_running_revision_comes_first() -> None:
+    """From B to the spec's A, with no record yet: B's is made first, then A's."""
+    plan = _plan(A, running=(*_lws(V2), *_lws(V1)))
+    assert _numbers(plan) == {f"llm-{B}": 1, f"llm-{A}": 2}
+    after = _read(*_observed(plan))
+    assert after.uncounted == () and after.is_rollback(B) and not after.is_rollback(A)
+
+
+def test_issue33_item5_the_newest_running_revision_takes_the_one_number_left() -> None:
+    """A to B to C, C recorded as 1: one number lies below C's first; B ran later than A, so
+    undo goes to B. A gets no record, and the status says so."""
+    plan = _plan(
+        C,
+        _record(V3, 1),
+        running=(
+            *_lws(V1, created="2026-11-29T08:00:00Z"),
+            *_lws(V2, created="2026-11-29T09:00:00Z"),
+            *_lws(V3),
+        ),
+    )
+    assert _numbers(plan) == {f"llm-{B}": 1, f"llm-{C}": 2}
+    assert plan.note is not None and plan.note.startswith(f"revision {A} runs without a record")
+
+
+def test_issue33_item5_under_a_rollback_every_running_revision_gets_its_record() -> None:
+    """The target A was recorded first, then C (3): A is a rollback whatever the numbers
+    below, so B (running, unrecorded) gets the next number and A the one after."""
+    plan = _plan(A, _record(V1, 2, first=1), _record(V3, 3), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{A}": 5, f"llm-{B}": 4, f"llm-{C}": 3}
+    after = _read(*_observed(plan))
+    assert after.is_rollback(A) and after.is_rollback(B)
+
+
+def test_issue33_item5_a_target_moved_up_keeps_its_completion() -> None:
+    plan = _plan(B, _record(V2, 1, completed=1), running=(*_lws(V1), *_lws(V2)))
+    (target,) = [c for c in plan.children if c["metadata"]["name"] == f"llm-{B}"]
+    assert (target["revision"], target["completedAs"], target["firstRevision"]) == (2, 2, 1)
+
+
+def test_issue33_item5_forged_lws_give_no_record_and_the_status_says_why() -> None:
+    forged = _lws(V1)
+    forged[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "image"
+    ] = "evil/miner:latest"
+    plan = _plan(B, _record(V2, 1), running=(*forged, *_lws(V2)))
+    assert _numbers(plan) == {f"llm-{B}": 1}
+    assert plan.note is not None and "none can be made from its LeaderWorkerSets" in plan.note
+
+
+def test_issue33_item5_a_name_held_by_a_record_that_does_not_count_is_left_alone() -> None:
+    held = _record(V1, 1, label="0badc0de")  # named llm-A, stores A's roles, labelled otherwise
+    plan = _plan(B, held, _record(V2, 2), running=(*_lws(V1), *_lws(V2)))
+    assert _numbers(plan)[f"llm-{B}"] == 2
+    assert [c["metadata"]["name"] for c in plan.children].count(f"llm-{A}") == 1
+    assert plan.notes == ()
+
+
+def test_issue33_item5_a_running_revisions_record_is_never_pruned() -> None:
+    """Pruning skips every revision that still has LWS: a limit cannot take a running one's."""
+    plan = _plan(C, _record(V1, 1), _record(V2, 2), _record(V3, 3), in_use=frozenset({A}), limit=0)
+    assert plan.pruned == (f"llm-{B}",)
 
 
 # --- two records with one number (item 4) --------------------------------------------------------
@@ -384,3 +592,20 @@ def test_the_stable_revision_is_the_target_only_while_nothing_else_was_recorded_
         _read(_record(V1, 1), _record(V2, 2)).stable(B, spec_roles=roles, running=frozenset())
         is None
     )
+
+
+# --- the child type -------------------------------------------------------------------------------
+
+
+def test_records_are_a_child_type_when_declared_or_when_no_controller_says() -> None:
+    every = records.DS_CHILD_KINDS
+    assert history.is_child_type(None)
+    assert history.is_child_type(every)
+    assert not history.is_child_type(every - {records.ChildKind.REVISION})
+    assert not history.is_child_type(frozenset())
+
+
+def test_a_set_without_history_plans_no_record_and_says_why() -> None:
+    assert history.NO_HISTORY.children == () and history.NO_HISTORY.pruned == ()
+    assert history.NO_HISTORY.note == history.NOT_KEPT
+    assert _plan(A).note is None

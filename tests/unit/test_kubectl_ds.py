@@ -1,14 +1,17 @@
 """`kubectl ds` (hooks.kubectl.plugin) against a fake `kubectl` on PATH.
 
-The fake is a small script that records its arguments (and standard input) and answers from
-JSON files, one answer per call and the last one repeated; `rollout status` waits on a fake
-clock, so no test sleeps.
+The fake is a small script that records its arguments (and standard input, and the patch file
+it is given) and answers from JSON files, one answer per call and the last one repeated;
+`rollout status` waits on a fake clock, so no test sleeps.
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import json
+import os
+import subprocess
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -19,9 +22,10 @@ import pytest
 import yaml
 
 from hooks import api
-from hooks.core import children
+from hooks.core import children, history, records
 from hooks.gocompat import revision
-from hooks.kubectl import plugin
+from hooks.kubectl import plugin, rollout
+from hooks.wire import envelope
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -36,8 +40,10 @@ from pathlib import Path
 state = Path({state!r})
 args = sys.argv[1:]
 stdin = sys.stdin.read() if "--filename=-" in args else None
+files = [arg.split("=", 1)[1] for arg in args if arg.startswith("--patch-file=")]
+patch = Path(files[0]).read_text() if files else None
 with (state / "calls.jsonl").open("a") as calls:
-    calls.write(json.dumps({{"argv": args, "stdin": stdin}}) + "\\n")
+    calls.write(json.dumps({{"argv": args, "stdin": stdin, "patch": patch}}) + "\\n")
 words = [arg for arg in args if not arg.startswith("-")]
 key = " ".join([words[0], *(word.split(".")[0] for word in words[1:2])])
 answers = state / (key + ".json")
@@ -51,6 +57,8 @@ answer = queue[min(n, len(queue) - 1)]
 out = answer.get("stdout", "")
 sys.stdout.write(out if isinstance(out, str) else json.dumps(out))
 sys.stderr.write(answer.get("stderr", ""))
+sys.stderr.flush()
+sys.stderr.buffer.write(bytes.fromhex(answer.get("stderr_hex", "")))
 sys.exit(answer.get("exit", 0))
 """
 
@@ -63,7 +71,8 @@ class FakeKubectl:
         self.state = state
 
     def answer(self, key: str, *answers: JsonObject) -> None:
-        queue = [a if {"stdout", "stderr", "exit"} >= a.keys() else {"stdout": a} for a in answers]
+        keys = {"stdout", "stderr", "stderr_hex", "exit"}
+        queue = [a if keys >= a.keys() else {"stdout": a} for a in answers]
         (self.state / f"{key}.json").write_text(json.dumps(queue))
         (self.state / f"{key}.count").unlink(missing_ok=True)
 
@@ -82,11 +91,7 @@ class FakeKubectl:
         """`live` after the one JSON patch written (`kubectl patch --type=json`), which must
         first test the resourceVersion read."""
         (operations,) = [
-            json.loads(arg.removeprefix("--patch="))
-            for call in self.calls()
-            if "--type=json" in call["argv"]
-            for arg in call["argv"]
-            if arg.startswith("--patch=")
+            json.loads(call["patch"]) for call in self.calls() if "--type=json" in call["argv"]
         ]
         assert operations[0] == {
             "op": "test",
@@ -96,12 +101,8 @@ class FakeKubectl:
         return json_patched(live, operations[1:])
 
     def patches(self) -> list[JsonObject]:
-        return [
-            json.loads(arg.removeprefix("--patch="))
-            for call in self.calls()
-            for arg in call["argv"]
-            if arg.startswith("--patch=")
-        ]
+        """Every patch written, as kubectl read it from its `--patch-file`."""
+        return [json.loads(call["patch"]) for call in self.calls() if call["patch"] is not None]
 
 
 def json_patched(document: JsonObject, operations: Sequence[JsonObject]) -> JsonObject:
@@ -136,7 +137,13 @@ def kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKubectl:
     fake = FakeKubectl(state)
     fake.answer("replace", {"stdout": "disaggregatedset.disaggregatedset.x-k8s.io/llm\n"})
     fake.answer("patch disaggregatedsets", {"stdout": "patched\n"})
+    fake.answer("create", {"stdout": access_review(allowed=True)})
     return fake
+
+
+def access_review(*, allowed: bool) -> JsonObject:
+    """The API server's answer to a SelfSubjectAccessReview (`kubectl create -o json`)."""
+    return {"kind": "SelfSubjectAccessReview", "status": {"allowed": allowed}}
 
 
 class FakeClock:
@@ -216,9 +223,7 @@ def record(
     """A DisaggregatedSetRevision as the hooks write it and the API server returns it."""
     parsed = [api.Role.model_validate(role) for role in roles_]
     name = revision_of(roles_) if label is None else label
-    desired = children.render_history(
-        set_name="llm", revision=name, number=number, roles=parsed, change_cause=cause
-    )
+    desired = builders.make_record(revision=name, number=number, roles=parsed, change_cause=cause)
     return builders.observe(desired, created=f"2026-11-2{number}T10:00:00Z")
 
 
@@ -339,6 +344,68 @@ def test_without_kubectl_on_path_it_says_so(
     assert err == (
         "kubectl ds rollout pause: error: kubectl is not on PATH, and kubectl ds works through it\n"
     )
+
+
+def test_issue33_item4_patches_go_to_kubectl_in_a_file_that_is_gone_afterwards(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: patches went on kubectl's command line (`--patch=...`), where Linux takes no
+    argument over 128 KiB."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    assert run(capsys, "rollout", "pause", "llm")[0] == 0
+    (call,) = [call for call in kubectl.calls() if "patch" in call["argv"]]
+    assert not [arg for arg in call["argv"] if arg.startswith(("--patch=", "-p"))]
+    (path,) = [arg.split("=", 1)[1] for arg in call["argv"] if arg.startswith("--patch-file=")]
+    assert json.loads(call["patch"]) == {
+        "metadata": {"annotations": {api.ANNOTATION_PAUSED: "true"}}
+    }
+    assert not Path(path).exists()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.E2BIG, "Argument list too long"),
+        OSError(errno.ENOMEM, "Cannot allocate memory"),
+    ],
+    ids=["e2big", "enomem"],
+)
+def test_issue33_item4_a_kubectl_that_cannot_be_run_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: OSError
+) -> None:
+    """Regression: `OSError: [Errno 7] Argument list too long: 'kubectl'` was a traceback."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, out) == (1, "")
+    assert (
+        err == f"kubectl ds rollout undo: error: kubectl get could not be run: {error.strerror}\n"
+    )
+
+
+def test_a_kubectl_that_is_not_executable_is_one_line_and_exit_1(
+    kubectl: FakeKubectl, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = os.environ["PATH"].split(os.pathsep)[0]
+    (Path(bin_dir) / "kubectl").chmod(0o644)
+    monkeypatch.setenv("PATH", bin_dir)
+    code, out, err = run(capsys, "rollout", "resume", "llm")
+    assert (code, out) == (1, "")
+    assert err == (
+        "kubectl ds rollout resume: error: kubectl get could not be run: Permission denied\n"
+    )
+
+
+def test_kubectl_output_that_is_no_utf8_is_read_not_a_traceback(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", {"stderr_hex": "4572726f723a20ff0a", "exit": 1})
+    code, out, err = run(capsys, "rollout", "history", "llm")
+    assert (code, out) == (1, "")
+    assert err == "kubectl ds rollout history: error: Error: \ufffd\n"
 
 
 def test_the_console_script_is_kubectl_ds() -> None:
@@ -522,7 +589,7 @@ def test_undo_restores_removed_roles_drops_new_ones_and_takes_the_revisions_orde
     restored = kubectl.written(live)["spec"]["roles"]
     assert [role["name"] for role in restored] == ["prefill", "decode", "encode"]
     assert [role["spec"]["replicas"] for role in restored] == [7, 6, 4]
-    assert restored[2] == recorded["roles"][2]  # name, metadata, scaling, spec
+    assert restored[2] == builders.record_roles(recorded)[2]  # name, metadata, scaling, spec
     assert restored[2]["metadata"]["labels"] == {"tier": "vision"}
     assert revision_of(restored) == revision_of(old)
     assert "  role encode: added back as revision 1 records it" in out
@@ -604,6 +671,23 @@ def test_undo_refuses_without_an_earlier_revision(
     )
 
 
+def test_undo_of_a_set_without_history_says_why_it_has_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = roles(V2)
+    live = a_set(now)
+    live["status"]["history"] = history.NOT_KEPT
+    kubectl.answer("get disaggregatedsets", live)
+    kubectl.answer("get disaggregatedsetrevisions", listing())
+    code, _, err = run(capsys, "rollout", "undo", "llm")
+    assert code == 1
+    assert err == (
+        "kubectl ds rollout undo: error: no revision before the current one "
+        f"({revision_of(now)}) in the history (its status.history: {history.NOT_KEPT})\n"
+    )
+    assert "patch" not in kubectl.verbs()
+
+
 def test_issue25_item3_undo_never_restores_a_record_that_does_not_count(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -646,6 +730,7 @@ def test_undo_reports_a_set_changed_meanwhile(
 ) -> None:
     changed = a_set(roles(V2))
     changed["metadata"]["resourceVersion"] = "4712"
+    changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
     kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
     kubectl.answer(
         "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
@@ -661,6 +746,30 @@ def test_undo_reports_a_set_changed_meanwhile(
         "kubectl ds rollout undo: error: llm changed while undo ran, so nothing was written: "
         "run undo again\n"
     )
+
+
+def test_undo_reads_the_set_again_when_only_its_status_moved_under_it(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: the hooks' status writes change the set's resourceVersion, so an undo right
+    after a rollout failed with "changed while undo ran" (its patch tests the resourceVersion);
+    with the generation and annotations unchanged it reads the set again and writes."""
+    moved = a_set(roles(V2))
+    moved["metadata"]["resourceVersion"] = "4712"
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), moved, moved)
+    kubectl.answer(
+        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+    )
+    kubectl.answer("get leaderworkersets", listing())
+    kubectl.answer(
+        "patch disaggregatedsets",
+        {"stderr": "the server rejected our request due to an error in our request\n", "exit": 1},
+        {"stdout": "patched\n"},
+    )
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, err) == (0, "")
+    assert out.startswith("llm rolled back to revision 1")
+    assert kubectl.verbs().count("patch") == 2
 
 
 def test_undo_while_paused_says_once_that_the_rollback_starts_on_resume(
@@ -785,6 +894,70 @@ def test_status_waits_for_the_controller_to_see_the_generation(
     assert out.splitlines()[0] == "waiting for the controller to see generation 3"
 
 
+def upstreams(roles_: list[JsonObject], *, available: bool) -> JsonObject:
+    """The set as upstream's controller keeps its status: conditions, observedGeneration and
+    roleStatuses, no revision."""
+    state = ("True", "False") if available else ("False", "True")
+    reason = "AllRolesReady" if available else "RolloutInProgress"
+    ds = a_set(
+        roles_,
+        conditions=[
+            ("Available", state[0], reason, "All roles have reached their desired replica count"),
+            ("Progressing", state[1], reason, "Not all roles have reached it"),
+        ],
+    )
+    del ds["status"]["revision"]
+    return ds
+
+
+def test_issue33_item7_status_of_a_set_another_controller_runs_says_its_status_has_no_revision(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: under upstream's controller it printed "successfully rolled out to revision
+    None" and every group as old. The spec's revision now tells new LWS from old."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer(
+        "get disaggregatedsets",
+        upstreams(roles(V2), available=False),
+        upstreams(roles(V2), available=True),
+    )
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(lws("prefill", old, 1, 1), lws("prefill", new, 2, 1), lws("decode", new, 1, 1)),
+        listing(lws("prefill", new, 2, 2), lws("decode", new, 1, 1)),
+    )
+    code, out, err = run(capsys, "rollout", "status", "llm")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"waiting for llm to roll out to revision {new}: Not all roles have reached it",
+        "the status of llm names no revision: these hooks, which always write one, do not run it"
+        f" (upstream's controller writes none); the LWS of the spec's revision, {new}, count as"
+        " new",
+        "slice 0 Coming up: prefill old 1/1 new 1/2, decode old 0/0 new 1/1",
+        "slice 0 Steady: prefill old 0/0 new 2/2, decode old 0/0 new 1/1",
+        f"llm is Available, as its status says (it names no revision; the spec's is {new})",
+    ]
+    assert "None" not in out
+
+
+def test_status_of_a_set_whose_status_names_no_revision_and_whose_spec_is_not_valid(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    invalid = upstreams(roles(V1), available=True)
+    invalid["spec"]["slices"] = True
+    kubectl.answer("get disaggregatedsets", invalid)
+    kubectl.answer("get leaderworkersets", listing(lws("prefill", revision_of(roles(V1)), 2, 2)))
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    first, *_, last = out.splitlines()
+    assert first.startswith("the status of llm names no revision: these hooks")
+    assert first.endswith(": every LWS counts as old")
+    assert "and the spec of llm is not valid (spec.slices: " in first
+    assert last == (
+        "llm is Available, as its status says (it names no revision; the spec's cannot be computed)"
+    )
+
+
 def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -810,7 +983,7 @@ def test_a_paused_rollout_keeps_status_waiting_until_it_completes(
 
 
 HELD_MESSAGE = (
-    "slices 0 hold at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
+    "slice 0 holds at 50% of revision x (prefill 1/2, decode 1/1), both revisions serving"
 )
 
 
@@ -845,6 +1018,30 @@ def test_a_held_rollout_is_reported_as_held_with_exit_0_once_the_new_groups_are_
     lines = out.splitlines()
     assert f"llm rollout to revision {new} is held: {HELD_MESSAGE}" in lines
     assert lines[-1].startswith("not a failure: the rollout stands on purpose, where a canary")
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["old-recorded", "old-unrecorded"])
+def test_issue33_item5_a_held_rollout_advertises_an_undo_only_when_one_can_be_done(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str], recorded: bool
+) -> None:
+    """Regression: a held rollout whose old revision had no record still said `undo` goes
+    back, and undo then failed."""
+    old, new = revision_of(roles(V1)), revision_of(roles(V2))
+    kubectl.answer("get disaggregatedsets", held_set("50%"))
+    ready = [lws(role, revision, 1, 1) for role in ("prefill", "decode") for revision in (old, new)]
+    kubectl.answer("get leaderworkersets", listing(*ready))
+    records_ = [record(roles(V1), 1)] if recorded else []
+    kubectl.answer("get disaggregatedsetrevisions", listing(*records_, record(roles(V2), 2)))
+    code, out, _ = run(capsys, "rollout", "status", "llm")
+    assert code == 0
+    last = out.splitlines()[-1]
+    if recorded:
+        assert last.endswith(f"`kubectl ds rollout undo llm` goes back to revision 1 ({old})")
+    else:
+        assert last.endswith(
+            "and `kubectl ds rollout undo llm` has nothing to go back to (no revision before the"
+            f" current one ({new}) in the history)"
+        )
 
 
 def test_a_hold_raised_is_not_reported_until_the_new_revision_reaches_it(
@@ -882,7 +1079,7 @@ def test_a_hold_just_released_is_not_reported_as_held(
     assert out.splitlines()[-1].startswith("llm successfully rolled out to revision ")
 
 
-PARTITIONED_MESSAGE = "slices 1 are past annotation disaggregatedset.x-k8s.io/rollout-partition"
+PARTITIONED_MESSAGE = "slice 1 is past annotation disaggregatedset.x-k8s.io/rollout-partition"
 
 
 def partitioned_set(partition: str) -> JsonObject:
@@ -950,8 +1147,12 @@ def test_a_partition_changed_is_not_reported_from_the_status_before_it(
             (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
             "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
         ),
+        (
+            progressing("False", "RoleScaledToZero", "decode is at 0 groups while prefill 4 run"),
+            "llm cannot be Available: decode is at 0 groups while prefill 4 run",
+        ),
     ],
-    ids=["deadline-exceeded", "degraded"],
+    ids=["deadline-exceeded", "degraded", "role-scaled-to-zero"],
 )
 def test_status_fails_with_the_conditions_message(
     kubectl: FakeKubectl,
@@ -1158,19 +1359,111 @@ def test_adopt_judges_again_a_child_that_changed_meanwhile(
     assert [patch["metadata"]["resourceVersion"] for patch in kubectl.patches()] == ["77", "78"]
 
 
+def lost_lws(roles_: list[JsonObject], role: int = 0, *, image: str | None = None) -> JsonObject:
+    """The set's LWS of `roles_[role]` at their revision as the hooks made it, once the set
+    lost it (deleted with `--cascade=orphan` and created again); with `image`, planted
+    instead: the same but for that image, and never applied by Metacontroller."""
+    rendered = children.render_lws(
+        set_name="llm", role=api.Role.model_validate(roles_[role]), slice_index=0,
+        revision=revision_of(roles_), replicas=2, policy=None,
+    )  # fmt: skip
+    lws_ = builders.observe(copy.deepcopy(rendered), owner_uid="uid-of-the-set-deleted-before")
+    del lws_["metadata"]["ownerReferences"]
+    lws_["metadata"]["resourceVersion"] = "77"
+    if image is not None:
+        lws_["metadata"]["labels"].pop(api.CONTROLLER_UID_LABEL)
+        del lws_["metadata"]["annotations"]
+        template = lws_["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+        template["spec"]["containers"][0]["image"] = image
+    return lws_
+
+
+def test_issue33_adopt_without_the_verb_adopt_is_one_line_and_writes_nothing(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kit's admission policy refuses the label to whoever may not adopt for the set: the
+    plugin asks the API server first and says so, before any patch (an editor would otherwise
+    see the first patch fail on a record it may not write)."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer("get leaderworkersets", listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill")))
+    kubectl.answer("create", {"stdout": access_review(allowed=False)})
+    code, out, err = run(capsys, "adopt", "llm", "-n", "ml")
+    assert (code, out, kubectl.patches()) == (1, "", [])
+    assert err == (
+        "kubectl ds adopt: error: you may not adopt for default/llm: that takes the RBAC verb"
+        " adopt on the set (kubectl auth can-i adopt"
+        " disaggregatedsets.disaggregatedset.x-k8s.io/llm -n default), which the admin role has,"
+        " and the kit's admission policy refuses the label without it; nothing was written\n"
+    )
+    (review,) = [call for call in kubectl.calls() if call["argv"][1] == "create"]
+    assert {"--filename=-", "--validate=false", "--output=json"} <= set(review["argv"])
+    assert json.loads(review["stdin"]) == {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": "adopt",
+                "group": api.GROUP,
+                "resource": api.DS_PLURAL,
+                "name": "llm",
+            }
+        },
+    }
+
+
+def test_adopt_asks_about_each_set_it_writes_for_once_and_a_dry_run_about_none(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    kubectl.answer(
+        "get leaderworkersets",
+        listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill"), adoptable("Service", "llm-0-x-p")),
+    )
+    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
+    kubectl.answer("patch services", {"stdout": "patched\n"})
+    assert run(capsys, "adopt", "llm", "--dry-run")[0] == 0
+    assert "create" not in kubectl.verbs()
+    assert run(capsys, "adopt", "llm")[0] == 0
+    assert kubectl.verbs().count("create") == 1
+    assert kubectl.verbs().index("create") < kubectl.verbs().index("patch")
+
+
 def test_adopt_dry_run_and_orphans(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    orphan = adoptable("LeaderWorkerSet", "llm-0-x-prefill")
-    del orphan["metadata"]["ownerReferences"]
     kubectl.answer("get disaggregatedsets", listing(a_set(roles(V1))))
-    kubectl.answer("get leaderworkersets", listing(orphan))
+    kubectl.answer("get leaderworkersets", listing(lost_lws(roles(V1))))
     code, out, err = run(capsys, "adopt", "--all", "-A", "--orphans", "--dry-run")
     assert (code, err, kubectl.patches()) == (0, "", [])
-    assert out.startswith("(dry run) LeaderWorkerSet default/llm-0-x-prefill: adopted by llm")
+    name = f"llm-0-{revision_of(roles(V1))}-prefill"
+    assert out.startswith(f"(dry run) LeaderWorkerSet default/{name}: adopted by llm")
     assert all("--all-namespaces" in call["argv"] for call in kubectl.calls())
     selector = [a for a in kubectl.calls()[1]["argv"] if a.startswith("--selector=")]
     assert selector == [f"--selector={api.LABEL_NAME}"]
+
+
+def test_issue33_item1_adopt_orphans_refuses_a_planted_lws_with_one_line_and_exit_1(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: an LWS planted at a name the set wants, with its labels and another image,
+    was adopted with exit 0. The set's own orphan is still adopted beside it."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
+    genuine, planted = lost_lws(roles(V1)), lost_lws(roles(V1), 1, image="evil/miner:latest")
+    kubectl.answer("get leaderworkersets", listing(genuine, planted))
+    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
+    code, out, err = run(capsys, "adopt", "llm", "--orphans")
+    assert code == 1
+    (line,) = err.splitlines()
+    assert line.startswith(
+        f"kubectl ds adopt: error: LeaderWorkerSet default/{planted['metadata']['name']}: not"
+        " what llm would have made at its name: spec.leaderWorkerTemplate.workerTemplate.spec"
+        '.containers[0].image is "evil/miner:latest", not "vllm/vllm-openai:v0.11.0"'
+    )
+    assert line.endswith(": left alone")
+    patched = [call["argv"][2] for call in kubectl.calls() if "patch" in call["argv"]]
+    assert patched == [genuine["metadata"]["name"]]
+    assert out.splitlines()[-1] == "default/llm: 1 adopted, 0 already adopted, 1 left alone"
 
 
 @pytest.mark.parametrize(
@@ -1183,3 +1476,43 @@ def test_adopt_takes_one_set_or_all(
         plugin.main(argv)
     assert exited.value.code == 2
     assert "give either SET or --all" in capsys.readouterr().err
+
+
+# --- the progress lines' words (issue 35 item 8) ---------------------------------------------
+
+
+def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
+    """Regression: a new set whose groups were not ready yet read `slice 0 Steady: ... new 0/4`."""
+    new = revision_of(roles(V2))
+    parent = rollout.read_set(a_set(roles(V2), conditions=ROLLING))
+    coming = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, coming)["slice 0"] == (
+        "slice 0 Coming up: prefill old 0/0 new 0/2, decode old 0/0 new 0/1"
+    )
+    assert rollout.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
+    ready = [
+        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
+        for role, count in (("prefill", 2), ("decode", 1))
+    ]
+    assert rollout.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        ("RolloutHeld", "the rollout holds (annotation disaggregatedset.x-k8s.io/rollout-hold-at)"),
+        ("RolloutInProgress", "maxSurge"),
+    ],
+)
+def test_the_surplus_of_ready_groups_is_put_down_to_what_causes_it(reason: str, why: str) -> None:
+    """Regression: `ready 7/5 ... (maxSurge)` while the surplus came from a hold."""
+    stored = a_set(roles(V2), conditions=progressing("Unknown", reason, "m"))
+    stored["status"]["ready"] = "7/5"
+    line = rollout.surge_line(rollout.read_set(stored))
+    assert line == (
+        "ready 7/5: 2 groups above the target while the old and the new revision both serve"
+        f" ({why}); READY counts both"
+    )

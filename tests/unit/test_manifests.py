@@ -269,12 +269,13 @@ def test_every_problem_is_reported_in_one_run() -> None:
         "spec.roles[1].name",
         "spec.roles[1].spec.replicas",
         "spec.slices",
-        "spec.roles",
         surge,
         "spec.placementPolicy.topology",
     ]
-    assert problems[6] == f"spec.roles: {rules.REPLICAS_ALL_OR_NOTHING.message}"
-    assert problems[7] == (
+    # `replicas: -1` is the schema's error alone (regression, issue 35 item 8: it added a
+    # spurious replicas-all-or-nothing line).
+    assert problems[4] == "spec.roles[1].spec.replicas: -1 is less than the minimum of 0"
+    assert problems[6] == (
         f"{surge}: must be a non-negative integer or a percentage from 0% to 100% (for example 25%)"
     )
 
@@ -417,11 +418,19 @@ def test_a_set_name_too_long_on_its_own_is_reported_under_metadata_name() -> Non
 
     problems = manifests.check(make_set(name=name)).problems
 
-    message = rules.GENERATED_NAMES_TEMPLATE.format(length=40 + 7 + 25, combined_limit=38)
     assert problems == (
-        f"metadata.name: is too long: 40 characters, at most 31 with these roles, slices and "
-        f"replicas: {message}",
+        "metadata.name: is too long: 40 characters, at most 31 with these roles, slices and"
+        " replicas (the generated names would have 72 characters, over the DNS-1035 limit of"
+        " 63): shorten the set's name",
     )
+
+
+def test_a_name_too_long_gives_one_limit() -> None:
+    """Regression (issue 35 item 8): a 60-character name gave two limits in one line, 31 for
+    the set name and upstream's 38 for set and role names together."""
+    [problem] = manifests.check(make_set(name="n" * 60)).problems
+    assert "at most 31" in problem
+    assert "38" not in problem and "combined limit" not in problem
 
 
 def test_a_name_budget_broken_by_a_long_role_name_stays_under_the_role() -> None:

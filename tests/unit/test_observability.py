@@ -18,6 +18,7 @@ import pytest
 
 from hooks.server import observability, settings
 from hooks.wire import version
+from tests.shared import PROJECT_VERSION
 
 RESIDENT = "disaggregatedset_process_resident_memory_bytes"
 PEAK = "disaggregatedset_process_peak_resident_memory_bytes"
@@ -48,7 +49,7 @@ def test_the_build_info_names_the_package_and_python_versions() -> None:
     }
 
     assert found == {(version.package_version(), platform.python_version()): 1.0}
-    assert version.package_version() == "0.1.0"
+    assert version.package_version() == PROJECT_VERSION
 
 
 def test_server_memory_reports_the_server_its_workers_and_their_children() -> None:
@@ -105,6 +106,6 @@ def test_the_start_line_names_the_version_and_what_it_is_given(
     [record] = [r for r in caplog.records if r.name == "hooks.server"]
     line = json.loads(observability.JsonFormatter().format(record))
     assert line["message"] == "serving"
-    assert line["version"] == "0.1.0"
+    assert line["version"] == PROJECT_VERSION
     assert line["bind"] == ["127.0.0.1:8080"]
     assert line["max_body_bytes"] == 5

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from hooks import api
 from hooks.core import placement
 
@@ -109,3 +111,52 @@ def test_existing_affinity_is_kept_and_input_not_mutated() -> None:
     assert "preferredDuringSchedulingIgnoredDuringExecution" in anti
     assert placed["spec"]["affinity"]["nodeAffinity"] == before["spec"]["affinity"]["nodeAffinity"]
     assert placed["metadata"] == before["metadata"]
+
+
+# --- the other way: a placed template as it was (issue 33 item 5) ---------------------------------
+
+
+def _own_affinity() -> api.JsonObject:
+    own = template()
+    own["spec"]["affinity"] = {
+        "podAntiAffinity": {REQUIRED: [{"topologyKey": "zone", "labelSelector": {}}]},
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []},
+    }
+    return own
+
+
+@pytest.mark.parametrize(
+    "kind", [api.PlacementType.EXCLUSIVE_SLICE, api.PlacementType.EXCLUSIVE_TOPOLOGY]
+)
+@pytest.mark.parametrize("slice_index", [0, 3])
+@pytest.mark.parametrize("original", [template(), _own_affinity()], ids=["bare", "own-affinity"])
+def test_without_placement_gives_back_the_template_as_it_was(
+    kind: api.PlacementType, slice_index: int, original: api.JsonObject
+) -> None:
+    before = copy.deepcopy(original)
+    placed = placement.build_placed_template(
+        original,
+        policy=policy(kind, topology="kubernetes.io/hostname"),
+        set_name="llm",
+        slice_index=slice_index,
+    )
+    frozen = copy.deepcopy(placed)
+    assert placement.without_placement(placed, set_name="llm", slice_index=slice_index) == before
+    assert placed == frozen  # its input untouched
+
+
+@pytest.mark.parametrize(
+    ("set_name", "slice_index"), [("other", 0), ("llm", 1)], ids=["another-set", "another-slice"]
+)
+def test_without_placement_keeps_terms_the_set_would_not_have_added_there(
+    set_name: str, slice_index: int
+) -> None:
+    placed = placement.build_placed_template(
+        template(), policy=policy(api.PlacementType.EXCLUSIVE_SLICE), set_name="llm", slice_index=0
+    )
+    assert placement.without_placement(placed, set_name=set_name, slice_index=slice_index) is placed
+
+
+def test_without_placement_of_an_unplaced_template_is_the_template() -> None:
+    for original in (template(), _own_affinity()):
+        assert placement.without_placement(original, set_name="llm", slice_index=0) is original

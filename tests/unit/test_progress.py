@@ -35,6 +35,7 @@ def parent(
         message="",
         observed_generation=1,
     )
+    available = records.ObservedCondition("Available", "False", T0, "RolloutInProgress", "", 1)
     return records.Parent(
         name="llm",
         namespace="default",
@@ -43,7 +44,7 @@ def parent(
         spec=None,
         spec_violations=(),
         status={},
-        conditions=(condition,),
+        conditions=(available, condition),
         annotations=annotations or {},
         rollout=rollout,
     )
@@ -220,6 +221,77 @@ def test_the_resync_lands_on_the_first_second_past_the_deadline(
     assert judge(the_parent, now=_at(elapsed + wait - 1)).progressing is None
     late = judge(the_parent, now=_at(elapsed + wait)).progressing
     assert late is not None and late.reason == api.Reason.PROGRESS_DEADLINE_EXCEEDED
+
+
+# --- a set coming up (issue 35 item 5) ---------------------------------------------------------
+
+
+def _coming_up(the_parent: records.Parent, *, now: str, stepped: bool) -> progress.Verdict:
+    return progress.judge(
+        control=controls.control_of(the_parent.annotations),
+        rolling=False,
+        stepped=stepped,
+        coming_up=True,
+        revision=REV,
+        new_lws=(lws("prefill", replicas=2, ready=1),),
+        parent=the_parent,
+        now=now,
+    )
+
+
+def test_a_set_whose_lws_were_created_starts_the_deadline() -> None:
+    verdict = _coming_up(parent(), now=T0, stepped=True)
+    assert verdict.rollout is not None and verdict.rollout.last_progress_time == T0
+    assert verdict.deadline_counts
+    assert progress.resync_after(controls.control_of({}), verdict, now=T0) == 1801
+
+
+def test_a_set_coming_up_keeps_its_record_and_exceeds_its_deadline() -> None:
+    the_parent = parent(rollout=recorded())
+    assert _coming_up(the_parent, now=_at(1800), stepped=False).progressing is None
+    late = _coming_up(the_parent, now=_at(1801), stepped=False)
+    assert late.rollout is not None and late.rollout.last_progress_time == T0
+    assert late.progressing is not None
+    assert late.progressing.reason == api.Reason.PROGRESS_DEADLINE_EXCEEDED
+    assert "prefill llm-0-bbbbbbbb-prefill (1/2 ready)" in late.progressing.message
+
+
+def test_a_set_read_before_its_first_status_starts_the_deadline() -> None:
+    """Metacontroller's cache may hand a sync the set without the status of the pass that
+    created its LWS: no Available condition yet is a first pass."""
+    bare = records.Parent(
+        name="llm",
+        namespace="default",
+        uid="u",
+        generation=1,
+        spec=None,
+        spec_violations=(),
+        status={},
+        conditions=(),
+        annotations={},
+        rollout=None,
+    )
+    verdict = _coming_up(bare, now=_at(10), stepped=False)
+    assert verdict.rollout is not None and verdict.rollout.last_progress_time == _at(10)
+    assert verdict.deadline_counts
+
+
+@pytest.mark.parametrize(
+    "rollout", [None, records.ObservedRollout("aaaaaaaa", T0, 0, 0)], ids=["none", "another"]
+)
+def test_a_set_with_no_record_of_its_revision_that_lost_a_group_has_no_deadline(
+    rollout: records.ObservedRollout | None,
+) -> None:
+    verdict = _coming_up(parent(rollout=rollout), now=_at(5000), stepped=False)
+    assert (verdict.rollout, verdict.progressing, verdict.deadline_counts) == (None, None, False)
+
+
+def test_a_paused_set_coming_up_does_not_count_its_deadline() -> None:
+    verdict = _coming_up(
+        parent(rollout=recorded(), annotations=PAUSED), now=_at(5000), stepped=False
+    )
+    assert verdict.progressing is not None and verdict.progressing.reason == "RolloutPaused"
+    assert not verdict.deadline_counts
 
 
 # --- pausing ----------------------------------------------------------------------------------

@@ -86,6 +86,45 @@ def test_unknown_target_is_never_available_even_at_zero() -> None:
     assert found["Available"].status == "False"
 
 
+def test_an_external_role_at_zero_beside_busy_roles_is_never_available() -> None:
+    """Regression (issue 35 item 7): prefill 4, decode 0 read Available=True AllRolesReady."""
+    lws = builders.parse_children(
+        builders.make_lws("prefill", revision=NEW, replicas=4),
+        builders.make_lws("decode", revision=NEW, replicas=0),
+    )
+    found = conditions(compute(lws, desired={"prefill": 4, "decode": 0}))
+    for kind in ("Available", "Progressing"):  # settled, and not available
+        assert (found[kind].status, found[kind].reason) == ("False", "RoleScaledToZero")
+    assert found["Available"].message == (
+        "decode is at 0 groups while prefill 4 run: the set cannot serve; scale the External"
+        " role's DisaggregatedSetRoleScaler up, or every role to 0"
+    )
+    assert found["Degraded"].status == "False"
+
+
+def test_static_roles_at_zero_beside_a_busy_external_role_name_every_idle_role() -> None:
+    lws = builders.parse_children(builders.make_lws("decode", revision=NEW, replicas=2))
+    desired = {"prefill": 0, "encode": 0, "decode": 2}
+    available = conditions(compute(lws, desired=desired))["Available"]
+    assert (available.status, available.reason) == ("False", "RoleScaledToZero")
+    assert available.message.startswith("prefill, encode are at 0 groups while decode 2 run:")
+
+
+def test_a_rollout_beside_an_idle_role_reads_as_in_progress_until_it_settles() -> None:
+    lws = builders.parse_children(builders.make_lws("prefill", revision=NEW, replicas=4, ready=2))
+    found = conditions(compute(lws, desired={"prefill": 4, "decode": 0}))
+    assert (found["Available"].status, found["Available"].reason) == ("False", "RoleScaledToZero")
+    progressing = found["Progressing"]
+    assert (progressing.status, progressing.reason) == ("True", "RolloutInProgress")
+    assert progressing.message == "Waiting for prefill: 4 updated, 2 ready, 4 total of 4"
+
+
+def test_every_role_at_zero_is_available() -> None:
+    """A set scaled to zero on purpose (all roles, External included) is where it should be."""
+    found = conditions(compute([], desired={"prefill": 0, "decode": 0}))
+    assert (found["Available"].status, found["Available"].reason) == ("True", "AllRolesReady")
+
+
 def test_degraded_lists_problems() -> None:
     found = (
         problems.Problem(api.Reason.NAME_CONFLICT, "first"),

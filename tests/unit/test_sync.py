@@ -10,13 +10,15 @@ import copy
 from typing import Any
 
 import orjson
+import pytest
 
 from hooks import api
-from hooks.core import creations, related, sync
+from hooks.core import creations, history, related, sync
 from hooks.wire import envelope
-from tests.builders import NOW, lws_status, make_ds, make_role, observe
+from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
-from tests.sim.metacontroller import LWS_TYPE, SERVICE_TYPE
+from tests.sim.cluster import Cluster
+from tests.sim.metacontroller import DS_CHILD_TYPES, LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
 
 JsonObject = dict[str, Any]
 LATER = "2026-11-29T12:00:31Z"  # NOW and a little more than the grace of a child to appear
@@ -72,6 +74,83 @@ def test_without_services_a_ready_set_asks_for_none_and_keeps_every_other_child(
     assert names(full, api.SERVICE_KIND)  # the default install has them
     assert result["status"] == full["status"]
     assert [c for c in full["children"] if c["kind"] != api.SERVICE_KIND] == result["children"]
+
+
+def _without_history(request: JsonObject) -> JsonObject:
+    """`request` from a CompositeController that declares no DisaggregatedSetRevisions: none is
+    observed."""
+    lean = copy.deepcopy(request)
+    del lean["children"][REVISION_TYPE]
+    spec = lean["controller"]["spec"]
+    spec["childResources"] = [
+        entry for entry in spec["childResources"] if entry["resource"] != api.REVISION_PLURAL
+    ]
+    return lean
+
+
+def test_without_history_a_set_asks_for_no_record_keeps_every_other_child_and_says_why() -> None:
+    """Records are answered only to a controller that declares them, as Services are: one that
+    does not would be asked to create a record on every pass and never observe it. The rest of
+    the answer is the default install's, and `status.history` says what the set lacks."""
+    request = settled()
+    assert request["children"][REVISION_TYPE]  # the default install keeps one
+    result = answer(_without_history(request))
+    full = answer(request)
+    assert names(result, api.REVISION_KIND) == set()
+    assert [c for c in full["children"] if c["kind"] != api.REVISION_KIND] == result["children"]
+    assert result["status"].pop("history") == history.NOT_KEPT
+    assert "history" not in full["status"]
+    assert result["status"] == full["status"]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["with-history", "without-history"])
+def test_without_history_a_move_back_is_held_like_a_new_revision(declared: bool) -> None:
+    """With its history, going back to the revision the set ran before is a rollback, which a
+    hold does not stop; without one, nothing is known to have run before: it is held."""
+    types = tuple(kind for kind in DS_CHILD_TYPES if declared or kind != REVISION_TYPE)
+    cluster = Cluster(seed=3, child_types=types)
+    roles = [make_role(name, image="example/server:v1") for name in ("prefill", "decode")]
+    cluster.create(make_ds(roles=roles))
+    cluster.run(max_ticks=200)
+    first = cluster.revision()
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v2"))
+    cluster.run(max_ticks=200)
+    cluster.annotate("llm", api.ANNOTATION_ROLLOUT_HOLD_AT, "50%")
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v1"))
+    cluster.run(max_ticks=200)
+    assert cluster.revision() == first
+    progressing = cluster.condition("Progressing")
+    assert progressing is not None
+    if declared:
+        assert cluster.is_true("Available")
+        assert "history" not in cluster.ds()["status"]
+    else:
+        assert progressing["reason"] == api.Reason.ROLLOUT_HELD
+        assert cluster.objects(REVISION_TYPE) == []
+        assert cluster.ds()["status"]["history"] == history.NOT_KEPT
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["with-history", "without-history"])
+def test_without_history_a_new_slice_past_a_partition_runs_nothing(declared: bool) -> None:
+    """A slice added past a partition mid-rollout starts at the stable revision, which only the
+    history knows; without one it runs nothing (fail closed) instead of the held-back one."""
+    types = tuple(kind for kind in DS_CHILD_TYPES if declared or kind != REVISION_TYPE)
+    cluster = Cluster(seed=5, child_types=types)
+    roles = [make_role(name, image="example/server:v1") for name in ("prefill", "decode")]
+    cluster.create(make_ds(roles=roles, slices=2))
+    cluster.run(max_ticks=200)
+    first = cluster.revision()
+    cluster.annotate("llm", api.ANNOTATION_ROLLOUT_PARTITION, "1")
+    cluster.edit("llm", lambda spec: scenarios.set_image(spec, "example/server:v2"))
+    cluster.run(max_ticks=200)
+    cluster.edit("llm", lambda spec: spec.update(slices=3))
+    cluster.run(max_ticks=200)
+    third = {
+        lws["metadata"]["labels"][api.LABEL_REVISION]
+        for lws in cluster.objects(LWS_TYPE)
+        if lws["metadata"]["labels"][api.LABEL_SLICE] == "2"
+    }
+    assert third == ({first} if declared else set())
 
 
 def test_more_replicas_scale_the_lws_in_place_without_a_new_revision() -> None:
@@ -290,9 +369,82 @@ def test_an_orphan_scaler_with_the_sets_label_is_reported_with_the_adoption_that
     request["children"][f"{api.SCALER_KIND}.{api.API_VERSION}"] = {}
     degraded = {c["type"]: c for c in answer(request)["status"]["conditions"]}["Degraded"]
     assert degraded["reason"] == api.Reason.SCALER_CONFLICT
-    assert "`kubectl ds adopt llm --orphans` hands it to the set" in degraded["message"]
+    assert (
+        "`kubectl ds adopt llm --orphans` hands it to the set when it has no owner and its name"
+        " and labels are the ones the set gives it"
+    ) in degraded["message"]
     foreign = copy.deepcopy(request)
     group = foreign["related"][f"{api.SCALER_KIND}.{api.API_VERSION}"]
     group["llm-decode"]["metadata"]["labels"][api.LABEL_NAME] = "other"
     degraded = {c["type"]: c for c in answer(foreign)["status"]["conditions"]}["Degraded"]
     assert "delete it so the set can create its own" in degraded["message"]
+
+
+# --- the progress deadline of a set coming up (issue 35 item 5) ----------------------------------
+
+
+def _next_pass(request: JsonObject, previous: JsonObject, *, ready: int | None) -> JsonObject:
+    """`request` once every child `previous` asked for exists, each LWS with `ready` groups
+    ready and updated (None: all), and the set's status is `previous`'s."""
+    following = copy.deepcopy(request)
+    for child in previous["children"]:
+        group = following["children"].setdefault(f"{child['kind']}.{child['apiVersion']}", {})
+        status = None
+        if child["kind"] == api.LWS_KIND:
+            status = lws_status(child["spec"]["replicas"], ready=ready, updated=ready)
+        group.setdefault(child["metadata"]["name"], observe(child, status=status))
+    following["parent"]["status"] = {**previous["status"], "observedGeneration": 1}
+    return following
+
+
+def _sync_at(request: JsonObject, now: str) -> JsonObject:
+    result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=now)
+    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    return decoded
+
+
+def _condition(answer_: JsonObject, kind: str) -> tuple[str, str]:
+    found = next(c for c in answer_["status"]["conditions"] if c["type"] == kind)
+    return found["status"], found["reason"]
+
+
+def test_a_new_set_that_never_becomes_ready_reports_its_progress_deadline() -> None:
+    """Regression (issue 35 item 5): a new set stayed Progressing=True RolloutInProgress for
+    ever, since the deadline ran only between revisions."""
+    ds = make_ds()
+    ds["metadata"]["annotations"] = {api.ANNOTATION_PROGRESS_DEADLINE: "60"}
+    first = _sync_at(make_request(ds), NOW)
+    assert first["status"]["rollout"]["lastProgressTime"] == NOW
+    assert first["resyncAfterSeconds"] == 61  # the first second past the deadline
+
+    waiting = _next_pass(make_request(ds), first, ready=0)
+    before = _sync_at(waiting, "2026-11-29T12:01:00Z")  # 60 s: not past it yet
+    assert _condition(before, "Progressing") == ("True", "RolloutInProgress")
+    assert before["resyncAfterSeconds"] == 1
+    late = _sync_at(waiting, "2026-11-29T12:01:01Z")
+    assert _condition(late, "Progressing") == ("False", "ProgressDeadlineExceeded")
+    assert _condition(late, "Available") == ("False", "RolloutInProgress")
+    message = next(c for c in late["status"]["conditions"] if c["type"] == "Progressing")
+    assert f"llm-0-{late['status']['revision']}-prefill (0/2 ready)" in message["message"]
+    assert "resyncAfterSeconds" not in late  # reported: nothing more to wait for
+    assert replicas(late) == replicas(before)  # nothing is aborted
+
+
+def test_a_new_set_that_becomes_ready_drops_its_record() -> None:
+    first = _sync_at(make_request(make_ds()), NOW)
+    ready = _sync_at(_next_pass(make_request(make_ds()), first, ready=None), LATER)
+    assert _condition(ready, "Available") == ("True", "AllRolesReady")
+    assert "rollout" not in ready["status"]
+    assert "resyncAfterSeconds" not in ready
+
+
+def test_a_ready_set_that_loses_a_group_starts_no_deadline() -> None:
+    """As for a Deployment whose rollout completed: a group lost later is no stalled rollout."""
+    request = settled()
+    lws = request["children"][LWS_TYPE]
+    prefill = next(name for name in lws if name.endswith("-prefill"))
+    lws[prefill]["status"] = lws_status(2, ready=1)
+    result = answer(request)
+    assert _condition(result, "Progressing") == ("True", "RolloutInProgress")
+    assert "rollout" not in result["status"]
+    assert "resyncAfterSeconds" not in result

@@ -188,9 +188,9 @@ def test_issue25_item1_without_a_stable_revision_a_slice_past_the_partition_runs
     }
     assert slices[1] == ("Partitioned", [])
     held = sync_answer(a_set(V2, slices=2, partition="1", hold="0%"), children)
-    assert "slices 1 are past annotation" in condition(held, "Progressing")["message"]
+    assert "slice 1 is past annotation" in condition(held, "Progressing")["message"]
     assert (
-        "run nothing: the history records no revision every slice has run"
+        "runs nothing: the history records no revision every slice has run"
         in condition(held, "Progressing")["message"]
     )
 

@@ -9,8 +9,9 @@ import pytest
 from hooks import api
 from hooks.api import rules
 from hooks.core import validation
+from tests.cel_cases import sized
 from tests.cel_eval import make_ds, make_role
-from tests.shared import by_name, golden_params, names_over_budget
+from tests.shared import by_name, golden_params, lws_refused, names_over_budget
 
 JsonObject = dict[str, Any]
 
@@ -18,6 +19,7 @@ EXCLUSIVE = api.EXCLUSIVE_TOPOLOGY_ANNOTATION
 SUBGROUP_EXCLUSIVE = api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION
 PLACED = {"type": "ExclusiveSlice", "topology": "cloud.google.com/gke-nodepool"}
 RUC = "spec.rolloutStrategy.rollingUpdateConfiguration"
+LWT = "spec.leaderWorkerTemplate"
 
 
 def _check(manifest: JsonObject) -> list[tuple[str, str]]:
@@ -213,6 +215,38 @@ CASES: list[tuple[str, JsonObject, list[tuple[str, str]]]] = [
             ("scaler-name-fits", _role(1, "name")),
         ],
     ),
+    # What LeaderWorkerSet's admission refuses of a role's LWS (issue 33 item 6)
+    ("size-zero", sized(0), [("lws-size-at-least-one", _role(0, LWT + ".size"))]),
+    (
+        "pods-past-int32",
+        sized(2148, replicas=1_000_000),
+        [("lws-pods-fit-int32", _role(0, "spec.replicas"))],
+    ),
+    ("pods-external-exempt", sized(4000, replicas=1_000_000, scaling="External"), []),
+    (
+        "subgroup-divides-neither",
+        sized(5, subgroup={"subGroupSize": 3}),
+        [("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize"))],
+    ),
+    (
+        "subgroup-leader-excluded",
+        sized(4, subgroup={"subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}),
+        [("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize"))],
+    ),
+    ("subgroup-fits", sized(5, subgroup={"subGroupSize": 2}), []),
+    (
+        "subgroup-exclusive-without-subgroups",
+        sized(4, annotations={SUBGROUP_EXCLUSIVE: "rack"}),
+        [("lws-subgroup-exclusive-needs-subgroups", _role(0, "metadata.annotations"))],
+    ),
+    (
+        "size-zero-and-subgroups",
+        sized(0, subgroup={"subGroupSize": 1}),
+        [
+            ("lws-size-at-least-one", _role(0, LWT + ".size")),
+            ("lws-subgroup-size", _role(0, LWT + ".subGroupPolicy.subGroupSize")),
+        ],
+    ),
 ]
 
 
@@ -299,9 +333,36 @@ def test_check_is_deterministic() -> None:
 
 @pytest.mark.parametrize("vector", golden_params("revision_vectors.json", by_name))
 def test_stored_objects_match_upstream_webhook(vector: JsonObject) -> None:
-    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991)."""
+    """Upstream's verdict at the vectors' commit, plus the later name budget (lws PR #991) and
+    what LeaderWorkerSet's admission refuses of a role's LWS (issue 33 item 6)."""
     stored = vector["stored"]
     error = vector["webhook_error"]
     expected = [error.split(":", 1)[0]] if error else []
     expected += names_over_budget(stored)
+    expected += lws_refused(stored)
     assert [field for _, field in _check(stored)] == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "external", "warned"),
+    [(5, True, True), (1, True, False), (None, True, False), (5, False, False)],
+    ids=["external-5", "external-1", "external-unset", "static-5"],
+)
+def test_only_an_external_roles_replicas_above_one_is_warned_of(
+    replicas: int | None, external: bool, warned: bool
+) -> None:
+    role = make_role("decode", replicas=replicas, scaling="External" if external else None)
+    spec = api.DisaggregatedSetSpec.model_validate(
+        make_ds(make_role("prefill", replicas=2), role)["spec"]
+    )
+    found = validation.warnings(name="llm", spec=spec)
+    assert found == (
+        [
+            'spec.roles[name="decode"].spec.replicas is 5 but the role has scaling.mode External,'
+            " so this value is ignored: its replicas are driven by the DisaggregatedSetRoleScaler"
+            ' "llm-decode" (scale that object or let its autoscaler do it). Remove spec.replicas'
+            " from the role or set it to 1."
+        ]
+        if warned
+        else []
+    )

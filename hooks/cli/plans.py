@@ -292,19 +292,8 @@ def _plan(args: argparse.Namespace) -> int:
         return 0
     roles, notes = planned
     max_passes = args.max_passes or default_max_passes(roles)
-    unknown = sorted(
-        {name for _, pairs in args.rescale or () for name, _ in pairs} - {r.name for r in roles}
-    )
-    if unknown:
-        raise PlanError(f"--rescale names unknown roles: {', '.join(unknown)}", usage=True)
-    for line in notes:
-        print(line)
-    for role in roles:
-        print(
-            f"role {role.name}: old {role.initial_old} -> target {role.target} "
-            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
-        )
-    print()
+    _check_rescale(args, roles)
+    _print_roles(roles, notes)
     if args.rescale or args.ready_after is not None:
         return _simulated(args, roles, max_passes=max_passes)
     sequence = planner.rollout_sequence(
@@ -318,6 +307,25 @@ def _plan(args: argparse.Namespace) -> int:
     _print_table(roles, sequence, hold_at=args.hold_at)
     print(summary)
     return 0 if complete else 1
+
+
+def _check_rescale(args: argparse.Namespace, roles: Sequence[PlanRole]) -> None:
+    """Refuse a --rescale naming a role the plan does not have."""
+    names = {role.name for role in roles}
+    unknown = sorted({name for _, pairs in args.rescale or () for name, _ in pairs} - names)
+    if unknown:
+        raise PlanError(f"--rescale names unknown roles: {', '.join(unknown)}", usage=True)
+
+
+def _print_roles(roles: Sequence[PlanRole], notes: Sequence[str]) -> None:
+    for line in notes:
+        print(line)
+    for role in roles:
+        print(
+            f"role {role.name}: old {role.initial_old} -> target {role.target} "
+            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
+        )
+    print()
 
 
 def _simulated(args: argparse.Namespace, roles: Sequence[PlanRole], *, max_passes: int) -> int:

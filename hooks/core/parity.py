@@ -126,11 +126,7 @@ def _drain_revision(
     present = [name for name in order if name in by_role]
     planned = {name: min(budget[name], by_role[name].replicas) for name in present}
     reaching_zero = {name for name in present if by_role[name].replicas - planned[name] == 0}
-    if reaching_zero and any(
-        left[name] - by_role[name].replicas < keep[name]
-        for name in present
-        if name not in reaching_zero
-    ):
+    if _pinned(by_role, reaching_zero, present=present, left=left, keep=keep):
         planned = {
             name: amount - int(name in reaching_zero and by_role[name].replicas > 0)
             for name, amount in planned.items()
@@ -148,3 +144,19 @@ def _drain_revision(
         if name in reaching_zero or not reaching_zero:
             charged[name] = planned[name]
     return replicas, charged
+
+
+def _pinned(
+    by_role: stock.Group,
+    reaching_zero: set[str],
+    *,
+    present: Sequence[str],
+    left: Mapping[str, int],
+    keep: Mapping[str, int],
+) -> bool:
+    """Whether retiring the revision whole would leave a role fewer old replicas than `keep`."""
+    return bool(reaching_zero) and any(
+        left[name] - by_role[name].replicas < keep[name]
+        for name in present
+        if name not in reaching_zero
+    )

@@ -164,17 +164,23 @@ def _kept(step: Step | None, roles: Sequence[_Role], keep: Sequence[int] | None)
     old = [max(o, min(k, r.current_old)) for o, k, r in zip(step.old, keep, roles, strict=True)]
     if tuple(old) == step.old:
         return step
-    tracked = [o for o, r in zip(old, roles, strict=True) if r.initial_old > 0]
-    if 0 in tracked and any(tracked):
-        old = [
-            min(1, r.current_old) if o == 0 and r.initial_old > 0 else o
-            for o, r in zip(old, roles, strict=True)
-        ]
+    old = _keep_one(old, roles)
     if tuple(old) == tuple(r.current_old for r in roles) and step.new == tuple(
         r.current_new for r in roles
     ):
         return None
     return Step(tuple(old), step.new, step.rule)
+
+
+def _keep_one(old: list[int], roles: Sequence[_Role]) -> list[int]:
+    """Roles that had old replicas and would reach 0 while another keeps some keep one."""
+    tracked = [o for o, r in zip(old, roles, strict=True) if r.initial_old > 0]
+    if 0 not in tracked or not any(tracked):
+        return old
+    return [
+        min(1, r.current_old) if o == 0 and r.initial_old > 0 else o
+        for o, r in zip(old, roles, strict=True)
+    ]
 
 
 def _scale_up(roles: Sequence[_Role], next_new: tuple[int, ...]) -> Step | None:
@@ -225,26 +231,37 @@ def next_step(
     upstream's planner. Raises ValueError when the vectors and the config do not all have the
     same length.
     """
-    lengths = {len(initial_old), len(current_old), len(current_new), len(target), len(config)}
-    if keep is not None:
-        lengths.add(len(keep))
-    if len(lengths) != 1:
-        raise ValueError(
-            "planner vectors differ in length: "
-            f"initial_old={len(initial_old)} current_old={len(current_old)} "
-            f"current_new={len(current_new)} target={len(target)} config={len(config)}"
-            + ("" if keep is None else f" keep={len(keep)}")
-        )
+    _same_lengths(
+        initial_old=initial_old,
+        current_old=current_old,
+        current_new=current_new,
+        target=target,
+        config=config,
+        **({} if keep is None else {"keep": keep}),
+    )
     roles = tuple(
         _Role(initial_old=i, current_old=o, current_new=n, target=t, config=c)
         for i, o, n, t, c in zip(initial_old, current_old, current_new, target, config, strict=True)
     )
-    unchanged_new = tuple(r.current_new for r in roles)
     if all(r.current_old == 0 and r.current_new >= r.target for r in roles):
         return None
     steps = _total_steps(roles)
     if steps == 0:
         return None
+    return _first_step(roles, steps, keep)
+
+
+def _same_lengths(**vectors: Sequence[object]) -> None:
+    if len({len(vector) for vector in vectors.values()}) != 1:
+        raise ValueError(
+            "planner vectors differ in length: "
+            + " ".join(f"{name}={len(vector)}" for name, vector in vectors.items())
+        )
+
+
+def _first_step(roles: Sequence[_Role], steps: int, keep: Sequence[int] | None) -> Step | None:
+    """Rules 2 to 7, each step kept above `keep`: the first that yields one."""
+    unchanged_new = tuple(r.current_new for r in roles)
     if any(r.current_old > r.initial_old for r in roles):
         abnormal = tuple(min(r.initial_old, r.current_old) for r in roles)
         return _kept(Step(abnormal, unchanged_new, StepRule.ABNORMAL), roles, keep)

@@ -222,17 +222,26 @@ def _escape(
         slack = totals.old_ready[r] + role.new_ready - role.floor
         if totals.old[r] == 0 or (role.new_ready < role.floor and slack < 1):
             continue
-        for index, rev in enumerate(old):
-            n = rev.replicas[r] or 0
-            alone = all(not other for k, other in enumerate(rev.replicas) if k != r)
-            if n >= 2 or (n == 1 and alone):
-                drained = list(old)
-                drained[index] = _minus(rev, {r: 1})
-                return drained, current
+        index = _losing_one(old, r)
+        if index is not None:
+            drained = list(old)
+            drained[index] = _minus(old[index], {r: 1})
+            return drained, current
     for r, role in enumerate(roles):
         if min(role.target, role.ceiling - totals.old[r]) > role.new:
             return list(old), tuple(n + (k == r) for k, n in enumerate(current))
     return list(old), current
+
+
+def _losing_one(old: Sequence[Old], r: int) -> int | None:
+    """The newest old revision that can lose one group of role `r` and stay whole or
+    coordinated (it keeps another of that role, or that was its last group of any role)."""
+    for index, rev in enumerate(old):
+        n = rev.replicas[r] or 0
+        alone = all(not other for k, other in enumerate(rev.replicas) if k != r)
+        if n >= 2 or (n == 1 and alone):
+            return index
+    return None
 
 
 def _moves(

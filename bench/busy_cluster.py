@@ -91,11 +91,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import real_stack  # noqa: E402 (needs the root on sys.path)
-from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
-from hooks.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
-from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import shared  # noqa: E402 (as above)
 from tests.cluster import sets  # noqa: E402 (as above)
+from tools.sandbox import assets, kube, processes  # noqa: E402 (as above)
+from tools.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
+from tools.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 

@@ -5,7 +5,7 @@ upstream's Go controller when its binary is given.
                                [--external] [--peer PATH [--peer-reconciles 8]]
                                [--pprof [--pprof-seconds 10]]
 
-Each run starts a fresh control plane from `hooks/sandbox` (etcd, kube-apiserver, the garbage
+Each run starts a fresh control plane from `tools/sandbox` (etcd, kube-apiserver, the garbage
 collector, Metacontroller and `python -m hooks serve`, the kit installed as `kubectl apply -k .`
 installs it; the programs are found as the cluster tests find them; the API server writes an
 audit log) and plays the LeaderWorkerSet controller: every LWS reports ready `--delay` seconds
@@ -82,11 +82,11 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import audit, peer  # noqa: E402 (needs the root on sys.path)
-from hooks.sandbox import assets, kube, processes  # noqa: E402 (as above)
-from hooks.sandbox.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
-from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import shared  # noqa: E402 (as above)
 from tests.cluster import sets, upstream  # noqa: E402 (as above)
+from tools.sandbox import assets, kube, processes  # noqa: E402 (as above)
+from tools.sandbox.controlplane import ControlPlane, scale_flags  # noqa: E402 (as above)
+from tools.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 

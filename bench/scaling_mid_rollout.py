@@ -32,7 +32,7 @@ Two stacks:
   LWS controller updates readiness, then the set is synced once and the answer applied. A group
   is Ready `--ready-after` passes after the pass that asked for it (each value of the list is
   a run). Figures are pass numbers, counted from the new image's first pass; deterministic.
-- real: a fresh control plane per build (`hooks/sandbox`: etcd, kube-apiserver, the garbage
+- real: a fresh control plane per build (`tools/sandbox`: etcd, kube-apiserver, the garbage
   collector, Metacontroller, the build's `python -m hooks serve` and kit), the LWS ready
   `--delay` seconds after a change. The change is written from the LWS watch's own thread
   the moment it sees the trigger state. Figures are seconds from that write (the arrival of
@@ -76,11 +76,11 @@ if str(BUILD_ROOT) not in sys.path:
 
 from hooks import api  # noqa: E402 (needs the build on sys.path)
 from hooks.gocompat import revision  # noqa: E402 (as above)
-from hooks.sandbox import assets, kube  # noqa: E402 (as above)
-from hooks.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
-from hooks.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 from tests import builders  # noqa: E402 (as above)
 from tests.cluster import sets  # noqa: E402 (as above)
+from tools.sandbox import assets, kube  # noqa: E402 (as above)
+from tools.sandbox.controlplane import ControlPlane  # noqa: E402 (as above)
+from tools.sandbox.lws import FakeLwsController  # noqa: E402 (as above)
 
 JsonObject = dict[str, Any]
 

@@ -53,9 +53,9 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
-from hooks.sandbox import processes  # noqa: E402 (as above)
 from hooks.server import app, bodies  # noqa: E402 (as above)
 from hooks.wire import envelope  # noqa: E402 (as above)
+from tools.sandbox import processes  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
 SMALL_HTTP_OVERHEAD_LIMIT_MS: Final = 1.0

@@ -10,7 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, settings
 
-from hooks.sandbox import assets
+from tools.sandbox import assets
 
 pytest_plugins = ["tests.skips"]  # the run ends with one line per skip reason
 

@@ -32,7 +32,7 @@ PROJECT_VERSION: str = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
 def testcluster_dirs() -> list[Path]:
     """Where ../shared keeps the control plane's programs and CRDs, for
-    `hooks.sandbox.assets.find_assets` to look after the variables' directories: its archive
+    `tools.sandbox.assets.find_assets` to look after the variables' directories: its archive
     unpacked (once per archive version, into a cache directory under the system's temporary
     directory), its Metacontroller CRDs, the reference LWS CRD and the LWS releases' CRDs. Empty
     without ../shared."""

@@ -48,10 +48,10 @@ import requests
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from hooks.sandbox import processes
 from hooks.server import observability, settings
 from tests import alerting
 from tests.shared import REPO_ROOT
+from tools.sandbox import processes
 
 FIXTURES: Final = REPO_ROOT / "tests" / "fixtures" / "requests"
 SERVICE: Final = alerting.metrics_service()

@@ -1,14 +1,16 @@
 """The code keeps its shape: readable functions, and no clock below the front ends
 (docs/architecture.md).
 
-Measured with radon: no function in the package (`hooks/`, every folder) over 60 lines or
-cyclomatic complexity 15, unless its `def` line carries a comment that starts with `# long:` and
-says why.
+No module in the package (`hooks/`, every folder) over 500 lines; measured with radon, no
+function over 60 lines or cyclomatic complexity 15, unless its `def` line carries a comment that
+starts with `# long:` and says why. Commands other than `serve` load no server stack.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from tests.shared import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "hooks"
 MAX_LINES = 60
+MAX_MODULE_LINES = 500
 MAX_COMPLEXITY = 15
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
@@ -28,6 +31,11 @@ def _excused(source: list[str], line: int) -> bool:
 
 def _id(path: Path) -> str:
     return str(path.relative_to(PACKAGE))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_id)
+def test_modules_are_short(path: Path) -> None:
+    assert len(path.read_text().splitlines()) <= MAX_MODULE_LINES
 
 
 @pytest.mark.parametrize("path", MODULES, ids=_id)
@@ -60,6 +68,32 @@ def test_functions_are_simple(path: Path) -> None:
 def test_every_folder_of_the_package_is_measured() -> None:
     folders = {path.parent.name for path in MODULES}
     assert folders >= {"hooks", "api", "core", "gocompat", "wire", "server", "cli", "kubectl"}
+
+
+# --- commands other than serve load no server stack -----------------------------------------------
+
+SERVER_STACK = ("flask", "gunicorn", "gevent", "prometheus_client", "hooks.server.serving")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "from hooks.cli import main; main.build_parser()",
+        "from hooks.kubectl import plugin; plugin.build_parser()",
+    ],
+    ids=["python -m hooks", "kubectl ds"],
+)
+def test_a_command_line_loads_no_server_stack(command: str) -> None:
+    """Only `serve` imports the server (`hooks.cli.main` imports it when `serve` runs)."""
+    listing = "import sys; print(*sorted(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"{command}; {listing}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.split()
+    assert [name for name in loaded if name.startswith(SERVER_STACK)] == []
 
 
 # --- no clock below the front ends ----------------------------------------------------------------

@@ -94,7 +94,7 @@ def test_the_server_needs_only_runtime_dependencies() -> None:
     The test extras must not hide a missing one (gunicorn's gevent worker imports `packaging`
     without declaring it)."""
     listing = "print('\\n'.join(sorted({m.partition('.')[0] for m in sys.modules})))\n"
-    start = "from hooks.server import app, serving\nserving._worker_class()\n"
+    start = "from hooks.server import app, serving, worker\n"
     at_startup = set(_run_python("import sys\n" + listing))  # site hooks, e.g. setuptools'
     modules = set(_run_python("import sys\n" + start + listing)) - at_startup
     owners = metadata.packages_distributions()

@@ -1,4 +1,4 @@
-"""`python -m hooks sandbox` refusing to start: one line on stderr, the right exit status, never a
+"""`python -m tools.sandbox` refusing to start: one line on stderr, the right exit status, never a
 traceback, and nothing started. (tests/cluster/test_sandbox.py runs it for real.)"""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from hooks.sandbox import assets
+from tools.sandbox import assets
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def run(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hooks", *arguments],
+        [sys.executable, "-m", "tools.sandbox", *arguments],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -27,20 +27,28 @@ def run(*arguments: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
-def test_the_command_line_lists_the_sandbox() -> None:
-    finished = run("--help")
+def test_the_sandbox_runs_from_the_checkout_and_not_from_the_package() -> None:
+    sandbox = run("--help")
+    hooks = subprocess.run(
+        [sys.executable, "-m", "hooks", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
 
-    assert finished.returncode == 0
-    assert "sandbox" in finished.stdout
+    assert sandbox.returncode == 0
+    assert sandbox.stdout.startswith("usage: python -m tools.sandbox [-h] [--kit DIR]")
+    assert "sandbox" not in hooks.stdout
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "nan", "inf"])
 def test_a_delay_that_is_no_number_of_seconds_is_a_usage_error(value: str) -> None:
-    finished = run("sandbox", "--lws-ready-after", value)
+    finished = run("--lws-ready-after", value)
 
     assert finished.returncode == 2
     [*_, line] = finished.stderr.splitlines()
-    assert line.startswith("python -m hooks sandbox: error: argument --lws-ready-after: ")
+    assert line.startswith("python -m tools.sandbox: error: argument --lws-ready-after: ")
 
 
 def test_without_the_programs_it_says_what_to_install(tmp_path: Path) -> None:
@@ -51,12 +59,12 @@ def test_without_the_programs_it_says_what_to_install(tmp_path: Path) -> None:
         "TMPDIR": str(tmp_path),
     }
 
-    finished = run("sandbox", env=env)
+    finished = run(env=env)
 
     assert finished.returncode == 1
     [line] = finished.stderr.splitlines()
     assert line == (
-        "python -m hooks sandbox: error: no etcd, kube-apiserver, metacontroller,"
+        "python -m tools.sandbox: error: no etcd, kube-apiserver, metacontroller,"
         f" kube-controller-manager for the control plane: {assets.HOW_TO_INSTALL}"
     )
     assert finished.stdout == ""
@@ -105,10 +113,10 @@ def test_without_a_kit_it_says_where_it_looked(tmp_path: Path) -> None:
     env = {**os.environ, assets.ENVTEST_VARIABLE: str(programs), "TMPDIR": str(kit)}
     env[assets.EXTRA_VARIABLE] = str(programs)
 
-    finished = run("sandbox", "--kit", str(kit), env=env)
+    finished = run("--kit", str(kit), env=env)
 
     assert finished.returncode == 1
     assert finished.stderr.splitlines() == [
-        f"python -m hooks sandbox: error: {kit} holds no kustomization.yaml: no kit to install"
+        f"python -m tools.sandbox: error: {kit} holds no kustomization.yaml: no kit to install"
     ]
     assert list(kit.iterdir()) == []  # no work directory was made

@@ -1,13 +1,12 @@
-"""The command line: `python -m hooks serve | render | plan | crds` (and `sandbox`, which
-`hooks/__main__.py` adds from above: `hooks.sandbox.command`).
+"""The command line: `python -m hooks serve | render | plan | crds`.
 
 It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
 subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
-`_run_<name>(args) -> exit code` function; a front end above this one passes its own such
-functions to `main` (`more`), listed after these in `--help`.
+`_run_<name>(args) -> exit code` function.
 
 - `serve` runs the hook server (`hooks.server.serving`: the Flask app of `hooks.server.app`
-  under gunicorn with gevent workers).
+  under gunicorn with gevent workers), imported only when it runs: the other commands load no
+  server stack.
 - `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
 - `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
 
@@ -21,24 +20,24 @@ input), 2 usage error. Never a traceback: every message on stderr is one line
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
+from hooks import version
 from hooks.cli import commands, console, crdgen
-from hooks.server import serving, settings
-from hooks.wire import version
+from hooks.server import settings
+
+if TYPE_CHECKING:
+    from hooks.server import serving
 
 PROG: Final = "python -m hooks"
 DEFAULT_BIND: Final = "127.0.0.1:8080"
 DEFAULT_WORKERS: Final = 1
-DEFAULT_TIMEOUT_SECONDS: Final = 9
 DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-Registrar: TypeAlias = Callable[[_Subcommands], None]
-"""Registers one subcommand (its parser, and `run` to run it) on the subcommands."""
 
 
 # --- serve ---------------------------------------------------------------------------------------
@@ -92,11 +91,11 @@ def _add_serve(commands: _Subcommands) -> None:
     parser.add_argument(
         "--timeout",
         type=console.positive_int,
-        default=DEFAULT_TIMEOUT_SECONDS,
+        default=settings.DEFAULT_TIMEOUT_SECONDS,
         metavar="S",
         help="seconds a worker may be busy before it is restarted, and a call on a large "
         "request may run before it is answered 503 (default "
-        f"{DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
+        f"{settings.DEFAULT_TIMEOUT_SECONDS}, below Metacontroller's 10 s webhook timeout)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
     parser.set_defaults(run=_run_serve, report_as=parser.prog)
@@ -104,18 +103,21 @@ def _add_serve(commands: _Subcommands) -> None:
 
 _SERVE_LIMITS: Final = (
     "Fixed limits: request headers within "
-    f"{serving.FIRST_REQUEST_SECONDS:.0f} s on a new connection and {serving.KEEPALIVE_SECONDS} s "
+    f"{settings.FIRST_REQUEST_SECONDS:.0f} s on a new connection and "
+    f"{settings.KEEPALIVE_SECONDS} s "
     f"on a kept-alive one, at most {settings.MAX_HEADER_FIELDS} fields of "
     f"{settings.MAX_HEADER_FIELD_BYTES} bytes and {settings.MAX_HEADER_BYTES // 1024} KiB in "
     "all (431); while a request is handled, every socket read and write within "
     f"{settings.READ_TIMEOUT_SECONDS:.0f} s, and the whole body within "
     f"{settings.DEFAULT_BODY_DEADLINE_SECONDS:.0f} s (408, connection closed); at most "
-    f"{serving.WORKER_CONNECTIONS} connections per worker, the oldest idle or slow ones closed "
+    f"{settings.WORKER_CONNECTIONS} connections per worker, the oldest idle or slow ones closed "
     "for new ones."
 )
 
 
 def _run_serve(args: argparse.Namespace) -> int:
+    from hooks.server import serving  # gunicorn: loaded only by the command that serves
+
     bind = _address("--bind", args.bind)
     metrics_bind = (
         None if args.metrics_bind is None else _address("--metrics-bind", args.metrics_bind)
@@ -143,6 +145,8 @@ def _mib(size: int) -> str:
 
 
 def _address(flag: str, text: str) -> serving.Address:
+    from hooks.server import serving
+
     try:
         return serving.parse_address(text)
     except serving.AddressError as error:
@@ -218,9 +222,8 @@ def _run_crds(args: argparse.Namespace) -> int:
 # --- entry point ---------------------------------------------------------------------------------
 
 
-def build_parser(more: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
-    """The argument parser with every subcommand, in `--help` order: this module's, then
-    `more`."""
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand, in `--help` order."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
@@ -234,8 +237,6 @@ def build_parser(more: Sequence[Registrar] = ()) -> argparse.ArgumentParser:
     _add_serve(subcommands)
     commands.add_manifest_commands(subcommands)
     _add_crds(subcommands)
-    for register in more:
-        register(subcommands)
     return parser
 
 
@@ -248,9 +249,9 @@ def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.A
     raise LookupError(f"no subcommand {command!r}")
 
 
-def main(argv: Sequence[str] | None = None, *, more: Sequence[Registrar] = ()) -> int:
-    """Run one command (of this module's, or of `more`); returns its exit code."""
-    parser = build_parser(more)
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code."""
+    parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # argparse would report these as the top-level parser's (`python -m hooks: error:`).

@@ -43,11 +43,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
-from hooks import api
+from hooks import api, version
 from hooks.cli import commands, console
 from hooks.core import controls, records
 from hooks.kubectl import adopt, adoptable, rollout, writes
-from hooks.wire import envelope, version
+from hooks.wire import envelope
 
 PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0

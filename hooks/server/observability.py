@@ -39,8 +39,8 @@ from prometheus_client import multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from hooks import version
 from hooks.server import settings
-from hooks.wire import version
 
 LOGGER_NAME: Final = "hooks"
 CONTENT_TYPE: Final = prometheus_client.CONTENT_TYPE_LATEST

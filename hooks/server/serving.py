@@ -1,18 +1,21 @@
 """Running the hook server: gunicorn configured in code around the Flask app of `hooks.server.app`.
 
+Every number below is `hooks.server.settings`'s; the policy is `hooks.server.connections`'s,
+applied by the gevent worker of `hooks.server.worker`.
+
 Worker model: gevent (an event loop per worker process). A connection that is idle, or sends its
 request slowly, holds only a cheap greenlet, so slow or hostile clients cannot take the workers
 away from Metacontroller and the probes:
 
 - the headers of a connection's first request must arrive within `FIRST_REQUEST_SECONDS`, those
-  of later ones within the keep-alive time; at most `settings.MAX_HEADER_FIELDS` fields of at
-  most `MAX_HEADER_FIELD_BYTES` each, and `MAX_HEADER_BYTES` together (else 431);
+  of later ones within the keep-alive time; at most `MAX_HEADER_FIELDS` fields of at most
+  `MAX_HEADER_FIELD_BYTES` each, and `MAX_HEADER_BYTES` together (else 431);
 - while a request is handled, every read from and write to its socket must complete within
-  `settings.READ_TIMEOUT_SECONDS`, and the app reads the whole body within its deadline
+  `READ_TIMEOUT_SECONDS`, and the app reads the whole body within its deadline
   (`hooks.server.bodies`); a connection whose body was not read to its end is closed after the
   answer (where its next request would start is unknown);
 - one worker holds at most `WORKER_CONNECTIONS` connections. When a new one leaves fewer than
-  `SPARE_CONNECTIONS` free, that many are shed (`_shed_candidates`): kept-alive connections
+  `SPARE_CONNECTIONS` free, that many are shed (`connections.shed_candidates`): kept-alive ones
   waiting for their next request (closed quietly), then those still sending their body
   (answered 503), then those that have sent nothing for `FRESH_SECONDS`, oldest first. A flood
   of idle or slow connections can never keep a probe from being accepted and answered;
@@ -22,9 +25,9 @@ away from Metacontroller and the probes:
 Hook calls on small bodies are CPU work that never yields, so one worker runs one at a time;
 large bodies are answered in child processes (`hooks.server.bodies`) while the worker keeps
 serving. Run more workers (or pod replicas) for CPU parallelism. Keep-alive stays on
-(Metacontroller's Go client reuses connections). A worker busy longer than `timeout` (default
-9 s, below Metacontroller's 10 s webhook timeout, after which the answer is useless) is
-restarted. At shutdown, idle kept-alive connections are closed without an answer.
+(Metacontroller's Go client reuses connections). A worker busy longer than `timeout`
+(`DEFAULT_TIMEOUT_SECONDS`) is restarted. At shutdown, idle kept-alive connections are closed
+without an answer.
 
 gunicorn's own errors (a malformed request line, headers too large, a URI too long) are answered
 with the same small JSON body as the app's, with the message capped.
@@ -50,34 +53,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import gunicorn.app.base  # type: ignore[import-untyped]
 import gunicorn.config  # type: ignore[import-untyped]
-import gunicorn.http.body  # type: ignore[import-untyped]
-import gunicorn.http.errors  # type: ignore[import-untyped]
-import orjson
 
 from hooks.server import settings
 from hooks.server.settings import Limits
-
-KEEPALIVE_SECONDS: Final = 75  # longer than Go's default idle timeout would waste nothing
-FIRST_REQUEST_SECONDS: Final = settings.READ_TIMEOUT_SECONDS
-# Metacontroller keeps a few connections per pod, the probes and Prometheus one each.
-WORKER_CONNECTIONS: Final = 512
-SPARE_CONNECTIONS: Final = 32
-FRESH_SECONDS: Final = 2.0
-READ_AHEAD_BYTES: Final = settings.BODY_READ_PIECE_BYTES
-
-# gunicorn's request errors → (status, reason); anything else it raises is a 500.
-_CLIENT_ERRORS: Final[tuple[tuple[str, int, str], ...]] = (
-    ("LimitRequestLine", 414, "URI Too Long"),
-    ("LimitRequestHeaders", 431, "Request Header Fields Too Large"),
-    ("UnsupportedTransferCoding", 501, "Not Implemented"),
-    ("ExpectationFailed", 417, "Expectation Failed"),
-    ("ForbiddenProxyRequest", 403, "Forbidden"),
-    ("ParseException", 400, "Bad Request"),
-)
 
 
 class ServerError(Exception):
@@ -123,13 +105,6 @@ def check_can_listen(address: Address) -> None:
         raise ServerError(f"cannot listen on {address}: {reason}") from None
 
 
-class _Dropped(BaseException):
-    """Raised in a connection's greenlet to end it: shed for a newer one, or shut down.
-
-    Not an `Exception`, so that nothing on the way (Flask, gunicorn's request handling) turns it
-    into an answer of its own."""
-
-
 class _GunicornServer(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
     """gunicorn configured from a dict, serving the WSGI app that `load` builds."""
 
@@ -144,87 +119,6 @@ class _GunicornServer(gunicorn.app.base.BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         return self._load()
-
-
-def error_status(error: BaseException) -> tuple[int, str]:
-    """The HTTP status and reason gunicorn's request error deserves."""
-    for name, status, reason in _CLIENT_ERRORS:
-        cls = getattr(gunicorn.http.errors, name, None)
-        if cls is not None and isinstance(error, cls):
-            return status, reason
-    return 500, "Internal Server Error"
-
-
-def error_response(status: int, reason: str, message: str) -> bytes:
-    """A complete HTTP/1.1 error response with the app's JSON error body."""
-    from hooks.server import app  # imported late: see the module docstring
-
-    body = orjson.dumps({"error": app.cap_message(message)})
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
-
-
-@dataclass(slots=True)
-class _Connection:
-    """One client connection of a worker: its socket, since when it waits for a request (or
-    has been in its current one), and that request while it is handled."""
-
-    client: Any
-    since: float
-    served: int = 0
-    request: Any = None
-    dropped: bool = False  # told to end; it does at its next switch
-
-
-def _body_left(body: Any) -> bool:
-    """Whether a request body (gunicorn's) was not read to its end, or failed while read."""
-    if body is None:
-        return False
-    if getattr(body, "failed", False) or body.buf.tell():
-        return True
-    reader = body.reader
-    if isinstance(reader, gunicorn.http.body.LengthReader):
-        return bool(reader.length > 0)
-    if isinstance(reader, gunicorn.http.body.ChunkedReader):
-        return reader.parser is not None or bool(reader.buf.tell())
-    return False
-
-
-def _shed_candidates(connections: Mapping[Any, _Connection], *, now: float) -> list[Any]:
-    """The connections to close for new ones, best first: kept-alive ones waiting for their
-    next request (oldest first), then those still sending their body, then those that have sent
-    nothing for `FRESH_SECONDS` (one just accepted has had no chance to send its request yet: a
-    probe must not be shed before its greenlet first runs)."""
-    ranked = []
-    for greenlet, connection in connections.items():
-        if connection.dropped:
-            continue
-        if connection.request is None and connection.served:
-            rank = 0
-        elif connection.request is not None and _body_left(connection.request.body):
-            rank = 1
-        elif connection.request is None and now - connection.since >= FRESH_SECONDS:
-            rank = 2
-        else:
-            continue
-        ranked.append((rank, connection.since, greenlet))
-    ranked.sort(key=lambda entry: entry[:2])
-    return [greenlet for _, _, greenlet in ranked]
-
-
-def _header_bytes(request: Any) -> int:
-    return sum(len(name) + len(value) + 4 for name, value in request.headers)
-
-
-def _worker_class() -> type:
-    """The gevent worker with the limits of the module docstring (`hooks.server.worker`,
-    imported late: gevent, and the metrics behind it)."""
-    from hooks.server import worker
-
-    return worker.HookWorker
 
 
 def serve(
@@ -295,8 +189,8 @@ def _options(
         "bind": [str(address) for address in addresses],
         "workers": workers,
         "worker_class": worker.HookWorker,
-        "worker_connections": WORKER_CONNECTIONS,
-        "keepalive": KEEPALIVE_SECONDS,
+        "worker_connections": settings.WORKER_CONNECTIONS,
+        "keepalive": settings.KEEPALIVE_SECONDS,
         "timeout": timeout,
         "limit_request_fields": settings.MAX_HEADER_FIELDS,
         "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
@@ -316,8 +210,8 @@ def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, ob
         "bind": options["bind"],
         "workers": options["workers"],
         "timeout_seconds": options["timeout"],
-        "worker_connections": WORKER_CONNECTIONS,
-        "keepalive_seconds": KEEPALIVE_SECONDS,
+        "worker_connections": settings.WORKER_CONNECTIONS,
+        "keepalive_seconds": settings.KEEPALIVE_SECONDS,
         "read_timeout_seconds": settings.READ_TIMEOUT_SECONDS,
         "max_header_bytes": settings.MAX_HEADER_BYTES,
         "max_header_fields": settings.MAX_HEADER_FIELDS,

@@ -26,9 +26,24 @@ DEFAULT_BODY_DEADLINE_SECONDS: Final = 30.0
 # besides the body itself, stays below the overhead (both counted in `Limits.buffered_bytes`).
 BODY_READ_PIECE_BYTES: Final = 64 * 1024
 BODY_READ_OVERHEAD_BYTES: Final = 4 * BODY_READ_PIECE_BYTES
-DEFAULT_CALL_DEADLINE_SECONDS: Final = 9.0
+# A socket is read at most this much at a time (the bytes received but not yet counted by the app
+# stay below it per connection).
+READ_AHEAD_BYTES: Final = BODY_READ_PIECE_BYTES
+# A worker busy longer is restarted, and a call on a large request is answered 503: below
+# Metacontroller's 10 s webhook timeout, after which the answer is useless (`serve --timeout`).
+DEFAULT_TIMEOUT_SECONDS: Final = 9
 # Every read from or write to a client socket while a request is handled.
 READ_TIMEOUT_SECONDS: Final = 10.0
+# Connections (`hooks.server.connections`): a first request's headers within this, later ones
+# within the keep-alive time (longer than Go's default idle timeout would waste nothing).
+FIRST_REQUEST_SECONDS: Final = READ_TIMEOUT_SECONDS
+KEEPALIVE_SECONDS: Final = 75
+# Metacontroller keeps a few connections per pod, the probes and Prometheus one each. When a new
+# one leaves fewer than SPARE free, that many are shed; one that has sent nothing for
+# FRESH_SECONDS may be.
+WORKER_CONNECTIONS: Final = 512
+SPARE_CONNECTIONS: Final = 32
+FRESH_SECONDS: Final = 2.0
 # Request headers: at most this many fields of at most this size (gunicorn's own limits, which
 # also bound what it buffers), and at most this many bytes together (names, values, line ends).
 MAX_HEADER_FIELDS: Final = 32
@@ -44,7 +59,7 @@ class Limits:
     max_parse_bytes: int = DEFAULT_MAX_PARSE_BYTES
     isolate_above_bytes: int = DEFAULT_ISOLATE_ABOVE_BYTES
     body_deadline_seconds: float = DEFAULT_BODY_DEADLINE_SECONDS
-    call_deadline_seconds: float = DEFAULT_CALL_DEADLINE_SECONDS
+    call_deadline_seconds: float = float(DEFAULT_TIMEOUT_SECONDS)
 
     @property
     def buffered_bytes(self) -> int:

@@ -2,7 +2,7 @@
 with the connection limits of `hooks.server.serving`'s docstring, and gunicorn's own log lines
 in the hooks' JSON format.
 
-Imported only by `serving.serve` (and `serving._worker_class`), after gevent has patched the
+Imported only by `serving.serve`, after gevent has patched the
 standard library and PROMETHEUS_MULTIPROC_DIR is set: importing it imports gevent and
 `hooks.server.observability`, and with it prometheus_client.
 """
@@ -20,14 +20,14 @@ import gunicorn.http.errors  # type: ignore[import-untyped]
 from gunicorn.workers.base_async import AsyncWorker  # type: ignore[import-untyped]
 from gunicorn.workers.ggevent import GeventWorker  # type: ignore[import-untyped]
 
-from hooks.server import observability, serving, settings
+from hooks.server import connections, observability, settings
 
 
 class HookWorker(GeventWorker):  # type: ignore[misc]
     """gunicorn's gevent worker with the connection limits, the JSON error answers and the
     quiet shutdown of `hooks.server.serving`'s docstring."""
 
-    connections: dict[Any, serving._Connection]
+    connections: dict[Any, connections.Connection]
     dropping: int
     wsgi: Any
 
@@ -45,7 +45,7 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
             # An answer given before the body was read to its end (408, 413, 503, 400)
             # closes the connection: where the next request would start is unknown.
             def start(status: str, headers: Any, exc_info: Any = None) -> Any:
-                if serving._body_left(environ.get("wsgi.input")):
+                if connections.body_left(environ.get("wsgi.input")):
                     start_response.__self__.force_close()
                 return start_response(status, headers, exc_info)
 
@@ -68,14 +68,14 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
         if connection is not None and not connection.dropped:
             connection.dropped = True
             self.dropping += 1
-            greenlet.kill(serving._Dropped(reason), block=False)
+            greenlet.kill(connections.Dropped(reason), block=False)
 
     @contextlib.contextmanager
     def timeout_ctx(self) -> Iterator[None]:
         # gunicorn waits for the next request of a connection (its headers) in here.
         connection = self.connections[gevent.getcurrent()]
         connection.since = time.monotonic()
-        seconds = serving.FIRST_REQUEST_SECONDS if connection.served == 0 else self.cfg.keepalive
+        seconds = settings.FIRST_REQUEST_SECONDS if connection.served == 0 else self.cfg.keepalive
         if not self.alive:  # shutting down: serve no further request
             seconds = 0
         connection.client.settimeout(None)
@@ -87,7 +87,7 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
         current = gevent.getcurrent()
-        self.connections[current] = serving._Connection(client, time.monotonic())
+        self.connections[current] = connections.Connection(client, time.monotonic())
         self._make_room()
         try:
             # Not GeventWorker.handle: it makes the socket block without a timeout.
@@ -103,8 +103,8 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
         connection.served += 1
         # Receive a body no faster than the app takes it (`bodies.READ_PIECE`): gunicorn
         # would read up to 1 MiB ahead, uncounted, for each connection.
-        req.unreader.max_body_chunk = serving.READ_AHEAD_BYTES
-        if serving._header_bytes(req) > settings.MAX_HEADER_BYTES:
+        req.unreader.max_body_chunk = settings.READ_AHEAD_BYTES
+        if connections.header_bytes(req) > settings.MAX_HEADER_BYTES:
             raise gunicorn.http.errors.LimitRequestHeaders(
                 f"request headers larger than {settings.MAX_HEADER_BYTES} bytes in total"
             )
@@ -117,12 +117,12 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
             connection.request = None
 
     def _make_room(self) -> None:
-        """Shed `serving.SPARE_CONNECTIONS` connections when fewer are free (module docstring)."""
+        """Shed `settings.SPARE_CONNECTIONS` connections when fewer are free (module docstring)."""
         staying = len(self.connections) - self.dropping
-        if staying < self.worker_connections - serving.SPARE_CONNECTIONS:
+        if staying < self.worker_connections - settings.SPARE_CONNECTIONS:
             return
-        shed = serving._shed_candidates(self.connections, now=time.monotonic())[
-            : serving.SPARE_CONNECTIONS
+        shed = connections.shed_candidates(self.connections, now=time.monotonic())[
+            : settings.SPARE_CONNECTIONS
         ]
         for greenlet in shed:
             self._drop(greenlet, "shed")
@@ -131,7 +131,7 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
         )
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
-        if isinstance(exc, serving._Dropped | gevent.GreenletExit):
+        if isinstance(exc, connections.Dropped | gevent.GreenletExit):
             if req is None:  # waiting for a request: nothing to answer
                 self.log.debug("closed an idle connection (%s)", exc)
                 return
@@ -139,14 +139,14 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
             status, reason = 503, "Service Unavailable"
             message = "the server is closing connections; retry"
         else:
-            status, reason = serving.error_status(exc)
+            status, reason = connections.error_status(exc)
             message = f"{reason}: {exc}"
             if status >= 500:
                 self.log.exception("error handling a request")
             else:
                 self.log.warning("invalid request: %s", exc)
         try:
-            client.sendall(serving.error_response(status, reason, message))
+            client.sendall(connections.error_response(status, reason, message))
         except OSError:
             self.log.debug("could not send the error answer")
 

@@ -1,1 +1,1 @@
-"""What every front end shares: Metacontroller's wire format and the package's version."""
+"""What every front end shares: Metacontroller's wire format."""

@@ -1,7 +1,7 @@
 """Fixtures of the cluster suite: one real control plane for the whole session, a namespace per
 test.
 
-Without the programs (see `hooks.sandbox.assets`; ../shared's copy serves when there is one,
+Without the programs (see `tools.sandbox.assets`; ../shared's copy serves when there is one,
 `tests.shared.testcluster_dirs`) the suite skips with a reason that says what to install; under
 `CI=true` a missing program fails instead (`tests.programs`), so CI can never pass by
 skipping.
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from hooks.sandbox import assets, kube, lws
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests import programs, shared
+from tools.sandbox import assets, kube, lws
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 
 def _others(config: pytest.Config) -> list[str]:

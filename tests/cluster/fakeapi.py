@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from hooks.sandbox import kube
+from tools.sandbox import kube
 
 JsonObject = dict[str, Any]
 

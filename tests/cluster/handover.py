@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from hooks import api
-from hooks.sandbox import kube, processes
-from hooks.sandbox.assets import Assets
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import upstream
 from tests.shared import REPO_ROOT
+from tools.sandbox import kube, processes
+from tools.sandbox.assets import Assets
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

@@ -6,9 +6,9 @@ import json
 from typing import Any, Final
 
 from hooks import api
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests import builders
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

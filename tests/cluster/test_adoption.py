@@ -5,7 +5,7 @@ People are service accounts of the test's namespace with the tokens the API serv
 admin (the built-in admin role, into which the kit aggregates the verb adopt) and an editor (the
 edit role), each also allowed to write LWS, as LeaderWorkerSet's own roles would allow them.
 Metacontroller runs as the service account of its production manifests, allowed every ordinary
-verb but adopt (`hooks.sandbox.identities`): only the kit's binding lets it hand a set its
+verb but adopt (`tools.sandbox.identities`): only the kit's binding lets it hand a set its
 children.
 
 - the issue's reproduction: with a rollout paused, the editor creates the LWS the set will ask
@@ -33,8 +33,6 @@ import pytest
 from hooks import api
 from hooks.core import children
 from hooks.kubectl import adopt, plugin, rollout
-from hooks.sandbox import controlplane, identities, kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
 from tests.cluster.test_efficiency import POLICIES, _sync_errors
 from tests.cluster.test_kubectl_ds import (
@@ -45,6 +43,8 @@ from tests.cluster.test_kubectl_ds import (
     stored_revision,
     succeeds,
 )
+from tools.sandbox import controlplane, identities, kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

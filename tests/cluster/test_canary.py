@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from hooks import api
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

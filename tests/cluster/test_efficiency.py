@@ -19,9 +19,9 @@ import pytest
 
 from hooks import api
 from hooks.gocompat import revision
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from hooks import api
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 COLUMNS = [

@@ -22,12 +22,12 @@ import pytest
 from hooks import api
 from hooks.api import limits
 from hooks.core import compact
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests import builders
 from tests.cluster import handover, sets
 from tests.cluster.test_kubectl_ds import kubectl_ds
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 CONTROLLER_REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")

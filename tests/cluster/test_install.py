@@ -13,10 +13,10 @@ import yaml
 from hooks import api
 from hooks.api import rules
 from hooks.cli import crdgen
-from hooks.sandbox import assets, controlplane, kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
 from tests.shared import REPO_ROOT
+from tools.sandbox import assets, controlplane, kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from hooks.sandbox import kube
+from tools.sandbox import kube
 
 OBJECT = {"kind": "Namespace", "metadata": {"name": "kept"}}
 

@@ -24,12 +24,12 @@ import yaml
 from hooks import api
 from hooks.core import children
 from hooks.kubectl import rollout
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests import builders
 from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 

@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hooks import api
 from hooks.gocompat import revision
-from hooks.sandbox import kube, processes
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
+from tools.sandbox import kube, processes
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 

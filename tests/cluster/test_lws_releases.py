@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from hooks import api
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

@@ -41,7 +41,6 @@ import pytest
 
 from hooks import api
 from hooks.kubectl import rollout
-from hooks.sandbox import assets, kube, lws
 from tests import programs
 from tests.cluster import sets, upstream
 from tests.cluster.handover import (
@@ -53,6 +52,7 @@ from tests.cluster.handover import (
 from tests.cluster.handover import snapshot as children_of
 from tests.cluster.test_kubectl_ds import kubectl_ds
 from tests.shared import REPO_ROOT
+from tools.sandbox import assets, kube, lws
 
 JsonObject = dict[str, Any]
 Judge = Callable[[JsonObject], bool]

@@ -15,12 +15,12 @@ import yaml
 
 from hooks import api
 from hooks.core import history
-from hooks.sandbox import assets, kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
 from tests.cluster.test_kubectl_ds import kubectl_ds
 from tests.shared import REPO_ROOT
+from tools.sandbox import assets, kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 NAMESPACE = "no-history"
 # The kit's child types in order: leaderworkersets, services, disaggregatedsetrolescalers,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hooks import api
-from hooks.sandbox import assets, kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
 from tests.shared import REPO_ROOT
+from tools.sandbox import assets, kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 NAMESPACE = "no-services"
 

@@ -20,10 +20,10 @@ from typing import Final
 
 import pytest
 
-from hooks.sandbox.controlplane import ControlPlane
 from tests import readme
 from tests.cluster import sets
 from tests.shared import REPO_ROOT
+from tools.sandbox.controlplane import ControlPlane
 
 pytestmark = pytest.mark.usefixtures("lws_controller")
 

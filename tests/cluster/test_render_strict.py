@@ -20,8 +20,8 @@ import yaml
 
 from hooks.cli import main as cli
 from hooks.cli import manifests
-from hooks.sandbox import kube
 from tests.shared import REPO_ROOT
+from tools.sandbox import kube
 
 JsonObject = dict[str, Any]
 

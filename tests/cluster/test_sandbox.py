@@ -1,4 +1,4 @@
-"""`python -m hooks sandbox` on the real programs, as the README tells a newcomer to run it.
+"""`python -m tools.sandbox` on the real programs, as the README tells a newcomer to run it.
 
 The command runs as a subprocess from the checkout's root, finding the programs through the two
 variables alone (a directory of links to the four programs and nothing else: the sandbox writes
@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Final
 
-from hooks.sandbox import assets, kube
 from tests.shared import REPO_ROOT
+from tools.sandbox import assets, kube
 
 START_SECONDS: Final = 180
 STOP_SECONDS: Final = 60
@@ -160,7 +160,7 @@ def test_the_sandbox_serves_a_set_until_sigint_and_leaves_nothing_behind(
     stderr = tmp_path / "sandbox.err"
     with stderr.open("w") as errors:
         sandbox = subprocess.Popen(
-            [sys.executable, "-m", "hooks", "sandbox"],
+            [sys.executable, "-m", "tools.sandbox"],
             cwd=REPO_ROOT,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -25,10 +25,10 @@ import pytest
 
 from hooks import api
 from hooks.gocompat import revision
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 

@@ -23,9 +23,6 @@ from hooks import api
 from hooks.api import rules
 from hooks.core import admission, validation
 from hooks.gocompat import revision
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests import cel_eval
 from tests.cel_cases import CASES, STRUCTURAL, sized
 from tests.cluster import sets
@@ -38,6 +35,9 @@ from tests.shared import (
     names_over_budget,
     reference_params,
 )
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 
@@ -326,7 +326,7 @@ def _as_metacontroller_writes(lws: JsonObject, namespace: str) -> JsonObject:
 def test_issue33_item6_the_lws_stand_in_refuses_what_the_hooks_predict_leaderworkerset_refuses(
     client: kube.Client, namespace: str, change: Callable[[JsonObject], None]
 ) -> None:
-    """The control plane plays LeaderWorkerSet's webhook (`hooks.sandbox.lws.ADMISSION`, with
+    """The control plane plays LeaderWorkerSet's webhook (`tools.sandbox.lws.ADMISSION`, with
     the API server's own checks of metadata): an LWS written as Metacontroller writes it is
     refused exactly when `hooks.core.admission` says LeaderWorkerSet would refuse it."""
     lws = rendered_lws()

@@ -14,8 +14,6 @@ from typing import Any, Final
 
 import pytest
 
-from hooks.sandbox import kube
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster.fakeapi import (
     Answer,
     Cut,
@@ -29,6 +27,8 @@ from tests.cluster.fakeapi import (
     lws,
     serving,
 )
+from tools.sandbox import kube
+from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
 

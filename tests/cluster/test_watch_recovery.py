@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.sandbox import kube
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
 from tests.cluster import sets
+from tools.sandbox import kube
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 pytestmark = pytest.mark.usefixtures("lws_controller")
 

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from hooks.sandbox import identities, kube, processes
-from hooks.sandbox.controlplane import ControlPlane
 from tests.cluster import sets
 from tests.shared import REFERENCE_DIR, SHARED_DIR
+from tools.sandbox import identities, kube, processes
+from tools.sandbox.controlplane import ControlPlane
 
 JsonObject = dict[str, Any]
 

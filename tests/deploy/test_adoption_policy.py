@@ -28,10 +28,10 @@ from hypothesis import strategies as st
 
 from hooks import api
 from hooks.kubectl import adopt
-from hooks.sandbox import controlplane
 from tests import kustomize
 from tests.kustomize import Manifest
 from tests.shared import REPO_ROOT
+from tools.sandbox import controlplane
 
 POLICY_FILE: Final = REPO_ROOT / "metacontroller" / "adoption-policy.yaml"
 POLICY: Final = "disaggregatedset-adoption"

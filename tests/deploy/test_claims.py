@@ -12,7 +12,7 @@ from tests.shared import REPO_ROOT
 
 
 def test_one_kubernetes_version_is_claimed_and_it_is_the_tested_one() -> None:
-    from hooks.sandbox import assets
+    from tools.sandbox import assets
 
     tested = assets.KUBERNETES_VERSION
     components = sorted(REPO_ROOT.glob("components/*/kustomization.yaml"))

@@ -310,7 +310,7 @@ def test_metacontroller_scale_appends_its_flags_to_metacontrollers_install(
 
 
 def test_the_cluster_suite_runs_metacontroller_with_the_scale_flags() -> None:
-    from hooks.sandbox import controlplane
+    from tools.sandbox import controlplane
 
     args = [
         operation["value"]

@@ -16,6 +16,7 @@ from hooks import api
 from hooks.api import rules
 from hooks.cli import crdgen, manifests
 from hooks.cli import main as cli
+from hooks.server import settings
 
 State = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -1287,7 +1288,7 @@ def test_plan_default_pass_limit_covers_rollouts_longer_than_upstreams_helper_li
 
 
 def test_serve_timeout_is_below_metacontrollers_webhook_timeout() -> None:
-    assert cli.DEFAULT_TIMEOUT_SECONDS < 10
+    assert settings.DEFAULT_TIMEOUT_SECONDS < 10
 
 
 # --- plan --hold-at ---------------------------------------------------------------------------

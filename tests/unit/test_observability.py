@@ -16,8 +16,8 @@ import time
 import prometheus_client
 import pytest
 
+from hooks import version
 from hooks.server import observability, settings
-from hooks.wire import version
 from tests.shared import PROJECT_VERSION
 
 RESIDENT = "disaggregatedset_process_resident_memory_bytes"

@@ -1,6 +1,6 @@
-"""The server's own rules (`hooks.server.serving`) that need no running server: addresses, which
-connections are shed first, when a body counts as unread. `tests/test_server.py` runs the real
-thing.
+"""The server's own rules that need no running server: addresses (`hooks.server.serving`), which
+connections are shed first, when a body counts as unread (`hooks.server.connections`).
+`tests/test_server.py` runs the real thing.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from gunicorn.http.body import Body, ChunkedReader, LengthReader
 from gunicorn.http.unreader import IterUnreader
 
-from hooks.server import serving
+from hooks.server import connections, serving, settings
 
 
 @pytest.mark.parametrize(
@@ -57,31 +57,33 @@ def test_a_body_counts_as_unread_until_its_end_or_when_it_failed() -> None:
     failed = read_body()
     failed.failed = True
 
-    assert serving._body_left(pending_body())
-    assert not serving._body_left(read_body())
-    assert serving._body_left(chunked)
+    assert connections.body_left(pending_body())
+    assert not connections.body_left(read_body())
+    assert connections.body_left(chunked)
     chunked.read(io.DEFAULT_BUFFER_SIZE)
-    assert not serving._body_left(chunked)
-    assert serving._body_left(failed)
-    assert not serving._body_left(None)
+    assert not connections.body_left(chunked)
+    assert connections.body_left(failed)
+    assert not connections.body_left(None)
 
 
 def test_connections_are_shed_kept_alive_first_then_slow_uploads_then_silent_ones() -> None:
     now = 100.0
-    connections = {
-        "answering": serving._Connection(None, since=1.0, served=1, request=Request(read_body())),
-        "uploading-old": serving._Connection(
+    held = {
+        "answering": connections.Connection(
+            None, since=1.0, served=1, request=Request(read_body())
+        ),
+        "uploading-old": connections.Connection(
             None, since=2.0, served=1, request=Request(pending_body())
         ),
-        "uploading-new": serving._Connection(
+        "uploading-new": connections.Connection(
             None, since=50.0, served=1, request=Request(pending_body())
         ),
-        "kept-alive": serving._Connection(None, since=90.0, served=3),
-        "silent": serving._Connection(None, since=now - serving.FRESH_SECONDS, served=0),
-        "just-accepted": serving._Connection(None, since=now - 0.1, served=0),
-        "already-shed": serving._Connection(None, since=0.0, served=1, dropped=True),
+        "kept-alive": connections.Connection(None, since=90.0, served=3),
+        "silent": connections.Connection(None, since=now - settings.FRESH_SECONDS, served=0),
+        "just-accepted": connections.Connection(None, since=now - 0.1, served=0),
+        "already-shed": connections.Connection(None, since=0.0, served=1, dropped=True),
     }
 
-    order = serving._shed_candidates(connections, now=now)
+    order = connections.shed_candidates(held, now=now)
 
     assert order == ["kept-alive", "uploading-old", "uploading-new", "silent"]

@@ -1,4 +1,4 @@
-"""The CRDs the sandbox installs when no file holds them (`hooks.sandbox.thirdparty`).
+"""The CRDs the sandbox installs when no file holds them (`tools.sandbox.thirdparty`).
 
 tests/cluster/test_sandbox.py runs the sandbox on them (the API server accepts them and
 Metacontroller runs a set on them); here, what they are.
@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from hooks.cli import crdgen
-from hooks.sandbox import assets, thirdparty
+from tools.sandbox import assets, thirdparty
 
 
 def _found(**crds: Path | None) -> assets.Assets:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from hooks.sandbox import kube
+from tools.sandbox import kube
 
 JsonObject = dict[str, Any]
 

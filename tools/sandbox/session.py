@@ -1,12 +1,12 @@
-"""One sandbox, from its start to Ctrl-C: the control plane of `hooks.sandbox.controlplane` with
-the kit installed, the LeaderWorkerSet controller played by `hooks.sandbox.lws`, and a KUBECONFIG
+"""One sandbox, from its start to Ctrl-C: the control plane of `tools.sandbox.controlplane` with
+the kit installed, the LeaderWorkerSet controller played by `tools.sandbox.lws`, and a KUBECONFIG
 for the person at the terminal.
 
 Standard output says where everything is, in shell comments, and ends with the line to run in
 another shell, `export KUBECONFIG=... PATH=...`, once every part is ready (a script may wait for
 it): the kubeconfig, and the directory of `kubectl-ds` (this Python's scripts, a virtualenv's
 `bin`) ahead on the PATH, so that `kubectl ds` works there too. A comment before it gives the
-`kubectl apply -k` of the kit with this sandbox's hook URLs (`hooks.sandbox.overlay`):
+`kubectl apply -k` of the kit with this sandbox's hook URLs (`tools.sandbox.overlay`):
 what the docs' upgrade and migration steps run as `kubectl apply -k .`, which here would point
 Metacontroller at the in-cluster Service, where no hook server runs. Notes go to standard
 error. SIGINT (Ctrl-C) and SIGTERM stop the sandbox: the fake LWS controller, then every
@@ -29,9 +29,9 @@ from types import FrameType
 from typing import Final, NoReturn
 
 from hooks.cli import console
-from hooks.sandbox import assets, controlplane, processes
-from hooks.sandbox.controlplane import ControlPlane
-from hooks.sandbox.lws import FakeLwsController
+from tools.sandbox import assets, controlplane, processes
+from tools.sandbox.controlplane import ControlPlane
+from tools.sandbox.lws import FakeLwsController
 
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 # The kubectl plugin `pip install` puts beside this Python (pyproject.toml's scripts).

@@ -1,6 +1,6 @@
 """The third-party CRDs a control plane installs, when no file of them is found: its own.
 
-The sandbox needs nothing but its four programs (`hooks.sandbox.assets`). Metacontroller's CRDs
+The sandbox needs nothing but its four programs (`tools.sandbox.assets`). Metacontroller's CRDs
 and the LeaderWorkerSet CRD are found as files when `DS_TESTCLUSTER_ASSETS` (or a caller's
 fallback) holds them, as the cluster suite's do; without them the control plane writes these into
 its work directory. The sandbox is no installer of Metacontroller or LWS: each CRD is what the
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hooks.cli import crdgen
-from hooks.sandbox.assets import Assets
+from tools.sandbox.assets import Assets
 
 JsonObject = dict[str, Any]
 

@@ -15,7 +15,7 @@ shared copy, when it has one). What cannot be found is reported as a sentence th
 program missing and where its release publishes it (`HOW_TO_INSTALL`). `kubectl`, which installs
 the kit and drives the control plane, comes from PATH.
 
-Without CRD files the control plane installs its own (`hooks.sandbox.thirdparty`): the four programs
+Without CRD files the control plane installs its own (`tools.sandbox.thirdparty`): the four programs
 are all a sandbox needs. The LeaderWorkerSet CRD is that of a release (`LWS_RELEASES`): by default
 the one of upstream commit 060ab4d, whose LWS schema the API embeds (the sandbox's own, when no
 file holds it); another release's is its release CRD, `leaderworkersets-crd-<release>.yaml`
@@ -73,9 +73,9 @@ class Assets:
     kube_controller_manager: Path
     metacontroller: Path
     metacontroller_crds: Path | None
-    """None: the control plane installs its own (`hooks.sandbox.thirdparty`)."""
+    """None: the control plane installs its own (`tools.sandbox.thirdparty`)."""
     lws_crd: Path | None
-    """None: the control plane installs its own, the CRD of 060ab4d (`hooks.sandbox.thirdparty`)."""
+    """None: the control plane installs its own, the CRD of 060ab4d (`tools.sandbox.thirdparty`)."""
 
 
 def find_assets(*, fallbacks: Sequence[Path] = (), lws_release: str = REFERENCE_LWS) -> Assets:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from hooks.sandbox import processes
+from tools.sandbox import processes
 
 JsonObject = dict[str, Any]
 T = TypeVar("T")

@@ -3,13 +3,13 @@ and this project's hook server, with the kit installed as `kubectl apply -k .` i
 
 `ControlPlane.start(assets, workdir, kit=...)` creates fresh certificates (openssl) and random
 ports, starts every process, installs the Metacontroller and LeaderWorkerSet CRDs (files found,
-or `hooks.sandbox.thirdparty`'s) and the kit of `kit` (a checkout's root, with its
+or `tools.sandbox.thirdparty`'s) and the kit of `kit` (a checkout's root, with its
 kustomization.yaml) through an overlay in the work directory that points the
 CompositeControllers' hook URLs at the local hook server (`kit_overlay`), starts Metacontroller as
-the service account of its production manifests (`hooks.sandbox.identities`), and returns once it
+the service account of its production manifests (`tools.sandbox.identities`), and returns once it
 is ready. `stop()` stops every process it started, by process group, and removes the work
 directory. No kubelet runs: the sandbox and the tests play the LeaderWorkerSet controller
-(`hooks.sandbox.lws`).
+(`tools.sandbox.lws`).
 
 `ControlPlane.start_bare(assets, workdir, crds=...)` starts only etcd, kube-apiserver and the
 garbage collector, with the LeaderWorkerSet CRD and the given CRDs: no Metacontroller, hook server
@@ -34,8 +34,8 @@ from typing import Any, Final
 
 import yaml
 
-from hooks.sandbox import identities, kube, lws, overlay, processes, thirdparty
-from hooks.sandbox.assets import Assets
+from tools.sandbox import identities, kube, lws, overlay, processes, thirdparty
+from tools.sandbox.assets import Assets
 
 START_TIMEOUT_SECONDS: Final = 60.0
 # The large-fleet settings the README recommends, as components/metacontroller-scale adds them to
@@ -439,7 +439,7 @@ class ControlPlane:
         return self.workdir / overlay.DIRECTORY
 
     def install_kit(self, *, server_side: bool = False) -> subprocess.CompletedProcess[str]:
-        """Write the kit as this control plane runs it (`hooks.sandbox.overlay.write_kit`: the
+        """Write the kit as this control plane runs it (`tools.sandbox.overlay.write_kit`: the
         `kit_components`, the local hook URLs) and `kubectl apply -k` it, client-side as `kubectl
         apply -k .` applies (`server_side`: `--server-side`, as a migration does); the hook
         Deployment, Service and PDB never run (no kubelet). Returns what kubectl printed."""

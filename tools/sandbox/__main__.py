@@ -1,27 +1,25 @@
-"""`python -m hooks sandbox`: its arguments here, its work in `hooks.sandbox.session`.
-
-Registering it costs only argparse, as `hooks.cli.commands` does for `render` and `plan`: every
-`python -m hooks` command line loads this module, and the control plane's code is imported only
-when the sandbox runs.
-"""
+"""`python -m tools.sandbox`: its arguments here, its work in `tools.sandbox.session` (loaded
+once the arguments are read, so that `--help` and a usage error start nothing)."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final
 
-_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+from hooks.cli import console
 
+PROG: Final = "python -m tools.sandbox"
 DEFAULT_READY_AFTER_SECONDS: Final = 2.0
 
 
-def add_sandbox(commands: _Subcommands) -> None:
-    """Register `sandbox` on a command line's subcommands."""
-    parser = commands.add_parser(
-        "sandbox",
-        help="run a throwaway control plane with the hooks installed, until Ctrl-C",
+def build_parser() -> argparse.ArgumentParser:
+    """The sandbox's command line."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
         description="Start etcd, kube-apiserver, the garbage collector, the hook server and "
         "Metacontroller on 127.0.0.1, install the kit, play the LeaderWorkerSet controller "
         "(every LeaderWorkerSet becomes ready a moment after each change; no pod runs) and "
@@ -46,11 +44,12 @@ def add_sandbox(commands: _Subcommands) -> None:
         help="how long a LeaderWorkerSet takes to report every group ready after a change "
         f"(default {DEFAULT_READY_AFTER_SECONDS:g})",
     )
-    parser.set_defaults(run=_run_sandbox, report_as=parser.prog)
+    parser.set_defaults(run=_run_sandbox, report_as=PROG)
+    return parser
 
 
 def _run_sandbox(args: argparse.Namespace) -> int:
-    from hooks.sandbox import session  # the command's work, loaded when it runs (see above)
+    from tools.sandbox import session  # the control plane's code, loaded when it runs
 
     return session.run(args)
 
@@ -63,3 +62,12 @@ def _seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more")
     return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sandbox until a stop signal; its exit code."""
+    return console.run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from hooks.sandbox import kube, processes
+from tools.sandbox import kube, processes
 
 JsonObject = dict[str, Any]
 

@@ -3,7 +3,8 @@
 
 No module in the package (`hooks/`, every folder) over 500 lines; measured with radon, no
 function over 60 lines or cyclomatic complexity 15, unless its `def` line carries a comment that
-starts with `# long:` and says why. Commands other than `serve` load no server stack.
+starts with `# long:` and says why. Commands other than `serve` load no server stack, and
+`kubectl ds --help` loads only its parser.
 """
 
 from __future__ import annotations
@@ -94,6 +95,41 @@ def test_a_command_line_loads_no_server_stack(command: str) -> None:
         timeout=60,
     ).stdout.split()
     assert [name for name in loaded if name.startswith(SERVER_STACK)] == []
+
+
+# What `kubectl ds --help` must not load: the deterministic stand-in for its start-up time
+# (bench/plugin_startup.py measures that). A command's module, what decides and what reads objects,
+# the API's models, YAML and the package's metadata are imported when a command runs.
+NOT_FOR_HELP = (
+    "hooks.kubectl.commands",
+    "hooks.kubectl.client",
+    "hooks.core",
+    "hooks.wire",
+    "hooks.gocompat",
+    "hooks.api.models",
+    "hooks.api.times",
+    "pydantic",
+    "yaml",
+    "importlib.metadata",
+    "subprocess",
+    *SERVER_STACK,
+)
+
+
+def test_kubectl_ds_help_loads_only_its_parser() -> None:
+    listing = (
+        "import atexit, sys; atexit.register(lambda: print(*sorted(sys.modules), file=sys.stderr))"
+    )
+    help_ = "from hooks.kubectl import plugin; plugin.main(['--help'])"
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"{listing}; {help_}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stderr.split()
+    assert "hooks.kubectl.plugin" in loaded
+    assert [name for name in loaded if name.startswith(NOT_FOR_HELP)] == []
 
 
 # --- no clock below the front ends ----------------------------------------------------------------

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from hooks.core import records
-from hooks.kubectl import rollout
+from hooks.kubectl import rollout, status
 from hooks.wire import envelope
 from tests import builders, readme
 from tests.shared import REPO_ROOT
@@ -115,7 +115,7 @@ def test_the_rollout_status_line_the_readme_explains_is_the_plugins() -> None:
     parent, lws = _set_mid_rollout("aaaaaaaa", "bbbbbbbb")
     observed = [envelope.parse_object(records.ChildKind.LWS, item, where="lws") for item in lws]
 
-    assert rollout.progress(rollout.read_set(parent), observed) == {"slice 0": line}
+    assert status.progress(rollout.read_set(parent), observed) == {"slice 0": line}
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 `python -m hooks` (`hooks.cli.main`) and `kubectl ds` (`hooks.kubectl.plugin`) offer: their
 arguments here, their work in `hooks.cli.render` and `hooks.cli.plans`.
 
-Registering them costs only argparse: a command's work (manifests, the reconcile, the planner)
-is imported when the command runs, so that `kubectl ds --help` and the plugin's other commands
-start without it.
+Registering them costs only argparse: what checks an argument's value is imported when the
+argument is given, and a command's work (manifests, the reconcile, the planner) when the command
+runs, so that `kubectl ds --help` and the plugin's other commands start without them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 from typing import Final, TypeAlias
 
-from hooks.api import keys, limits, times
+from hooks.api import keys, limits
 from hooks.cli import console
-from hooks.core import controls
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 _ROLE_NAME: Final = re.compile(limits.ROLE_NAME_PATTERN)
@@ -69,6 +68,8 @@ def _run_render(args: argparse.Namespace) -> int:
 
 
 def _rfc3339(text: str) -> str:
+    from hooks.api import times  # loaded when the argument is given (see the module)
+
     if times.parse(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time")
     return text
@@ -187,6 +188,8 @@ def _rescale_item(text: str) -> tuple[int, tuple[tuple[str, int], ...]]:
 
 
 def _hold_share(text: str) -> int:
+    from hooks.core import controls  # loaded when the argument is given (see the module)
+
     share = controls.percent(text)
     if share is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0% to 100%")

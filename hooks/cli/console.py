@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 
 class CliError(Exception):
@@ -36,6 +37,21 @@ def positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
+
+
+class Version(argparse.Action):
+    """`--version`: `PROG VERSION` on stdout, the version read from the package's metadata only
+    when asked (`importlib.metadata` is a good part of a command line's start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> NoReturn:
+        from hooks import version
+
+        print(f"{parser.prog} {version.package_version()}")
+        parser.exit()
 
 
 def run(args: argparse.Namespace) -> int:

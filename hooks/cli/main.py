@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from hooks import version
 from hooks.cli import commands, console, crdgen
 from hooks.server import settings
 
@@ -228,9 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="DisaggregatedSet (disaggregatedset.x-k8s.io/v1) Metacontroller hooks.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"{PROG} {version.package_version()}"
-    )
+    parser.add_argument("--version", action=console.Version)
     subcommands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, title="commands"
     )

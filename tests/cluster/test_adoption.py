@@ -32,7 +32,8 @@ import pytest
 
 from hooks import api
 from hooks.core import children
-from hooks.kubectl import adopt, plugin, rollout
+from hooks.kubectl import adopt, rollout
+from hooks.kubectl.client import SETS
 from tests.cluster import sets
 from tests.cluster.test_efficiency import POLICIES, _sync_errors
 from tests.cluster.test_kubectl_ds import (
@@ -311,7 +312,7 @@ def test_issue33_adopt_is_one_line_for_an_editor_and_takes_back_orphans_for_an_a
     assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
     assert refused.stderr == (
         f"kubectl ds adopt: error: you may not adopt for {namespace}/llm: that takes the RBAC verb"
-        f" adopt on the set (kubectl auth can-i adopt {plugin.SETS}/llm -n {namespace}),"
+        f" adopt on the set (kubectl auth can-i adopt {SETS}/llm -n {namespace}),"
         " which the admin role has, and the kit's admission policy refuses the label without it;"
         " nothing was written\n"
     )

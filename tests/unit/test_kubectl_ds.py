@@ -24,7 +24,7 @@ import yaml
 from hooks import api
 from hooks.core import children, history, records
 from hooks.gocompat import revision
-from hooks.kubectl import plugin, rollout
+from hooks.kubectl import plugin, rollout, status
 from hooks.wire import envelope
 from tests import builders
 from tests.shared import REPO_ROOT
@@ -1489,15 +1489,15 @@ def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
         envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
-    assert rollout.progress(parent, coming)["slice 0"] == (
+    assert status.progress(parent, coming)["slice 0"] == (
         "slice 0 Coming up: prefill old 0/0 new 0/2, decode old 0/0 new 0/1"
     )
-    assert rollout.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
+    assert status.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
     ready = [
         envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
-    assert rollout.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")
+    assert status.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")
 
 
 @pytest.mark.parametrize(
@@ -1511,7 +1511,7 @@ def test_the_surplus_of_ready_groups_is_put_down_to_what_causes_it(reason: str, 
     """Regression: `ready 7/5 ... (maxSurge)` while the surplus came from a hold."""
     stored = a_set(roles(V2), conditions=progressing("Unknown", reason, "m"))
     stored["status"]["ready"] = "7/5"
-    line = rollout.surge_line(rollout.read_set(stored))
+    line = status.surge_line(rollout.read_set(stored))
     assert line == (
         "ready 7/5: 2 groups above the target while the old and the new revision both serve"
         f" ({why}); READY counts both"

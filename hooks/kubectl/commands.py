@@ -1,0 +1,310 @@
+"""What each `kubectl ds` command does against the cluster: read through `hooks.kubectl.client`,
+decide with `hooks.kubectl.rollout`, `hooks.kubectl.status` and `hooks.kubectl.adopt`, write and
+print. The arguments and each command's `--help` are `hooks.kubectl.plugin`'s, which imports this
+module only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from hooks import api
+from hooks.cli import console
+from hooks.core import controls, records
+from hooks.kubectl import adopt, adoptable, client, rollout, status, writes
+from hooks.kubectl.client import SETS, Kubectl
+
+PROG: Final = "kubectl ds"
+POLL_SECONDS: Final = 1.0
+ADOPT_ATTEMPTS: Final = 3
+# A status the hooks write meanwhile changes the set's resourceVersion but not its generation:
+# undo then reads the set again and tries anew, this many times in all.
+UNDO_ATTEMPTS: Final = 3
+
+
+def _note(args: argparse.Namespace, text: str) -> None:
+    console.report(args.report_as, "note", text)
+
+
+# --- rollout status ------------------------------------------------------------------------------
+
+
+def run_status(args: argparse.Namespace) -> int:
+    kubectl, clock = Kubectl(args), args.clock
+    seconds, text = args.timeout
+    deadline = clock.monotonic() + seconds if seconds else None
+    shown: dict[str, str] = {}
+    while True:
+        parent = kubectl.read_set(args.set)
+        lws = kubectl.lws_of(parent)
+        verdict = status.judge(parent, lws)
+        lines = status.progress(parent, lws)
+        if verdict.outcome not in status.FINAL:
+            lines = {"set": verdict.message, **lines}
+        for key, line in lines.items():
+            if shown.get(key) != line:
+                print(line, flush=True)
+                shown[key] = line
+        if verdict.outcome in status.FAILED:
+            raise console.CliError(verdict.message)
+        if verdict.outcome in status.FINAL:
+            print(verdict.message)
+            if verdict.outcome is not status.Outcome.AVAILABLE:
+                print(
+                    "not a failure: the rollout stands on purpose, where a canary gate goes on; "
+                    f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
+                    + _undo_hint(kubectl, parent, args.set)
+                )
+            return 0
+        if deadline is not None and clock.monotonic() >= deadline:
+            raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
+        left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
+        clock.sleep(max(0.0, min(POLL_SECONDS, left)))
+
+
+def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
+    """What `rollout undo` would do now: never an undo that cannot be done."""
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
+    except (console.CliError, rollout.RolloutError) as error:
+        return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
+    return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
+
+
+# --- rollout history and undo --------------------------------------------------------------------
+
+
+def run_history(args: argparse.Namespace) -> int:
+    kubectl = Kubectl(args)
+    parent = kubectl.read_set(args.set)
+    known = kubectl.history(parent)
+    history = known.records
+    for text in known.notes:
+        _note(args, text)
+    try:
+        current: str | None = rollout.spec_revision(parent)
+    except rollout.RolloutError as error:
+        _note(args, str(error))
+        current = None
+    if args.revision is not None:
+        try:
+            record = rollout.find(history, args.revision)
+        except rollout.RolloutError as error:
+            raise console.CliError(str(error)) from None
+        detail = rollout.record_detail(record, current=current)
+        import yaml  # only this command prints YAML: the others start without it
+
+        print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
+        return 0
+    if not history:
+        print(f"No rollout history found for {args.set}.")
+        return 0
+    print(rollout.history_table(history, current=current))
+    if current is not None and all(record.revision != current for record in history):
+        _note(args, f"the spec's revision {current} is not recorded yet (its rollout starts)")
+    return 0
+
+
+class _StatusMoved(Exception):
+    """The set's resourceVersion changed under the undo's first write, its generation did not."""
+
+
+def run_undo(args: argparse.Namespace) -> int:
+    kubectl = Kubectl(args)
+    for _ in range(UNDO_ATTEMPTS):
+        try:
+            return _undo(args, kubectl)
+        except _StatusMoved:
+            continue
+    raise console.CliError(
+        f"{args.set}'s status kept changing while undo ran, so nothing was written: run undo again"
+    )
+
+
+def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
+    """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
+    live = kubectl.get_set(args.set, managed_fields=True)
+    parent = client.read(rollout.read_set, live)
+    known = kubectl.history(parent)
+    for text in known.notes:
+        _note(args, text)
+    try:
+        current = rollout.spec_revision(parent)
+        record = rollout.undo_target(known, current=current, number=args.to_revision)
+        restored = rollout.restore(rollout.spec_roles(live), record)
+    except rollout.RolloutError as error:
+        lacking = f" (its status.history: {parent.history})" if parent.history else ""
+        raise console.CliError(f"{error}{lacking}") from None
+    lws = kubectl.lws_of(parent)
+    planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
+    for index, write in enumerate(planned):
+        try:
+            _write(kubectl, args.set, write)
+        except console.CliError:
+            if index == 0:
+                _raise_if_moved(kubectl, parent)
+            raise
+    print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
+    for change in [*restored.changes, *rollout.change_cause_change(parent, record)]:
+        print(f"  {change}")
+    control = controls.control_of(parent.annotations)
+    if control.paused:
+        print(f"  {args.set} is paused: the rollback starts on `{PROG} rollout resume {args.set}`")
+    elif any(item.labels.get(api.LABEL_REVISION) == record.revision for item in lws):
+        print(f"  revision {record.revision}'s LWS still run: the set goes back to them at once")
+    if control.partition is not None:
+        _note(args, f"only slices below the partition ({control.partition}) roll back")
+    return 0
+
+
+def _raise_if_moved(kubectl: Kubectl, parent: records.Parent) -> None:
+    """After an undo's first write failed: `_StatusMoved` when the set's resourceVersion changed
+    but not its generation or annotations (its status moved), an error when more changed."""
+    now = kubectl.read_set(parent.name)
+    if now.resource_version == parent.resource_version:
+        return
+    if now.generation == parent.generation and now.annotations == parent.annotations:
+        raise _StatusMoved
+    raise console.CliError(
+        f"{parent.name} changed while undo ran, so nothing was written: run undo again"
+    )
+
+
+def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
+    """Make one of an undo's writes."""
+    manager = f"--field-manager={write.manager}"
+    if write.method is writes.Method.APPLY:
+        kubectl.run(
+            "apply", "--server-side", manager, "--filename=-", "--output=name", stdin=write.text
+        )
+        return
+    kubectl.patch(SETS, name, f"--type={write.method}", manager, body=write.body)
+
+
+# --- the rollout annotations ---------------------------------------------------------------------
+
+
+def _change(args: argparse.Namespace) -> tuple[str, str | None, str]:
+    """The annotation a command changes, the value it writes (None: removes it), what it did."""
+    if args.action in ("pause", "resume"):
+        return api.ANNOTATION_PAUSED, "true" if args.action == "pause" else None, args.action + "d"
+    if args.action == "hold":
+        return api.ANNOTATION_ROLLOUT_HOLD_AT, args.at, f"holds at {args.at}"
+    if args.action == "release":
+        return api.ANNOTATION_ROLLOUT_HOLD_AT, None, "released"
+    if (args.k is None) != args.clear:
+        args.parser.error("give either K or --clear")
+    if args.clear:
+        return api.ANNOTATION_ROLLOUT_PARTITION, None, "partition cleared"
+    return api.ANNOTATION_ROLLOUT_PARTITION, args.k, f"partitioned at {args.k}"
+
+
+def run_annotate(args: argparse.Namespace) -> int:
+    key, value, done = _change(args)
+    kubectl = Kubectl(args)
+    shown = f"{key}={value}" if value is not None else f"{key} removed"
+    parent = kubectl.read_set(args.set)
+    hint = status.partition_hint(parent, value) if key == api.ANNOTATION_ROLLOUT_PARTITION else None
+    if parent.annotations.get(key) == value:
+        print(f"{args.set} already {done} ({shown}): nothing to change")
+    else:
+        kubectl.patch(
+            SETS, args.set, "--type=merge", body={"metadata": {"annotations": {key: value}}}
+        )
+        print(f"{args.set} {done} ({shown})")
+    if hint is not None:
+        _note(args, hint)
+    return 0
+
+
+# --- adopt ---------------------------------------------------------------------------------------
+
+
+def run_adopt(args: argparse.Namespace) -> int:
+    if (args.set is None) != args.all or (args.all_namespaces and not args.all):
+        args.parser.error("give either SET or --all (-A only with --all)")
+    kubectl = Kubectl(args)
+    parents, candidates = _adoption_candidates(kubectl, args)
+    known = adopt.known_of(parents, candidates)
+    planned = adopt.plan(parents, candidates, orphans=args.orphans, known=known)
+    if not args.dry_run:
+        _check_allowed(kubectl, planned)
+    decisions = []
+    for decision in planned:
+        if decision.verdict is adopt.Verdict.ADOPT and not args.dry_run:
+            decision = _adopted(kubectl, decision, parents, orphans=args.orphans, known=known)
+        if decision.verdict is adopt.Verdict.ADOPT:
+            print(("(dry run) " if args.dry_run else "") + decision.line)
+        elif decision.verdict is not adopt.Verdict.ADOPTED:
+            print(f"{args.report_as}: error: {decision.line}", file=sys.stderr)
+        decisions.append(decision)
+    for parent in parents:
+        print(adopt.summary(decisions, parent))
+    return int(any(d.verdict in (adopt.Verdict.REFUSED, adopt.Verdict.ORPHAN) for d in decisions))
+
+
+def _check_allowed(kubectl: Kubectl, planned: Sequence[adopt.Decision]) -> None:
+    """Before anything is written: the user may adopt for every set that would be handed an
+    object, or it is one error line (the kit's admission policy would refuse the label)."""
+    for namespace, name in dict.fromkeys(
+        (d.namespace, d.set_name) for d in planned if d.verdict is adopt.Verdict.ADOPT
+    ):
+        if not kubectl.may(adopt.VERB, SETS, name, namespace=namespace):
+            raise console.CliError(
+                f"you may not adopt for {namespace}/{name}: that takes the RBAC verb"
+                f" {adopt.VERB} on the set (kubectl auth can-i {adopt.VERB} {SETS}/{name} -n"
+                f" {namespace}), which the admin role has, and the kit's admission policy refuses"
+                " the label without it; nothing was written"
+            )
+
+
+def _adoption_candidates(
+    kubectl: Kubectl, args: argparse.Namespace
+) -> tuple[list[records.Parent], list[records.ObservedObject]]:
+    """The sets `adopt` works on (SET, or every set with --all) and the objects of a child kind
+    that carry their name label."""
+    scope = ["--all-namespaces"] if args.all_namespaces else []
+    if args.set:
+        parents = [kubectl.read_set(args.set)]
+    else:
+        parents = [
+            client.read(rollout.read_set, item) for item in client.items(kubectl.get(SETS, *scope))
+        ]
+    label = api.LABEL_NAME + (f"={args.set}" if args.set else "")
+    kinds = ",".join(adopt.RESOURCES.values())
+    listed = client.items(kubectl.get(kinds, f"--selector={label}", *scope))
+    return parents, [child for item in listed if (child := client.child(item)) is not None]
+
+
+def _adopted(
+    kubectl: Kubectl,
+    decision: adopt.Decision,
+    parents: list[records.Parent],
+    *,
+    orphans: bool,
+    known: Mapping[tuple[str, str], adoptable.Known],
+) -> adopt.Decision:
+    """Patch one object; when it changed since it was read (a conflict), read and judge it
+    again, a few times."""
+    (parent,) = (p for p in parents if adopt.key_of(p) == (decision.namespace, decision.set_name))
+    where = (decision.resource, decision.name, f"--namespace={decision.namespace}")
+    for _ in range(ADOPT_ATTEMPTS):
+        if decision.patch is None:
+            return decision
+        try:
+            kubectl.patch(*where, "--type=merge", body=decision.patch)
+            return decision
+        except console.CliError as error:
+            if "Conflict" not in str(error) and "has been modified" not in str(error):
+                raise
+        fresh = client.child(kubectl.get(*where))
+        if fresh is None or adopt.set_of(fresh) != adopt.key_of(parent):
+            raise console.CliError(
+                f"{decision.kind} {decision.name} lost {decision.set_name}'s label"
+            )
+        decision = adopt.decide(parent, fresh, orphans=orphans, known=known[adopt.key_of(parent)])
+    raise console.CliError(f"{decision.kind} {decision.name} kept changing: run adopt again")

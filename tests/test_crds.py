@@ -11,7 +11,7 @@ import pytest
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen, manifests
+from hooks.cli import crdgen, defaults, lwsspec
 from tests import cel_eval
 from tests.shared import REPO_ROOT, by_name, golden_params, load_golden_or_empty, shared_path
 
@@ -70,8 +70,8 @@ def _defaults(schema: JsonObject) -> dict[str, Any]:
 
 
 def _upstream_lws_spec() -> JsonObject:
-    crd = crdgen.load_yaml(shared_path("reference/leaderworkersets-crd.yaml").read_text())
-    return crdgen.extract_lws_spec_schema(crd)
+    crd = lwsspec.load_yaml(shared_path("reference/leaderworkersets-crd.yaml").read_text())
+    return lwsspec.extract_lws_spec_schema(crd)
 
 
 # --- drift ----------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def test_defaults_are_applied_as_the_api_server_stores_objects() -> None:
             ]
         },
     }
-    stored = manifests.apply_defaults(manifest)
+    stored = defaults.apply_defaults(manifest)
     role = stored["spec"]["roles"][0]
     assert stored["spec"]["slices"] == 1
     assert role["spec"]["replicas"] == 1
@@ -148,8 +148,8 @@ def test_rendering_is_deterministic_and_free_of_yaml_anchors() -> None:
 
 
 def test_committed_lws_schema_is_the_stripped_lws_crd_spec() -> None:
-    committed = (REPO_ROOT / "hooks" / crdgen.LWS_SPEC_SCHEMA_FILE).read_text()
-    expected = crdgen.render_lws_spec_schema(_upstream_lws_spec())
+    committed = (REPO_ROOT / "hooks" / lwsspec.LWS_SPEC_SCHEMA_FILE).read_text()
+    expected = lwsspec.render_lws_spec_schema(_upstream_lws_spec())
     assert committed == expected, (
         "hooks/lws_spec_schema.json is stale: run `python -m hooks crds --import-lws "
         "../shared/reference/leaderworkersets-crd.yaml`"
@@ -169,7 +169,7 @@ QUANTITY_PATTERN = (
 )
 QUANTITY_BOUNDS = {
     (path, "maxLength")
-    for path, node in _nodes(crdgen.load_lws_spec_schema())
+    for path, node in _nodes(lwsspec.load_lws_spec_schema())
     if node.get("pattern") == QUANTITY_PATTERN
 }
 ADDED_BOUNDS = INT_OR_PERCENT_BOUNDS | QUANTITY_BOUNDS
@@ -190,7 +190,7 @@ def _keywords(schema: JsonObject) -> set[tuple[str, str]]:
 def test_role_spec_schema_is_the_lws_spec_schema_plus_bounds(ds_root: JsonObject) -> None:
     role_spec = dict(_role_spec(ds_root))
     assert role_spec.pop("description").startswith("Required. A full LeaderWorkerSet spec")
-    lws_spec = crdgen.load_lws_spec_schema()
+    lws_spec = lwsspec.load_lws_spec_schema()
     assert _keywords(role_spec) - _keywords(lws_spec) == ADDED_BOUNDS
     assert _without_added_bounds(role_spec) == lws_spec
 
@@ -208,19 +208,19 @@ def test_int_or_percent_and_quantity_fields_are_bounded(ds_root: JsonObject) -> 
 
 
 def test_role_spec_schema_equals_the_lws_crd_and_upstream_embedding(ds_root: JsonObject) -> None:
-    stripped = crdgen.strip_descriptions(_without_added_bounds(_role_spec(ds_root)))
+    stripped = lwsspec.strip_descriptions(_without_added_bounds(_role_spec(ds_root)))
     assert stripped == _upstream_lws_spec()
-    upstream = crdgen.load_yaml(
+    upstream = lwsspec.load_yaml(
         shared_path("reference/upstream-disaggregatedsets-crd.yaml").read_text()
     )
     upstream_role = _root(upstream)["properties"]["spec"]["properties"]["roles"]["items"]
-    assert stripped == crdgen.strip_descriptions(upstream_role["properties"]["spec"])
+    assert stripped == lwsspec.strip_descriptions(upstream_role["properties"]["spec"])
 
 
 def test_every_lws_spec_default_is_kept(ds_root: JsonObject) -> None:
     role_defaults = _defaults(_role_spec(ds_root))
     assert len(role_defaults) >= 100
-    assert role_defaults == _defaults(crdgen.load_lws_spec_schema())
+    assert role_defaults == _defaults(lwsspec.load_lws_spec_schema())
     assert role_defaults[".replicas"] == 1
     assert role_defaults[".startupPolicy"] == "LeaderCreated"
     assert role_defaults[".leaderWorkerTemplate.restartPolicy"] == "RecreateGroupOnPodRestart"
@@ -245,7 +245,7 @@ def test_strip_descriptions_keeps_data_and_property_names() -> None:
         "properties": {"description": {"type": "string", "description": "gone"}},
         "default": {"description": "kept"},
     }
-    assert crdgen.strip_descriptions(schema) == {
+    assert lwsspec.strip_descriptions(schema) == {
         "properties": {"description": {"type": "string"}},
         "default": {"description": "kept"},
     }

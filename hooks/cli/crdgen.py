@@ -2,12 +2,9 @@
 
 This module owns the translation of the pydantic models (field docstrings become descriptions,
 field constraints and `json_schema_extra` become OpenAPI keywords), the CEL rule table
-`rules.CEL_RULES` and the embedded LeaderWorkerSet `spec` schema into `apiextensions.k8s.io/v1`
-YAML, plus the `--check` that keeps the committed files in step. It must not need anything outside
-the package at run time: the LWS schema comes from the committed `lws_spec_schema.json`, which
-`python -m hooks crds --import-lws PATH` regenerates from an LWS CRD (descriptions dropped, every
-other keyword, default included, kept as is). It performs no I/O except in `write_crds`,
-`check_crds` and the import.
+`rules.CEL_RULES` and the embedded LeaderWorkerSet `spec` schema (`hooks.cli.lwsspec`) into
+`apiextensions.k8s.io/v1` YAML, plus the `--check` that keeps the committed files in step. It
+performs no I/O except in `write_crds` and `check_crds`.
 
 Output is deterministic: keys sorted (as controller-gen writes CRDs, so a regenerated file diffs
 only where the schema changed), lists in their defined order, no YAML anchors, multi-line text as
@@ -16,9 +13,8 @@ literal blocks.
 
 from __future__ import annotations
 
-import json
+import functools
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,13 +23,13 @@ from pydantic import BaseModel
 
 from hooks import api
 from hooks.api import rules
+from hooks.cli import lwsspec
 
 JsonObject = dict[str, Any]
 
 DS_FILE: Final = "disaggregatedsets.yaml"
 SCALER_FILE: Final = "disaggregatedsetrolescalers.yaml"
 REVISION_FILE: Final = "disaggregatedsetrevisions.yaml"
-LWS_SPEC_SCHEMA_FILE: Final = "lws_spec_schema.json"
 REGENERATE_COMMAND: Final = "python -m hooks crds"
 
 _HEADER: Final = (
@@ -41,11 +37,6 @@ _HEADER: Final = (
     f"# Do not edit: regenerate with `{REGENERATE_COMMAND}`.\n"
 )
 
-# Keywords that hold sub-schemas. Everything else in a schema node is data (default, enum, ...)
-# and is never walked, so a default object with a "description" key stays intact.
-_SCHEMA_MAPS: Final = ("properties",)
-_SCHEMA_VALUES: Final = ("items", "additionalProperties", "not")
-_SCHEMA_LISTS: Final = ("anyOf", "allOf", "oneOf")
 
 # The OpenAPI keywords a model field may produce; anything else pydantic emits is an error, so a
 # new kind of constraint cannot slip into the CRD unreviewed.
@@ -117,129 +108,6 @@ _KIND_PROPERTY: Final = {
 }
 
 
-class CrdGenError(Exception):
-    """The models or the LWS CRD cannot be turned into a structural schema."""
-
-
-# --- The embedded LeaderWorkerSet spec schema -------------------------------------------------
-
-
-def strip_descriptions(schema: JsonObject) -> JsonObject:
-    """A copy of an OpenAPI schema without `description` keywords (data values untouched)."""
-    return _without_keyword(schema, "description")
-
-
-def _without_keyword(schema: JsonObject, keyword: str) -> JsonObject:
-    """A copy of an OpenAPI schema without `keyword` in any of its nodes; the values of
-    `default`, `enum` and the other data keywords are left as they are."""
-    result: JsonObject = {}
-    for key, value in schema.items():
-        if key == keyword:
-            continue
-        if key in _SCHEMA_MAPS:
-            result[key] = {name: _without_keyword(node, keyword) for name, node in value.items()}
-        elif key in _SCHEMA_VALUES and isinstance(value, dict):
-            result[key] = _without_keyword(value, keyword)
-        elif key in _SCHEMA_LISTS:
-            result[key] = [_without_keyword(node, keyword) for node in value]
-        else:
-            result[key] = value
-    return result
-
-
-def extract_lws_spec_schema(lws_crd: JsonObject) -> JsonObject:
-    """The storage version's `spec` schema of a LeaderWorkerSet CRD, descriptions stripped."""
-    if lws_crd.get("kind") != "CustomResourceDefinition":
-        raise CrdGenError("not a CustomResourceDefinition")
-    versions = [v for v in lws_crd["spec"]["versions"] if v.get("storage")]
-    if len(versions) != 1:
-        raise CrdGenError("the CRD has no single storage version")
-    schema: JsonObject = versions[0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return strip_descriptions(schema)
-
-
-# Bounds added to the embedded LWS spec schema (the LWS CRD has none), where the API server's
-# CEL cost budget or the hook's cost per sync needs them; values upstream accepts in practice all
-# fit. By property path from the role's `spec`:
-_LWS_SPEC_BOUNDS: Final[dict[tuple[str, ...], JsonObject]] = {
-    ("rolloutStrategy", "rollingUpdateConfiguration", field): {
-        "maxLength": api.INT_OR_PERCENT_MAX_LENGTH
-    }
-    for field in ("maxSurge", "maxUnavailable")
-}
-# ... and on every resource.Quantity node, recognised by the pattern Kubernetes gives them.
-_QUANTITY_PATTERN_START: Final = "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))"
-_QUANTITY_BOUND: Final[JsonObject] = {"maxLength": api.QUANTITY_MAX_LENGTH}
-
-
-def bounded_lws_spec_schema(schema: JsonObject) -> JsonObject:
-    """A copy of the embedded LWS spec schema with the added bounds merged in."""
-    result: JsonObject = json.loads(json.dumps(schema))
-    for path, keywords in _LWS_SPEC_BOUNDS.items():
-        node = result
-        for name in path:
-            if name not in node.get("properties", {}):
-                raise CrdGenError(f"the LWS spec schema has no {'.'.join(path)}")
-            node = node["properties"][name]
-        node.update(keywords)
-    quantities = [node for node in _schema_nodes(result) if _is_quantity(node)]
-    if not quantities:
-        raise CrdGenError("the LWS spec schema has no resource.Quantity fields")
-    for node in quantities:
-        node.update(_QUANTITY_BOUND)
-    return result
-
-
-def _is_quantity(node: JsonObject) -> bool:
-    pattern = node.get("pattern")
-    return (
-        node.get("x-kubernetes-int-or-string") is True
-        and isinstance(pattern, str)
-        and pattern.startswith(_QUANTITY_PATTERN_START)
-    )
-
-
-def _schema_nodes(schema: JsonObject) -> list[JsonObject]:
-    """Every sub-schema of `schema`, itself included."""
-    nodes = [schema]
-    for key in _SCHEMA_MAPS:
-        for child in schema.get(key, {}).values():
-            nodes.extend(_schema_nodes(child))
-    for key in _SCHEMA_VALUES:
-        if isinstance(schema.get(key), dict):
-            nodes.extend(_schema_nodes(schema[key]))
-    for key in _SCHEMA_LISTS:
-        for child in schema.get(key, []):
-            nodes.extend(_schema_nodes(child))
-    return nodes
-
-
-def render_lws_spec_schema(schema: JsonObject) -> str:
-    """The committed JSON text of the stripped LWS spec schema (sorted keys, one key a line)."""
-    return json.dumps(schema, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def load_lws_spec_schema() -> JsonObject:
-    """The committed stripped LWS spec schema shipped inside the package."""
-    text = resources.files("hooks").joinpath(LWS_SPEC_SCHEMA_FILE).read_text(encoding="utf-8")
-    schema: JsonObject = json.loads(text)
-    return schema
-
-
-def load_yaml(text: str) -> Any:
-    """Parse YAML with libyaml when available (the LWS CRD is 1.3 MB)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)
-
-
-def import_lws(crd_path: Path) -> Path:
-    """Regenerate the package's `lws_spec_schema.json` from an LWS CRD file; returns its path."""
-    schema = extract_lws_spec_schema(load_yaml(crd_path.read_text(encoding="utf-8")))
-    target = Path(__file__).resolve().parents[1] / LWS_SPEC_SCHEMA_FILE
-    target.write_text(render_lws_spec_schema(schema), encoding="utf-8")
-    return target
-
-
 # --- Models to OpenAPI ------------------------------------------------------------------------
 
 
@@ -265,7 +133,7 @@ def _convert(
     if api.EMBED_KEY in node:
         name = node.pop(api.EMBED_KEY)
         if name not in embedded:
-            raise CrdGenError(f"no embedded schema named {name!r}")
+            raise lwsspec.CrdGenError(f"no embedded schema named {name!r}")
         return {**embedded[name], **_only(node, {"description"})}
     if "$ref" in node:
         target = _convert(definitions[node.pop("$ref")], definitions, embedded)
@@ -273,7 +141,9 @@ def _convert(
     if "anyOf" in node:
         branches = [branch for branch in node.pop("anyOf") if branch != {"type": "null"}]
         if len(branches) != 1:
-            raise CrdGenError(f"unions other than `X | None` have no structural schema: {node}")
+            raise lwsspec.CrdGenError(
+                f"unions other than `X | None` have no structural schema: {node}"
+            )
         base = _convert(branches[0], definitions, embedded)
         return {**base, **_convert(node, definitions, embedded)}
     return _convert_keywords(node, definitions, embedded)
@@ -295,12 +165,12 @@ def _convert_keywords(
                 result[key][name] = _convert(child, definitions, embedded)
         elif key in ("items", "additionalProperties"):
             if not isinstance(value, dict):
-                raise CrdGenError(f"{key}: {value!r} has no structural schema")
+                raise lwsspec.CrdGenError(f"{key}: {value!r} has no structural schema")
             result[key] = _convert(value, definitions, embedded)
         elif key in _ALLOWED_KEYWORDS:
             result[key] = value
         else:
-            raise CrdGenError(f"unsupported schema keyword {key!r} in {node}")
+            raise lwsspec.CrdGenError(f"unsupported schema keyword {key!r} in {node}")
     if required:
         result["required"] = sorted(required)
     return result
@@ -317,7 +187,7 @@ def _without_defaults(schema: JsonObject) -> JsonObject:
     skips the write when it is unchanged; a server-side default would make the stored status
     differ from the returned one and turn every sync into a write.
     """
-    return _without_keyword(schema, "default")
+    return lwsspec.without_keyword(schema, "default")
 
 
 # --- CEL rules ----------------------------------------------------------------------------------
@@ -430,7 +300,7 @@ def _root(
 
 def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
     """The DisaggregatedSet CRD as a JSON object."""
-    embedded = {api.EMBED_LWS_SPEC: bounded_lws_spec_schema(lws_spec_schema)}
+    embedded = {api.EMBED_LWS_SPEC: lwsspec.bounded_lws_spec_schema(lws_spec_schema)}
     root = _root(
         description=_DS_DESCRIPTION,
         spec=model_schema(api.DisaggregatedSetSpec, embedded=embedded),
@@ -567,10 +437,17 @@ def render_yaml(document: JsonObject) -> str:
 def build_crds() -> dict[str, JsonObject]:
     """File name → CRD object."""
     return {
-        DS_FILE: build_ds_crd(load_lws_spec_schema()),
+        DS_FILE: build_ds_crd(lwsspec.load_lws_spec_schema()),
         SCALER_FILE: build_scaler_crd(),
         REVISION_FILE: build_revision_crd(),
     }
+
+
+@functools.cache
+def openapi_schema(file: str) -> JsonObject:
+    """The `openAPIV3Schema` of the CRD written to `file`, built once: shared, so never changed."""
+    schema: JsonObject = build_crds()[file]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def render_crds() -> dict[str, str]:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from hooks.cli import commands, console, crdgen
+from hooks.cli import commands, console, crdgen, lwsspec
 from hooks.server import settings
 
 if TYPE_CHECKING:
@@ -192,8 +192,8 @@ def _run_crds(args: argparse.Namespace) -> int:
         raise console.CliError(f"{directory} is not a directory{advice}")
     if args.import_lws is not None:
         try:
-            print(f"wrote {crdgen.import_lws(args.import_lws)}")
-        except (OSError, crdgen.CrdGenError) as error:
+            print(f"wrote {lwsspec.import_lws(args.import_lws)}")
+        except (OSError, lwsspec.CrdGenError) as error:
             raise console.CliError(f"cannot import {args.import_lws}: {error}") from None
     if args.check:
         stale = crdgen.check_crds(directory)

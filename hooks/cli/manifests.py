@@ -1,27 +1,24 @@
 """DisaggregatedSet manifests read from files, as the API server would store them.
 
 Used by the command line (`render`, `plan --from/--to`): a manifest is YAML a person wrote, so
-before the hooks see it the CRD's defaults are applied (`apply_defaults`) and the metadata
-the API server adds is filled in. The revision hash depends on the defaulted template, so this is
-what makes the names printed here the names a cluster gets.
+before the hooks see it the CRD's defaults are applied and the metadata the API server adds is
+filled in (`hooks.cli.defaults`).
 
 `check` judges a manifest as the API server would on `kubectl apply` and as the hook's re-check
 would (`validation`), and returns every problem at once, one `field: message` line each, with
 the field path as the API server writes it: `render` and `plan --from/--to` print the same lines
 for the same manifest. The server refuses unknown fields before it looks at anything else
-(strict field validation); `check` reports them, drops them as the server's pruning would, and
-goes on as the server goes on when asked to only warn of them: metadata.name, the OpenAPI schema,
-then the rules, which the server checks even over schema errors unless one of them is a wrong
-type or a value outside an enum.
+(strict field validation); `check` reports them (`hooks.cli.pruning`), drops them as the
+server's pruning would, and goes on as the server goes on when asked to only warn of them:
+metadata.name, the OpenAPI schema, then the rules, which the server checks even over schema
+errors unless one of them is a wrong type or a value outside an enum.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -30,15 +27,13 @@ import yaml
 
 from hooks import api
 from hooks.api import naming, rules
-from hooks.cli import crdgen
+from hooks.cli import crdgen, defaults, pruning
 from hooks.core import records, validation
 from hooks.wire import envelope
 
 if TYPE_CHECKING:
     import jsonschema
 
-RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
-DEFAULT_NAMESPACE: Final = "default"
 
 JsonObject = api.JsonObject
 
@@ -129,14 +124,14 @@ def check(document: JsonObject) -> Checked:
     those dropped, metadata.name, the OpenAPI schema and the rules (`validation`)."""
     if document.get("apiVersion") != api.API_VERSION:
         return Checked((_api_version_problem(document),))
-    problems = [f'unknown field "{path}"' for path in unknown_fields(document)]
-    known = without_unknown_fields(document)
+    problems = [f'unknown field "{path}"' for path in pruning.unknown_fields(document)]
+    known = pruning.without_unknown_fields(document)
     metadata = known.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     problems += [f"metadata.name: {message}" for message in name_errors(name)]
     schema = _schema_problems(known)
     problems += [problem.line for problem in schema]
-    result = stored(known)
+    result = defaults.stored(known)
     try:
         parent = envelope.parse_parent(result)
     except envelope.RequestError as error:
@@ -193,7 +188,7 @@ _BLOCKING_VALIDATORS: Final = frozenset({"type", "enum", "anyOf"})
 
 
 def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
-    defaulted = apply_defaults(document)
+    defaulted = defaults.apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
@@ -310,8 +305,7 @@ def _schema_validator() -> jsonschema.Draft4Validator:
     # process.
     import jsonschema
 
-    schema = crdgen.build_crds()[crdgen.DS_FILE]["spec"]["versions"][0]["schema"]
-    return jsonschema.Draft4Validator(schema["openAPIV3Schema"])
+    return jsonschema.Draft4Validator(crdgen.openapi_schema(crdgen.DS_FILE))
 
 
 def _message(error: jsonschema.ValidationError) -> str:
@@ -325,203 +319,6 @@ def _message(error: jsonschema.ValidationError) -> str:
         return f"must have {bound} {counted(limit, 'item')}, has {len(error.instance)}"
     message = error.message
     return message if len(message) <= 200 else message[:200] + "..."
-
-
-# --- unknown fields --------------------------------------------------------------------------
-
-# The API server decodes a resource's metadata as ObjectMeta (k8s.io/apimachinery meta/v1), not by
-# the CRD's schema: these are its fields, and those of the two object lists in it.
-OBJECT_META_FIELDS: Final = frozenset(
-    {
-        "name",
-        "generateName",
-        "namespace",
-        "selfLink",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "labels",
-        "annotations",
-        "ownerReferences",
-        "finalizers",
-        "managedFields",
-    }
-)
-OBJECT_META_LISTS: Final[Mapping[str, frozenset[str]]] = {
-    "ownerReferences": frozenset(
-        {"apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"}
-    ),
-    "managedFields": frozenset(
-        {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"}
-    ),
-}
-# Kept at the root of a resource (and of an embedded one) whatever the schema says.
-_RESOURCE_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
-_PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
-_EMBEDDED: Final = "x-kubernetes-embedded-resource"
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    """An unknown field: its path, the object that holds it and its key there."""
-
-    path: str
-    holder: JsonObject
-    key: str
-
-
-@dataclass(slots=True)
-class _Unknown:
-    """Unknown fields in the three groups the API server reports, in its order."""
-
-    metadata: list[_Field] = field(default_factory=list)
-    pruned: list[_Field] = field(default_factory=list)
-    embedded_metadata: list[_Field] = field(default_factory=list)
-
-    def in_order(self) -> list[_Field]:
-        """The metadata's, then the others, each group sorted by path."""
-        groups = (self.metadata, self.pruned, self.embedded_metadata)
-        return [f for group in groups for f in sorted(group, key=lambda f: f.path)]
-
-
-def unknown_fields(document: JsonObject, *, schema: JsonObject | None = None) -> list[str]:
-    """The fields of a DisaggregatedSet manifest that the API server's strict field validation
-    (`kubectl apply`'s default) refuses as unknown, as it writes their paths
-    (`spec.roles[1].spec.replica`) and in its order: the metadata's, then the others, each group
-    sorted.
-
-    The CRD's structural schema decides (its pruning): a field is unknown where its object's
-    schema has no such property, no `additionalProperties` and no
-    `x-kubernetes-preserve-unknown-fields`, so every key of an object given where the schema
-    has none (a string field, say) is unknown too. Metadata is decoded as ObjectMeta instead
-    (`OBJECT_META_FIELDS`). A field with a null value counts like any other (client-side
-    `kubectl apply` drops null fields before it sends the object; the server and other clients
-    do not). `schema` is the DisaggregatedSet CRD's unless given.
-    """
-    return [unknown.path for unknown in _unknown(document, schema).in_order()]
-
-
-def without_unknown_fields(document: JsonObject) -> JsonObject:
-    """A copy of a DisaggregatedSet manifest without the fields `unknown_fields` names: what
-    the API server goes on with when it only warns of them (`kubectl apply --validate=warn`)."""
-    copied: JsonObject = json.loads(json.dumps(document))
-    for unknown in _unknown(copied).in_order():
-        unknown.holder.pop(unknown.key, None)
-    return copied
-
-
-def _unknown(document: JsonObject, schema: JsonObject | None = None) -> _Unknown:
-    found = _Unknown()
-    root = _ds_schema() if schema is None else schema
-    _unknown_in_resource(document, root, "", found, metadata=found.metadata)
-    return found
-
-
-@functools.cache
-def _ds_schema() -> JsonObject:
-    crd = crdgen.build_crds()[crdgen.DS_FILE]
-    schema: JsonObject = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _unknown_in_resource(
-    value: JsonObject, schema: JsonObject, path: str, found: _Unknown, *, metadata: list[_Field]
-) -> None:
-    """A resource (the manifest, or an embedded one): its metadata as ObjectMeta, the rest by
-    the schema."""
-    metadata.extend(_unknown_in_metadata(value.get("metadata"), _join(path, "metadata")))
-    _unknown_in_object(value, schema, path, found, skip=_RESOURCE_FIELDS)
-
-
-def _unknown_in_metadata(meta: object, path: str) -> Iterator[_Field]:
-    """Unknown fields of a resource's metadata, decoded as ObjectMeta."""
-    if not isinstance(meta, dict):
-        return
-    yield from _unknown_keys(meta, OBJECT_META_FIELDS, path)
-    for key, known in OBJECT_META_LISTS.items():
-        items = meta.get(key)
-        for index, item in enumerate(items if isinstance(items, list) else []):
-            if isinstance(item, dict):
-                yield from _unknown_keys(item, known, f"{path}.{key}[{index}]")
-
-
-def _unknown_keys(value: JsonObject, known: frozenset[str], path: str) -> Iterator[_Field]:
-    return (_Field(_join(path, key), value, key) for key in value if key not in known)
-
-
-def _unknown_in(value: Any, schema: JsonObject | None, path: str, found: _Unknown) -> None:
-    """Record every unknown field at and below `value`, whose schema is `schema` (None: no
-    schema, so every key of an object below is unknown)."""
-    if schema is not None and schema.get(_PRESERVE) is True:
-        _unknown_below_preserved(value, schema, path, found)
-    elif isinstance(value, dict):
-        if schema is not None and schema.get(_EMBEDDED) is True:
-            _unknown_in_resource(value, schema, path, found, metadata=found.embedded_metadata)
-        else:
-            _unknown_in_object(value, schema, path, found, skip=frozenset())
-    elif isinstance(value, list):
-        items = None if schema is None else schema.get("items")
-        for index, child in enumerate(value):
-            _unknown_in(
-                child, items if isinstance(items, dict) else None, f"{path}[{index}]", found
-            )
-
-
-def _unknown_in_object(
-    value: JsonObject,
-    schema: JsonObject | None,
-    path: str,
-    found: _Unknown,
-    *,
-    skip: frozenset[str],
-    preserve: bool = False,
-) -> None:
-    """The keys of one object (but `skip`): declared properties and `additionalProperties`
-    values are checked against their schema; any other key is unknown unless `preserve`."""
-    properties: JsonObject = {} if schema is None else schema.get("properties", {})
-    additional = None if schema is None else schema.get("additionalProperties")
-    for key, child in value.items():
-        if key in skip:
-            continue
-        if key in properties:
-            _unknown_in(child, properties[key], _join(path, key), found)
-        elif additional is not None:
-            # `additionalProperties: true` has no schema for the values.
-            child_schema = additional if isinstance(additional, dict) else None
-            _unknown_in(child, child_schema, _join(path, key), found)
-        elif not preserve:
-            found.pruned.append(_Field(_join(path, key), value, key))
-
-
-def _unknown_below_preserved(value: Any, schema: JsonObject, path: str, found: _Unknown) -> None:
-    """Below `x-kubernetes-preserve-unknown-fields`: unknown keys are kept, while the declared
-    properties (and `additionalProperties`) are checked as usual."""
-    if isinstance(value, dict):
-        skip: frozenset[str] = frozenset()
-        if schema.get(_EMBEDDED) is True:
-            found.embedded_metadata.extend(
-                _unknown_in_metadata(value.get("metadata"), _join(path, "metadata"))
-            )
-            skip = _RESOURCE_FIELDS
-        _unknown_in_object(value, schema, path, found, skip=skip, preserve=True)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, child in enumerate(value):
-            _unknown_below_preserved(child, schema["items"], f"{path}[{index}]", found)
-
-
-def load_sets(path: Path) -> list[JsonObject]:
-    """Every DisaggregatedSet document of a YAML file (other kinds are skipped), as stored."""
-    sets = [stored(document) for document in read_documents(str(path)) if is_set(document)]
-    if not sets:
-        raise ManifestError(f"{path} holds no {api.DS_KIND} manifest")
-    return sets
 
 
 def load_set(path: Path) -> records.Parent:
@@ -539,18 +336,6 @@ def load_set(path: Path) -> records.Parent:
     return checked.parent
 
 
-def stored(document: JsonObject) -> JsonObject:
-    """A manifest with CRD defaults applied and server-set metadata filled in."""
-    result = apply_defaults(document)
-    metadata = result.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = result["metadata"] = {}
-    metadata.setdefault("namespace", DEFAULT_NAMESPACE)
-    metadata.setdefault("uid", RENDER_UID)
-    metadata.setdefault("generation", 1)
-    return result
-
-
 def empty_cluster_request(parent: JsonObject) -> JsonObject:
     """The first sync request Metacontroller sends for a new set: no children yet."""
     return {
@@ -559,42 +344,3 @@ def empty_cluster_request(parent: JsonObject) -> JsonObject:
         "related": {records.ChildKind.LWS.value: {}},
         "finalizing": False,
     }
-
-
-# --- defaulting ------------------------------------------------------------------------------
-
-
-def apply_defaults(obj: JsonObject) -> JsonObject:
-    """A copy of a DisaggregatedSet or scaler manifest with the CRD's defaults applied.
-
-    The API server fills in every schema `default` of an absent field before it stores an object
-    (structural defaulting, outermost first); the stored object decides the revision hash, so
-    anything that predicts names from a manifest must default it the same way.
-    """
-    kind = obj.get("kind")
-    files = {api.DS_KIND: crdgen.DS_FILE, api.SCALER_KIND: crdgen.SCALER_FILE}
-    if kind not in files:
-        raise ManifestError(f"no CRD for kind {kind!r}")
-    crd = crdgen.build_crds()[files[kind]]
-    schema: JsonObject = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    result: JsonObject = json.loads(json.dumps(obj))
-    apply_schema_defaults(result, schema)
-    return result
-
-
-def apply_schema_defaults(value: Any, schema: JsonObject) -> None:
-    """Fill absent (or null) fields of `value` in place with the schema's defaults, recursively."""
-    if isinstance(value, dict):
-        properties: JsonObject = schema.get("properties", {})
-        for key, prop in properties.items():
-            if "default" in prop and value.get(key) is None:
-                value[key] = json.loads(json.dumps(prop["default"]))
-        additional = schema.get("additionalProperties")
-        for key, child in value.items():
-            if key in properties:
-                apply_schema_defaults(child, properties[key])
-            elif isinstance(additional, dict):
-                apply_schema_defaults(child, additional)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for child in value:
-            apply_schema_defaults(child, schema["items"])

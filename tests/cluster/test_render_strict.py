@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from hooks.cli import main as cli
-from hooks.cli import manifests
+from hooks.cli import manifests, pruning
 from tests.shared import REPO_ROOT
 from tools.sandbox import kube
 
@@ -142,7 +142,7 @@ def test_render_reports_the_unknown_fields_the_api_server_refuses(
     assert raised.value.code == 400
     assert STRICT_ERROR in message
     server_paths = UNKNOWN_FIELD.findall(message.partition(STRICT_ERROR)[2])
-    assert server_paths == manifests.unknown_fields(document)
+    assert server_paths == pruning.unknown_fields(document)
     assert code == 1
     # The server's list, item for item, is what render prints first, one line each.
     unknown = problems[: len(server_paths)]
@@ -157,7 +157,7 @@ def test_the_examples_pass_strict_field_validation_and_render_agrees(
 ) -> None:
     for document in yaml.safe_load_all(path.read_text()):
         if manifests.is_set(document):
-            assert manifests.unknown_fields(document) == []
+            assert pruning.unknown_fields(document) == []
             _create_strict(client, document, namespace)
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen, manifests
+from hooks.cli import crdgen, defaults, lwsspec, manifests
 from hooks.cli import main as cli
 from hooks.server import settings
 
@@ -813,7 +813,11 @@ def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
     from hooks.gocompat import revision
 
     path = EXAMPLES / "slices-placement.yaml"
-    (stored,) = manifests.load_sets(path)
+    (stored,) = [
+        defaults.stored(document)
+        for document in manifests.read_documents(str(path))
+        if manifests.is_set(document)
+    ]
     expected = revision.compute_revision(
         [(r["name"], r["spec"]["leaderWorkerTemplate"]) for r in stored["spec"]["roles"]]
     )
@@ -1253,7 +1257,7 @@ def test_crds_import_lws_refreshes_the_schema_before_writing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     calls: list[str] = []
-    monkeypatch.setattr(crdgen, "import_lws", lambda path: calls.append(f"import {path}") or path)
+    monkeypatch.setattr(lwsspec, "import_lws", lambda path: calls.append(f"import {path}") or path)
     monkeypatch.setattr(
         crdgen, "write_crds", lambda directory: calls.append(f"write {directory}") or []
     )

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from hooks.api import naming, rules
-from hooks.cli import crdgen, manifests
+from hooks.cli import crdgen, defaults, manifests, pruning
 
 JsonObject = dict[str, Any]
 
@@ -62,7 +62,7 @@ def test_the_issues_typos_are_unknown_fields_with_the_servers_paths() -> None:
         "replicas"
     )
 
-    assert manifests.unknown_fields(document) == ["spec.roles[1].spec.replica", "spec.slice"]
+    assert pruning.unknown_fields(document) == ["spec.roles[1].spec.replica", "spec.slice"]
     assert manifests.check(document).problems == (
         'unknown field "spec.roles[1].spec.replica"',
         'unknown field "spec.slice"',
@@ -137,7 +137,7 @@ def test_unknown_fields_are_found_where_the_schema_has_no_place_for_them(
     document = make_set()
     _set_path(document, path, value)
 
-    assert manifests.unknown_fields(document) == expected
+    assert pruning.unknown_fields(document) == expected
 
 
 def test_unknown_fields_known_to_objectmeta_are_not_reported() -> None:
@@ -155,7 +155,7 @@ def test_unknown_fields_known_to_objectmeta_are_not_reported() -> None:
         }
     )
 
-    assert manifests.unknown_fields(document) == []
+    assert pruning.unknown_fields(document) == []
 
 
 def test_unknown_fields_come_in_the_servers_order_metadata_first() -> None:
@@ -166,7 +166,7 @@ def test_unknown_fields_come_in_the_servers_order_metadata_first() -> None:
     document["metadata"]["aa"] = 1
     document["spec"]["Roles"] = []
 
-    assert manifests.unknown_fields(document) == [
+    assert pruning.unknown_fields(document) == [
         "metadata.aa",
         "metadata.zz",
         "alpha",
@@ -232,7 +232,7 @@ def test_unknown_fields_follow_embedded_resources_and_preserved_fields_as_the_se
         },
     }
 
-    assert manifests.unknown_fields(document, schema=_EXTENSIONS_SCHEMA) == [
+    assert pruning.unknown_fields(document, schema=_EXTENSIONS_SCHEMA) == [
         "metadata.zz",
         "spec.free.known.y",
         "spec.list[0].k.w",
@@ -246,7 +246,7 @@ def test_unknown_fields_follow_embedded_resources_and_preserved_fields_as_the_se
 def test_the_examples_have_no_unknown_fields(path: Path) -> None:
     for document in yaml.safe_load_all(path.read_text()):
         if manifests.is_set(document):
-            assert manifests.unknown_fields(document) == []
+            assert pruning.unknown_fields(document) == []
 
 
 MANY_PROBLEMS: Final = Path(__file__).resolve().parents[1] / "fixtures/manifests/many-problems.yaml"
@@ -312,7 +312,7 @@ def test_unknown_fields_are_dropped_before_the_rest_is_judged() -> None:
     _container(document)["image"] = {"repository": "vllm"}  # an object where a string belongs
     document["metadata"]["lables"] = {"a": "b"}
 
-    known = manifests.without_unknown_fields(document)
+    known = pruning.without_unknown_fields(document)
 
     assert "replica" not in known["spec"]["roles"][0]["spec"]
     assert "lables" not in known["metadata"]
@@ -364,7 +364,7 @@ def test_check_accepts_a_valid_set_and_returns_it_stored() -> None:
 
     assert checked.problems == ()
     assert checked.parent is not None and checked.parent.name == "llm"
-    assert checked.stored["metadata"]["uid"] == manifests.RENDER_UID
+    assert checked.stored["metadata"]["uid"] == defaults.RENDER_UID
 
 
 # --- YAML errors (issue 17, item 13) -------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from hooks.cli import crdgen
+from hooks.cli import lwsspec
 from tools.sandbox import assets, thirdparty
 
 
@@ -46,7 +46,7 @@ def test_the_lws_crd_has_the_spec_schema_the_api_embeds_and_its_subresources() -
     assert crd["metadata"]["name"] == "leaderworkersets.leaderworkerset.x-k8s.io"
     assert version["name"] == "v1"
     schema = version["schema"]["openAPIV3Schema"]["properties"]
-    assert schema["spec"] == crdgen.load_lws_spec_schema()
+    assert schema["spec"] == lwsspec.load_lws_spec_schema()
     assert set(schema["status"]["properties"]) >= {"replicas", "readyReplicas", "updatedReplicas"}
     assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.replicas"
     assert "status" in version["subresources"]

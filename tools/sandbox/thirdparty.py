@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-from hooks.cli import crdgen
+from hooks.cli import lwsspec
 from tools.sandbox.assets import Assets
 
 JsonObject = dict[str, Any]
@@ -96,7 +96,7 @@ def lws_crd() -> JsonObject:
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": crdgen.load_lws_spec_schema(),
+            "spec": lwsspec.load_lws_spec_schema(),
             "status": status,
         },
     }

@@ -6,7 +6,8 @@
 - `conditions`: condition types, statuses and every reason the hooks write;
 - `naming`: child names, labels and selectors, and the name budget they must fit;
 - `times`: RFC 3339 timestamps;
-- `models`: the pydantic models of both kinds (the CRDs are generated from them);
+- `models`: the pydantic models of both kinds (the CRDs are generated from them), and
+  `lwsfields`, the parts of a role's LWS spec they read;
 - `rules`: the validation rule table (CEL in the CRD, re-checked by `hooks.core.validation`).
 
 Everything else in the package builds on these, and this module re-exports the names used
@@ -188,37 +189,9 @@ __all__ = [
 
 # The models are the one heavy part of the API (pydantic builds their validators when they are
 # imported): they load when a name of theirs is first used, so a command that needs only keys
-# and names (`kubectl ds --help`, `kubectl ds rollout pause`) starts without them.
-_MODEL_NAMES = frozenset(
-    (
-        "EMBED_KEY",
-        "EMBED_LWS_SPEC",
-        "EMBED_STORED_ROLE",
-        "REQUIRED_KEY",
-        "Condition",
-        "CreatingChild",
-        "DisaggregatedSetRoleScalerSpec",
-        "DisaggregatedSetRoleScalerStatus",
-        "DisaggregatedSetSpec",
-        "DisaggregatedSetStatus",
-        "JsonDict",
-        "PlacementPolicy",
-        "PlacementType",
-        "Role",
-        "RoleMetadata",
-        "RoleScaling",
-        "RoleStatus",
-        "RolloutSlice",
-        "RevisionRecord",
-        "RolloutStatus",
-        "ScalingMode",
-        "Violation",
-        "json_names",
-    )
-)
-
-
+# and names (`kubectl ds --help`, `kubectl ds rollout pause`) starts without them. A name of
+# `__all__` this module does not define is theirs.
 def __getattr__(name: str) -> object:
-    if name in _MODEL_NAMES:
+    if name in __all__:
         return getattr(importlib.import_module("hooks.api.models"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Final, Required
+from typing import Annotated, Final
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
-from typing_extensions import TypedDict  # pydantic needs it for TypedDicts before 3.12
 
-from hooks.api import limits
+from hooks.api import limits, lwsfields
 from hooks.api.conditions import ConditionStatus
 from hooks.api.documents import JsonObject
 
@@ -66,55 +65,6 @@ class _Model(BaseModel):
         use_attribute_docstrings=True,
         extra="ignore",
     )
-
-
-# Typed views of the parts of a role's LeaderWorkerSet spec that the controller reads. They
-# validate without converting (strict), so the raw object is kept exactly as stored.
-# Every number in the spec is parsed strictly: a bool, a string or a float where an integer
-# belongs is a wrong JSON type (the set is held), never coerced (`slices: true` read as 1 would
-# delete every other slice).
-
-
-class _TemplateMetadataFields(TypedDict, total=False):
-    labels: dict[str, str]
-    annotations: dict[str, str]
-
-
-class _PodTemplateFields(TypedDict, total=False):
-    metadata: _TemplateMetadataFields
-    spec: JsonObject
-
-
-class _SubGroupPolicyFields(TypedDict, total=False):
-    subGroupSize: int
-    subGroupPolicyType: str
-
-
-class _LeaderWorkerTemplateFields(TypedDict, total=False):
-    leaderTemplate: _PodTemplateFields
-    workerTemplate: Required[_PodTemplateFields]
-    size: int
-    subGroupPolicy: _SubGroupPolicyFields
-
-
-class _RollingUpdateFields(TypedDict, total=False):
-    maxSurge: int | str
-    maxUnavailable: int | str
-    partition: int
-
-
-class _RolloutStrategyFields(TypedDict, total=False):
-    type: str
-    rollingUpdateConfiguration: _RollingUpdateFields
-
-
-class _RoleSpecFields(TypedDict, total=False):
-    replicas: Annotated[int, Field(ge=0, le=limits.LWS_MAX_REPLICAS)]
-    rolloutStrategy: _RolloutStrategyFields
-    leaderWorkerTemplate: Required[_LeaderWorkerTemplateFields]
-
-
-_ROLE_SPEC_FIELDS = TypeAdapter(_RoleSpecFields)
 
 
 class RoleMetadata(_Model):
@@ -170,7 +120,7 @@ class Role(_Model):
     @field_validator("spec")
     @classmethod
     def _check_read_fields(cls, value: JsonObject) -> JsonObject:
-        _ROLE_SPEC_FIELDS.validate_python(value, strict=True)
+        lwsfields.ROLE_SPEC_FIELDS.validate_python(value, strict=True)
         return value
 
     @property

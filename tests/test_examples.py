@@ -54,7 +54,7 @@ def test_each_example_holds_one_valid_set(path: Path) -> None:
     parent = envelope.parse_parent(defaults.stored(sets[0]))
     assert parent.spec is not None, parent.spec_violations
     assert validation.check(name=parent.name, spec=parent.spec) == ()
-    assert manifests.schema_errors(sets[0]) == []
+    assert manifests.check(sets[0]).problems == ()
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)

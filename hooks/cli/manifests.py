@@ -123,7 +123,8 @@ def check(document: JsonObject) -> Checked:
     apiVersion (another one is not served: nothing else is judged), unknown fields, then, with
     those dropped, metadata.name, the OpenAPI schema and the rules (`validation`)."""
     if document.get("apiVersion") != api.API_VERSION:
-        return Checked((_api_version_problem(document),))
+        given = document.get("apiVersion")
+        return Checked((f"apiVersion: must be {api.API_VERSION}, not {given!r}",))
     problems = [f'unknown field "{path}"' for path in pruning.unknown_fields(document)]
     known = pruning.without_unknown_fields(document)
     metadata = known.get("metadata")
@@ -168,14 +169,6 @@ def located(source: str, document: object, problem: str) -> str:
     return f"{source}: {describe(document)}: {problem}"
 
 
-def schema_errors(document: JsonObject) -> list[str]:
-    """What the API server's OpenAPI check would refuse in a DisaggregatedSet manifest (after
-    its defaults), as `path: message` lines. The CEL rules are `validation`'s."""
-    if document.get("apiVersion") != api.API_VERSION:
-        return [_api_version_problem(document)]
-    return [problem.line for problem in _schema_problems(document)]
-
-
 @dataclass(frozen=True, slots=True)
 class _SchemaProblem:
     line: str
@@ -208,10 +201,6 @@ def _line(field: str, message: str) -> str:
     twice."""
     generic = re.sub(r"\[[0-9]+\]", "[]", field)
     return f"{field}: {message.removeprefix(generic + ' ')}"
-
-
-def _api_version_problem(document: JsonObject) -> str:
-    return f"apiVersion: must be {api.API_VERSION}, not {document.get('apiVersion')!r}"
 
 
 # What the API server requires of an object's name (apimachinery's IsDNS1123Subdomain), in its

@@ -487,4 +487,4 @@ def test_a_list_bound_of_one_item_is_singular(monkeypatch: pytest.MonkeyPatch) -
     validator = jsonschema.Draft4Validator(schema)
     monkeypatch.setattr(manifests, "_schema_validator", lambda: validator)
 
-    assert manifests.schema_errors(document) == ["spec.roles: must have at most 1 item, has 2"]
+    assert manifests.check(document).problems == ("spec.roles: must have at most 1 item, has 2",)

@@ -9,11 +9,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from hooks import api
+from hooks.api.documents import JsonObject, list_of
 from hooks.cli import crdgen
-
-JsonObject = api.JsonObject
-
 
 # The API server decodes a resource's metadata as ObjectMeta (k8s.io/apimachinery meta/v1), not by
 # the CRD's schema: these are its fields, and those of the two object lists in it.
@@ -126,7 +123,7 @@ def _unknown_in_metadata(meta: object, path: str) -> Iterator[_Field]:
     yield from _unknown_keys(meta, OBJECT_META_FIELDS, path)
     for key, known in OBJECT_META_LISTS.items():
         items = meta.get(key)
-        for index, item in enumerate(items if isinstance(items, list) else []):
+        for index, item in enumerate(list_of(items)):
             if isinstance(item, dict):
                 yield from _unknown_keys(item, known, f"{path}.{key}[{index}]")
 

@@ -39,14 +39,14 @@ import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from hooks import api
 from hooks.api import limits, naming
+from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import children, history, problems, records
 from hooks.gocompat import gojson, gotext, revision
 
-JsonObject = dict[str, Any]
 TEMPLATE: Final = "leaderWorkerTemplate"
 POD_TEMPLATES: Final = ("leaderTemplate", "workerTemplate")
 SERVED: Final[Mapping[str, object]] = {
@@ -188,7 +188,7 @@ class _Lws:
 
 
 def _lws(where: str, labels: object, annotations: object, spec: object) -> _Lws:
-    stored = admitted(_object(spec))
+    stored = admitted(object_of(spec))
     template = stored.pop(TEMPLATE)
     stored.pop("replicas", None)
     try:
@@ -282,12 +282,12 @@ def _policies(
 ) -> list[api.PlacementPolicy | None]:
     """The placement policies an LWS may have been rendered with: the spec's, none, and each
     kind with a topology key its pod templates' required pod-affinity terms name."""
-    template = _object(spec.get(TEMPLATE))
+    template = object_of(spec.get(TEMPLATE))
     keys = sorted(
         {
             term["topologyKey"]
             for key in POD_TEMPLATES
-            for term in _list(
+            for term in list_of(
                 _dig(template, key, "spec", "affinity", "podAffinity").get(
                     "requiredDuringSchedulingIgnoredDuringExecution"
                 )
@@ -379,12 +379,12 @@ def _views(item: records.ObservedObject) -> list[_View]:
     observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
     if api.LAST_APPLIED_ANNOTATION not in item.annotations:
         return [observed]
-    metadata = _object(item.applied.get("metadata"))
+    metadata = object_of(item.applied.get("metadata"))
     applied = _View(
         "its last-applied annotation (what the set would write back): ",
-        _object(metadata.get("labels")),
-        _object(metadata.get("annotations")),
-        _object(item.applied.get("spec")),
+        object_of(metadata.get("labels")),
+        object_of(metadata.get("annotations")),
+        object_of(item.applied.get("spec")),
     )
     return [observed, applied]
 
@@ -452,18 +452,10 @@ def _shown(value: object) -> str:
 
 def _without(value: object, keys: Iterable[str]) -> JsonObject:
     dropped = set(keys)
-    return {key: item for key, item in _object(value).items() if key not in dropped}
+    return {key: item for key, item in object_of(value).items() if key not in dropped}
 
 
 def _dig(value: object, *keys: str) -> JsonObject:
     for key in keys:
-        value = _object(value).get(key)
-    return _object(value)
-
-
-def _object(value: object) -> JsonObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+        value = object_of(value).get(key)
+    return object_of(value)

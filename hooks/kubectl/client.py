@@ -11,9 +11,10 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from hooks import api
+from hooks.api.documents import JsonObject, list_of
 from hooks.cli import console
 from hooks.core import records
 from hooks.kubectl import rollout
@@ -25,7 +26,6 @@ LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
 REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
 
 _Read = TypeVar("_Read")
-JsonObject = dict[str, Any]
 
 
 class Kubectl:
@@ -123,7 +123,7 @@ class Kubectl:
         ones that do not count, those it does not control included, are named in its notes."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         try:
-            observed = envelope.parse_records(items if isinstance(items, list) else [])
+            observed = envelope.parse_records(list_of(items))
         except envelope.RequestError as error:
             raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
         return rollout.records_of(parent, observed)
@@ -160,5 +160,4 @@ def child(item: JsonObject) -> records.ObservedObject | None:
 
 
 def items(listing: JsonObject) -> list[JsonObject]:
-    found = listing.get("items")
-    return [item for item in (found if isinstance(found, list) else []) if isinstance(item, dict)]
+    return [item for item in list_of(listing.get("items")) if isinstance(item, dict)]

@@ -24,14 +24,14 @@ import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from hooks import api
+from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import history, records
 from hooks.gocompat import gotext, revision
 from hooks.wire import envelope
 
-JsonObject = dict[str, Any]
 TEMPLATE: Final = "leaderWorkerTemplate"
 _RECORDED_KEYS: Final = ("name", "metadata", "scaling", "spec")
 
@@ -58,7 +58,7 @@ def read_children(
     them; RolloutError when one is not of that kind's shape."""
     items = _json_object(listing, "the list").get("items")
     found = []
-    for index, item in enumerate(items if isinstance(items, list) else []):
+    for index, item in enumerate(list_of(items)):
         try:
             child = envelope.parse_object(kind, item, where=f"items[{index}]")
         except envelope.RequestError as error:
@@ -75,18 +75,10 @@ def _json_object(value: object, what: str) -> JsonObject:
     return value
 
 
-def _object(value: object) -> JsonObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def spec_roles(obj: JsonObject) -> list[JsonObject]:
     """The set's roles exactly as kubectl printed them: an undo writes back all but their
     templates unchanged."""
-    return [_object(role) for role in _list(_object(obj.get("spec")).get("roles"))]
+    return [object_of(role) for role in list_of(object_of(obj.get("spec")).get("roles"))]
 
 
 def spec_revision(parent: records.Parent) -> str:
@@ -103,7 +95,9 @@ def spec_revision(parent: records.Parent) -> str:
 
 
 def _revision_of(roles: Sequence[JsonObject], *, what: str) -> str:
-    pairs = [(str(role.get("name")), _object(role.get("spec")).get(TEMPLATE, {})) for role in roles]
+    pairs = [
+        (str(role.get("name")), object_of(role.get("spec")).get(TEMPLATE, {})) for role in roles
+    ]
     try:
         return revision.compute_revision(pairs)
     except gotext.EncodingError as error:
@@ -266,7 +260,7 @@ def _restored_role(
     if TEMPLATE not in recorded["spec"]:
         raise RolloutError(f"revision {record.number} records no {TEMPLATE} for role {name}")
     role = copy.deepcopy(current)
-    spec = _object(role.get("spec"))
+    spec = object_of(role.get("spec"))
     template = copy.deepcopy(recorded["spec"][TEMPLATE])
     kept = "restored (replicas, scaling and the other settings kept)"
     role["spec"] = {**spec, TEMPLATE: template}

@@ -34,8 +34,8 @@ from enum import StrEnum
 from typing import Any, Final
 
 from hooks import api
+from hooks.api.documents import JsonObject, list_of, object_of
 
-JsonObject = dict[str, Any]
 TEMPLATE: Final = "leaderWorkerTemplate"
 APPLY: Final = "Apply"
 PATCH_MANAGER: Final = "kubectl-ds"
@@ -73,8 +73,8 @@ def undo_writes(
     if owner is None:
         return [_patch(live, roles=roles, change_cause=change_cause)]
     configuration = owned_configuration(live, manager=owner)
-    spec = _object(configuration.get("spec"))
-    owned = {str(role.get("name")): role for role in map(_object, _list(spec.get("roles")))}
+    spec = object_of(configuration.get("spec"))
+    owned = {str(role.get("name")): role for role in map(object_of, list_of(spec.get("roles")))}
     configuration["spec"] = {**spec, "roles": [_owned_role(role, owned) for role in roles]}
     if not _owns_change_cause(live, owner):
         apply = Write(Method.APPLY, configuration, manager=owner)
@@ -100,22 +100,24 @@ def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject
     mine = owned.get(str(role.get("name")))
     if mine is None:
         return role
-    template = _object(role.get("spec")).get(TEMPLATE)
-    return {**mine, "spec": {**_object(mine.get("spec")), TEMPLATE: template}}
+    template = object_of(role.get("spec")).get(TEMPLATE)
+    return {**mine, "spec": {**object_of(mine.get("spec")), TEMPLATE: template}}
 
 
 def template_owner(live: JsonObject) -> str | None:
     """The Apply manager that owns the template of every role, when no other manager owns any
     field of a template; else None."""
-    names = [_object(role).get("name") for role in _list(_object(live.get("spec")).get("roles"))]
+    names = [
+        object_of(role).get("name") for role in list_of(object_of(live.get("spec")).get("roles"))
+    ]
     owners = set()
     complete = False
     for entry in _managed_fields(live):
         roles = _dig(entry.get("fieldsV1"), "f:spec", "f:roles")
         templates = {
-            _object(_item_key(key)).get("name")
+            object_of(_item_key(key)).get("name")
             for key, role in roles.items()
-            if key.startswith("k:") and TEMPLATE_KEY in _object(_object(role).get("f:spec"))
+            if key.startswith("k:") and TEMPLATE_KEY in object_of(object_of(role).get("f:spec"))
         }
         if templates:
             owners.add((str(entry.get("manager", "")), str(entry.get("operation", ""))))
@@ -136,14 +138,14 @@ def owned_configuration(live: JsonObject, *, manager: str) -> JsonObject:
     fields: JsonObject = {}
     for entry in _managed_fields(live):
         if entry.get("manager") == manager and entry.get("operation") == APPLY:
-            fields = _object(entry.get("fieldsV1"))
+            fields = object_of(entry.get("fieldsV1"))
     owned = _project(live, fields)
     result: JsonObject = owned if isinstance(owned, dict) else {}
-    metadata = _object(live.get("metadata"))
+    metadata = object_of(live.get("metadata"))
     result["apiVersion"] = live.get("apiVersion")
     result["kind"] = live.get("kind")
     result["metadata"] = {
-        **_object(result.get("metadata")),
+        **object_of(result.get("metadata")),
         **{
             key: metadata[key]
             for key in ("name", "namespace", "resourceVersion")
@@ -160,7 +162,7 @@ def _project(value: Any, fields: Mapping[str, Any]) -> Any:
         return copy.deepcopy(value)
     if isinstance(value, dict):
         return {
-            key[2:]: _project(value[key[2:]], _object(sub))
+            key[2:]: _project(value[key[2:]], object_of(sub))
             for key, sub in fields.items()
             if key.startswith("f:") and key[2:] in value
         }
@@ -173,7 +175,7 @@ def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
     """The items of a list that `fields` names, by key (`k:`) or as a set member (`v:`), in
     their live order."""
     keyed = [
-        (key, _object(sub))
+        (key, object_of(sub))
         for text, sub in fields.items()
         if text.startswith("k:") and (key := _item_key(text)) is not None
     ]
@@ -184,7 +186,7 @@ def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
             result.append(copy.deepcopy(item))
         for key, sub in keyed:
             if isinstance(item, dict) and all(item.get(k) == v for k, v in key.items()):
-                result.append({**_object(_project(item, sub)), **key})
+                result.append({**object_of(_project(item, sub)), **key})
     return result
 
 
@@ -217,11 +219,11 @@ def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str |
     """The JSON patch: the resourceVersion test, the templates or the role list, the
     change-cause annotation."""
     operations = [_version_test(live)]
-    current = [_object(role) for role in _list(_object(live.get("spec")).get("roles"))]
+    current = [object_of(role) for role in list_of(object_of(live.get("spec")).get("roles"))]
     if [role.get("name") for role in current] == [role.get("name") for role in roles]:
         for index, (before, after) in enumerate(zip(current, roles, strict=True)):
-            template = _object(after.get("spec")).get(TEMPLATE)
-            if _object(before.get("spec")).get(TEMPLATE) != template:
+            template = object_of(after.get("spec")).get(TEMPLATE)
+            if object_of(before.get("spec")).get(TEMPLATE) != template:
                 operations.append(
                     {
                         "op": "replace",
@@ -246,7 +248,7 @@ def _change_cause_operations(live: JsonObject, change_cause: str | None) -> list
         return operations
     if change_cause is None:
         operations.append({"op": "remove", "path": path})
-    elif "annotations" not in _object(live.get("metadata")):
+    elif "annotations" not in object_of(live.get("metadata")):
         operations.append(
             {
                 "op": "add",
@@ -260,27 +262,21 @@ def _change_cause_operations(live: JsonObject, change_cause: str | None) -> list
 
 
 def _version_test(live: JsonObject) -> JsonObject:
-    version = _object(live.get("metadata")).get("resourceVersion")
+    version = object_of(live.get("metadata")).get("resourceVersion")
     return {"op": "test", "path": "/metadata/resourceVersion", "value": version}
 
 
 def _managed_fields(live: JsonObject) -> list[JsonObject]:
-    return [_object(entry) for entry in _list(_object(live.get("metadata")).get("managedFields"))]
+    return [
+        object_of(entry) for entry in list_of(object_of(live.get("metadata")).get("managedFields"))
+    ]
 
 
 def _annotations(live: JsonObject) -> dict[str, Any]:
-    return _object(_object(live.get("metadata")).get("annotations"))
+    return object_of(object_of(live.get("metadata")).get("annotations"))
 
 
 def _dig(value: Any, *keys: str) -> JsonObject:
     for key in keys:
-        value = _object(value).get(key)
-    return _object(value)
-
-
-def _object(value: object) -> JsonObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
+        value = object_of(value).get(key)
+    return object_of(value)

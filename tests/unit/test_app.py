@@ -83,6 +83,28 @@ def raising(error: Exception) -> Callable[[object, str], records.HookResult]:
     return answer
 
 
+class FakeTimer:
+    """Stands for the `time` module in `hooks.server.app`: its `perf_counter` moves only while a
+    hook wrapped by `taking` runs, by exactly the seconds given for that call."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def taking(
+        self, seconds: Sequence[float], answer: Callable[[object, str], records.HookResult]
+    ) -> Callable[[object, str], records.HookResult]:
+        each = iter(seconds)
+
+        def call(body: object, now: str) -> records.HookResult:
+            self.now += next(each)
+            return answer(body, now)
+
+        return call
+
+
 DEFAULT_LIMITS = Limits()
 
 
@@ -487,28 +509,6 @@ def test_healthz_is_ok_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     assert hook_lines(caplog) == []
 
 
-class FakeTimer:
-    """Stands for the `time` module in `hooks.server.app`: its `perf_counter` moves only while a
-    hook wrapped by `taking` runs, by exactly the seconds given for that call."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-    def taking(
-        self, seconds: Sequence[float], answer: Callable[[object, str], records.HookResult]
-    ) -> Callable[[object, str], records.HookResult]:
-        each = iter(seconds)
-
-        def call(body: object, now: str) -> records.HookResult:
-            self.now += next(each)
-            return answer(body, now)
-
-        return call
-
-
 def test_metrics_count_calls_errors_and_latency_by_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     timer = FakeTimer()
     monkeypatch.setattr(hook_app, "time", timer)
@@ -569,9 +569,11 @@ def test_each_app_has_its_own_metrics() -> None:
 
 
 def test_one_info_line_per_call_with_the_summary_status_and_duration(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="hooks")
+    timer = FakeTimer()
+    monkeypatch.setattr(hook_app, "time", timer)
     summary = {
         "hook": "sync",
         "object": "default/llm",
@@ -581,7 +583,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
         "slices": {"0": "scale-up"},
         "children": {"LeaderWorkerSet": 4, "Service": 2},
     }
-    client, _ = make_client({"/sync": answer_with(sync_answer(), summary)})
+    client, _ = make_client({"/sync": timer.taking([0.125], answer_with(sync_answer(), summary))})
 
     client.post("/sync", data=b'{"parent": {"spec": {"secret": "hunter2"}}}')
 
@@ -590,8 +592,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
     fields = fields_of(record)
     assert {key: fields[key] for key in summary} == summary
     assert fields["status"] == 200
-    assert isinstance(fields["duration_ms"], float)
-    assert fields["duration_ms"] >= 0
+    assert fields["duration_ms"] == 125.0  # the call's time, in ms
     assert "hunter2" not in observability.JsonFormatter().format(record)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,28 @@ def raising(error: Exception) -> Callable[[object, str], records.HookResult]:
         raise error
 
     return answer
+
+
+class FakeTimer:
+    """Stands for the `time` module in `hooks.server.app`: its `perf_counter` moves only while a
+    hook wrapped by `taking` runs, by exactly the seconds given for that call."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def taking(
+        self, seconds: Sequence[float], answer: Callable[[object, str], records.HookResult]
+    ) -> Callable[[object, str], records.HookResult]:
+        each = iter(seconds)
+
+        def call(body: object, now: str) -> records.HookResult:
+            self.now += next(each)
+            return answer(body, now)
+
+        return call
 
 
 DEFAULT_LIMITS = Limits()
@@ -487,11 +509,13 @@ def test_healthz_is_ok_and_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     assert hook_lines(caplog) == []
 
 
-def test_metrics_count_calls_errors_and_latency_by_hook() -> None:
+def test_metrics_count_calls_errors_and_latency_by_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    timer = FakeTimer()
+    monkeypatch.setattr(hook_app, "time", timer)
     client, _ = make_client(
         {
-            "/sync": answer_with(sync_answer(), {"outcome": "synced"}),
-            "/customize": raising(RuntimeError("boom")),
+            "/sync": timer.taking([0.25, 6.0], answer_with(sync_answer(), {"outcome": "synced"})),
+            "/customize": timer.taking([0.5], raising(RuntimeError("boom"))),
         }
     )
     client.post("/sync", data=b"{}")
@@ -514,9 +538,21 @@ def test_metrics_count_calls_errors_and_latency_by_hook() -> None:
         'disaggregatedset_hook_errors_total{error="invalid_json",hook="rolescaler-sync"} 1.0'
         in text
     )
-    assert 'disaggregatedset_hook_duration_seconds_count{hook="sync"} 2.0' in text
-    assert 'disaggregatedset_hook_duration_seconds_bucket{hook="sync",le="0.0005"}' in text
-    assert 'disaggregatedset_hook_duration_seconds_bucket{hook="sync",le="5.0"} 2.0' in text
+    # Each call's time is observed once, answered or failed, in its hook's buckets.
+    duration = "disaggregatedset_hook_duration_seconds"
+    for line in (
+        f'{duration}_count{{hook="sync"}} 2.0',
+        f'{duration}_sum{{hook="sync"}} 6.25',
+        f'{duration}_bucket{{hook="sync",le="0.1"}} 0.0',
+        f'{duration}_bucket{{hook="sync",le="0.25"}} 1.0',
+        f'{duration}_bucket{{hook="sync",le="5.0"}} 1.0',
+        f'{duration}_bucket{{hook="sync",le="7.5"}} 2.0',
+        f'{duration}_bucket{{hook="customize",le="0.25"}} 0.0',
+        f'{duration}_bucket{{hook="customize",le="0.5"}} 1.0',
+        f'{duration}_count{{hook="rolescaler-sync"}} 1.0',
+        f'{duration}_sum{{hook="rolescaler-sync"}} 0.0',
+    ):
+        assert line in text
 
 
 def test_each_app_has_its_own_metrics() -> None:
@@ -533,9 +569,11 @@ def test_each_app_has_its_own_metrics() -> None:
 
 
 def test_one_info_line_per_call_with_the_summary_status_and_duration(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="hooks")
+    timer = FakeTimer()
+    monkeypatch.setattr(hook_app, "time", timer)
     summary = {
         "hook": "sync",
         "object": "default/llm",
@@ -545,7 +583,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
         "slices": {"0": "scale-up"},
         "children": {"LeaderWorkerSet": 4, "Service": 2},
     }
-    client, _ = make_client({"/sync": answer_with(sync_answer(), summary)})
+    client, _ = make_client({"/sync": timer.taking([0.125], answer_with(sync_answer(), summary))})
 
     client.post("/sync", data=b'{"parent": {"spec": {"secret": "hunter2"}}}')
 
@@ -554,8 +592,7 @@ def test_one_info_line_per_call_with_the_summary_status_and_duration(
     fields = fields_of(record)
     assert {key: fields[key] for key in summary} == summary
     assert fields["status"] == 200
-    assert isinstance(fields["duration_ms"], float)
-    assert fields["duration_ms"] >= 0
+    assert fields["duration_ms"] == 125.0  # the call's time, in ms
     assert "hunter2" not in observability.JsonFormatter().format(record)
 
 

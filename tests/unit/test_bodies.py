@@ -10,11 +10,13 @@ from __future__ import annotations
 import gc
 import itertools
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import gevent
+import gevent.event
 import pytest
 from gunicorn.http import errors as http_errors
 from werkzeug.exceptions import ClientDisconnected
@@ -149,7 +151,9 @@ def test_the_deadline_covers_the_whole_body_even_while_a_read_waits() -> None:
     body that stalled before its first chunk was never answered."""
 
     def stall() -> None:
-        gevent.sleep(2)  # a read that waits for bytes that do not come (on the worker's loop)
+        # A read that waits on the worker's loop for bytes that never come: only the deadline
+        # ends it, however fast or slow the machine.
+        gevent.event.Event().wait()
 
     stream = Pieces([b"{"] * 3, on_read=stall)
 
@@ -315,22 +319,21 @@ def _children() -> set[int]:
     return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
-def test_a_child_still_running_at_the_deadline_is_killed(tmp_path: Path) -> None:
-    finished = tmp_path / "finished"
+def test_a_child_still_running_at_the_deadline_is_killed() -> None:
     before = _children()
 
     def work(body: object) -> None:
-        time.sleep(60)
-        finished.touch()
+        """Never returns: only the deadline ends the call, however fast or slow the machine."""
+        while True:
+            signal.pause()
 
     outcome = isolation.run_in_child(
         bytearray(BODY), work, budget=64 * MIB, seconds=0.2, max_message_bytes=MIB
     )
 
     assert isinstance(outcome.error, isolation.CallTimeout)
-    # Killed and reaped, not waited for: the child is gone and its work never finished.
+    # Killed and reaped, not waited for: the child is gone.
     assert _children() == before
-    assert not finished.exists()
 
 
 def test_a_child_that_dies_without_an_answer_is_a_failure() -> None:
@@ -386,16 +389,30 @@ def test_the_event_loop_keeps_running_while_a_child_answers(tmp_path: Path) -> N
     assert outcome.value is True
 
 
-def test_a_large_body_that_gets_no_turn_within_the_deadline_is_busy() -> None:
-    limits = Limits(isolate_above_bytes=16, call_deadline_seconds=0.1)
-    calls = isolation.Calls(limits)
-    first = gevent.spawn(calls.answer, bytearray(BODY), lambda body: time.sleep(1))
+def test_a_large_body_that_gets_no_turn_within_the_deadline_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call holds the turn until the second has been refused: the outcome depends on
+    no race between the two deadlines."""
+    released = gevent.event.Event()
+    ran: list[object] = []
+
+    def held(body: bytearray, work: Callable[[object], object], **_: object) -> object:
+        ran.append(work)
+        released.wait()
+        return isolation.ChildOutcome(None, None, 0)
+
+    monkeypatch.setattr(isolation, "run_in_child", held)
+    calls = isolation.Calls(Limits(isolate_above_bytes=16, call_deadline_seconds=0.05))
+    first = gevent.spawn(calls.answer, bytearray(BODY), lambda body: "first")
     gevent.sleep(0)  # the first call takes the turn
 
     with pytest.raises(bodies.Busy):
-        calls.answer(bytearray(BODY), lambda body: None)
+        calls.answer(bytearray(BODY), lambda body: "second")
 
-    first.join()
+    released.set()
+    first.get()
+    assert len(ran) == 1  # the second call's work never ran
 
 
 def test_the_child_inherits_no_descriptor_but_its_pipe() -> None:

@@ -58,26 +58,47 @@ def test_two_different_children_under_an_observed_name_hold_the_observed_one() -
     assert answer.conflicts == {(api.LWS_KIND, "llm-1-aaaaaaaa-prefill")}
 
 
-def test_there_is_no_way_to_the_children_around_the_guard() -> None:
-    """The deletion guard cannot be skipped: the only accessor of the answer's children checks."""
-    public = {name for name in dir(desired.DesiredChildren) if not name.startswith("_")}
-    assert public == {"add", "allow_deletion", "checked_children", "deleted", "keep", "requested"}
+def test_the_answer_requests_only_the_children_that_are_not_observed() -> None:
+    (item,) = builders.parse_children(_observed_lws("llm-0-aaaaaaaa-prefill"))
+    answer = desired.DesiredChildren([item])
+    answer.add(children.reemit_lws(item, replicas=2))
+    answer.add(children.render_service(name="llm-prv", labels={"a": "b"}))
+    assert answer.requested() == {("Service", "llm-prv")}
+    assert answer.deleted() == 0
 
 
-def test_the_hold_path_goes_through_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A held set's answer (every observed child unchanged) is checked like any other."""
-    checked: list[int] = []
-    original = desired.DesiredChildren.checked_children
+def test_a_kept_child_is_answered_as_it_is_and_counts_as_observed() -> None:
+    """A child of a kind this version does not know: answered as last applied, never created."""
+    unknown = {"apiVersion": "example.com/v9", "kind": "Gadget", "metadata": {"name": "g"}}
+    answer = desired.DesiredChildren(())
+    answer.keep(unknown)
+    assert answer.checked_children() == (unknown,)
+    assert answer.requested() == frozenset()
+    assert answer.deleted() == 0
 
-    def spy(self: desired.DesiredChildren) -> tuple[api.JsonObject, ...]:
-        result = original(self)
-        checked.append(len(result))
-        return result
 
-    monkeypatch.setattr(desired.DesiredChildren, "checked_children", spy)
+@pytest.mark.parametrize("held", [False, True], ids=["reconciled", "held"])
+def test_there_is_no_way_to_the_children_around_the_guard(
+    monkeypatch: pytest.MonkeyPatch, held: bool
+) -> None:
+    """Whichever path a pass takes, an answer that lost an observed child is refused, not sent.
+
+    The loss is a bug planted in the answer (it drops every LWS added to it)."""
     parent = builders.make_ds()
-    parent["spec"]["slices"] = True  # a wrong JSON type holds the set
+    if held:
+        parent["spec"]["slices"] = True  # a wrong JSON type holds the set
     body = builders.make_request(parent, children=[_observed_lws("llm-0-aaaaaaaa-prefill")])
-    result = sync.sync(envelope.parse_sync_request(body), now="2026-01-01T00:00:00Z")
-    assert result.summary["outcome"] == "held"
-    assert checked == [1]
+    request = envelope.parse_sync_request(body)
+    sound = sync.sync(request, now="2026-01-01T00:00:00Z")
+    assert sound.summary["outcome"] == ("held" if held else "synced")
+    assert "llm-0-aaaaaaaa-prefill" in {c["metadata"]["name"] for c in sound.answer.children}
+    original = desired.DesiredChildren.add
+
+    def losing(self: desired.DesiredChildren, child: api.JsonObject) -> None:
+        if child["kind"] != api.LWS_KIND:
+            original(self, child)
+
+    monkeypatch.setattr(desired.DesiredChildren, "add", losing)
+
+    with pytest.raises(desired.UnsafeDeletionError, match="LeaderWorkerSet llm-0-aaaaaaaa"):
+        sync.sync(request, now="2026-01-01T00:00:00Z")

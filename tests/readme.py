@@ -1,10 +1,11 @@
-"""The README's code blocks as the tests that keep it true read them (`tests/test_readme.py`
-without a cluster, `tests/cluster/test_readme.py` on one).
+"""The code blocks of the README, and the walk-throughs of docs/rollout.md, as the tests that keep
+them true read them (`tests/test_readme.py` without a cluster, `tests/cluster/test_readme.py` on
+one).
 
 A `console` block is a session: each `$ COMMAND` line (a `# comment` after the command is for the
 reader) is followed by what the command prints, standard output and error together, as a
-terminal shows them. The expected lines are the README's own, so a changed output is one edit of
-the README. They compare after `normalised`, which blanks what differs from run to run
+terminal shows them. The expected lines are the document's own, so a changed output is one edit
+of the document. They compare after `normalised`, which blanks what differs from run to run
 (timestamps, kubectl's AGE column). A line `...` stands for any number of lines, and a line that
 ends in ` ...` for one line that starts with what comes before.
 """
@@ -14,11 +15,15 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from tests.shared import REPO_ROOT
 
 README: Final = REPO_ROOT / "README.md"
+DOCUMENTS: Final = (README, REPO_ROOT / "docs" / "rollout.md")
+"""The documents whose console blocks the tests run: the README's walk-throughs, and the
+partition's, which moved to docs/rollout.md to keep the README a short read (issue 36)."""
 LOCAL: Final = ("python", "-m", "hooks")
 """How a command that runs without a cluster starts."""
 ON_A_CLUSTER: Final = "kubectl"
@@ -34,7 +39,7 @@ _AGE: Final = re.compile(r"(?<=\s)(?:\d+[smhd])+$")
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One command of a console block and the lines the README shows it printing."""
+    """One command of a console block and the lines the document shows it printing."""
 
     command: str
     expected: tuple[str, ...]
@@ -47,7 +52,7 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A fenced code block of the README: its language, text, section and where it starts."""
+    """A fenced code block of a document: its language, text, section and where it starts."""
 
     language: str
     text: str
@@ -55,10 +60,11 @@ class Block:
     """The title of the `##` section that holds it."""
     line: int
     """The line of its opening fence (1-based)."""
+    document: Path = README
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line} ({self.section})"
+        return f"{self.document.relative_to(REPO_ROOT)}:{self.line} ({self.section})"
 
     def steps(self) -> list[Step]:
         """A console block's commands with their output."""
@@ -73,20 +79,21 @@ class Block:
         return steps
 
 
-def blocks() -> list[Block]:
-    """Every fenced code block of the README, in order."""
+def blocks(document: Path = README) -> list[Block]:
+    """Every fenced code block of a document, in order."""
     found = []
     section = ""
     opened: tuple[str, int] | None = None
     lines: list[str] = []
-    for number, line in enumerate(README.read_text().splitlines(), start=1):
+    for number, line in enumerate(document.read_text().splitlines(), start=1):
         fence = _FENCE.match(line)
         if opened is None and line.startswith("## "):
             section = line.removeprefix("## ")
         elif opened is None and fence:
             opened, lines = (fence.group(1), number), []
         elif opened is not None and line == "```":
-            found.append(Block(opened[0], "\n".join(lines) + "\n", section, opened[1]))
+            text = "\n".join(lines) + "\n"
+            found.append(Block(opened[0], text, section, opened[1], document))
             opened = None
         elif opened is not None:
             lines.append(line)
@@ -94,7 +101,10 @@ def blocks() -> list[Block]:
 
 
 def console_blocks() -> list[Block]:
-    return [block for block in blocks() if block.language == "console"]
+    """The console blocks of every document the tests run."""
+    return [
+        block for document in DOCUMENTS for block in blocks(document) if block.language == "console"
+    ]
 
 
 def runs_locally(block: Block) -> bool:
@@ -128,4 +138,4 @@ def mismatch(expected: tuple[str, ...], printed: str) -> str | None:
         return None
     shown = "\n".join(f"    {line}" for line in expected)
     got = "\n".join(f"    {line}" for line in printed.splitlines())
-    return f"the README shows:\n{shown}\nit printed:\n{got}"
+    return f"the document shows:\n{shown}\nit printed:\n{got}"

@@ -1,9 +1,10 @@
 """One line per skip reason at the end of every run: `N skipped: REASON`, most first.
 
-A test that needs something from outside the repository skips saying what is missing (the
-README's "What skips"). Hundreds of them skip for a handful of reasons (no ../shared golden
-vectors, no control plane, no Go sources), so the run ends with those reasons and how many tests
-each skipped, not a line per test: the lines come last, just before pytest's closing counts.
+A test that needs something from outside the repository skips saying what is missing
+(docs/CONTRIBUTING.md, "What skips"). Hundreds of them skip for a handful of reasons (no
+../shared golden vectors, no control plane, no Go sources), so the run ends with those reasons
+and how many tests each skipped, not a line per test: the lines come last, just before pytest's
+closing counts.
 `tests/conftest.py` loads this plugin for every run.
 """
 

@@ -24,7 +24,7 @@ def test_committed_table_matches_the_go_sources() -> None:
     if not source_dir:
         pytest.skip(
             "DS_GO_SOURCES is not set: no Go sources to regenerate the type table from"
-            " (README, What skips)"
+            " (docs/CONTRIBUTING.md, What skips)"
         )
     src = Path(source_dir)
     missing = [name for name in ("api", "apimachinery", "lws") if not (src / name).is_dir()]

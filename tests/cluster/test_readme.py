@@ -1,12 +1,12 @@
-"""The README's kubectl walk-throughs, run as written on the real control plane (issue 27,
-item 4).
+"""The kubectl walk-throughs of the README and docs/rollout.md, run as written on the real control
+plane (issue 27, item 4).
 
 Each `console` block of `kubectl` commands (`tests.readme` reads them) runs in a namespace of its
 own, through a kubeconfig whose context names that namespace, so that every command runs exactly
-as the README writes it, `kubectl ds` found on PATH as `pip install` puts it there. Every command
-must exit 0 and print what the README shows, its own lines the expected ones: a changed output is
-one edit of the README. The session's fake LWS controller makes groups ready 0.25 s after a
-change, where the sandbox takes 2 s; only what `...` stands for depends on that pace.
+as the document writes it, `kubectl ds` found on PATH as `pip install` puts it there. Every
+command must exit 0 and print what the document shows, its own lines the expected ones: a changed
+output is one edit of the document. The session's fake LWS controller makes groups ready 0.25 s
+after a change, where the sandbox takes 2 s; only what `...` stands for depends on that pace.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print the KUBECONFIG to export, then wait: kubectl apply, kubectl ds and kubectl get "
         "work against it. Ctrl-C (SIGINT) or SIGTERM stops everything it started and removes "
         "its directory. The programs are found as the cluster tests find them: "
-        "KUBEBUILDER_ASSETS and DS_TESTCLUSTER_ASSETS (the README's 'Run the cluster tests').",
+        "KUBEBUILDER_ASSETS and DS_TESTCLUSTER_ASSETS (docs/operations.md, 'The sandbox').",
     )
     parser.add_argument(
         "--kit",

@@ -51,8 +51,8 @@ HOW_TO_INSTALL: Final = (
     f" path {KUBERNETES_VERSION}.x` prints one) and {EXTRA_VARIABLE} to a directory with"
     " metacontroller (/usr/bin/metacontroller of the image"
     " ghcr.io/metacontroller/metacontroller:v4.17.2) and kube-controller-manager"
-    " (https://dl.k8s.io/v1.36.2/bin/linux/amd64/kube-controller-manager); see the README's 'Run"
-    " the cluster tests'"
+    " (https://dl.k8s.io/v1.36.2/bin/linux/amd64/kube-controller-manager); see docs/operations.md,"
+    " 'The sandbox'"
 )
 RELEASE_CRD_SOURCE: Final = (
     "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml of kubernetes-sigs/lws at"

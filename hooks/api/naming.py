@@ -75,7 +75,7 @@ class Budget:
 
 
 def budget(*, set_name: str, role: str, slices: int, replicas: int | None) -> Budget:
-    """The name budget of one role (see the module docstring)."""
+    """The name budget of one role (docs/rollout.md, "Names and their budget")."""
     overhead = SEPARATORS + digits(slices - 1) + REVISION_LENGTH + suffix_length(replicas)
     return Budget(
         length=len(set_name) + len(role) + overhead, combined_limit=DNS1035_LABEL_MAX - overhead

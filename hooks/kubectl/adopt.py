@@ -40,9 +40,8 @@ RESOURCES: Final[Mapping[str, str]] = {
 each: LeaderWorkerSets, Services, RoleScalers and the history records."""
 
 VERB: Final = "adopt"
-"""The RBAC verb on a DisaggregatedSet that hands it an object: the kit's admission policy
-refuses the `controller-uid` label and a controller ownerReference to a set without it, and
-the kit grants it to the admin role and to Metacontroller (metacontroller/user-roles.yaml)."""
+"""The RBAC verb on a DisaggregatedSet that hands it an object (docs/operations.md, "Who may
+hand a set a child")."""
 
 
 class Verdict(StrEnum):

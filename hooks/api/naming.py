@@ -1,20 +1,9 @@
-"""Names, labels and selectors of the objects a DisaggregatedSet owns, and what names must fit.
+"""Names, labels and selectors of the objects a DisaggregatedSet owns, and what names must fit
+(the names and their budget: docs/rollout.md, "Names and their budget").
 
-These strings are part of the compatibility contract with upstream: clients compute LWS names
-themselves (`<set>-<slice>-<revision>-<role>`) and select pods by these labels. The module formats
-and measures; it decides nothing.
-
-The name budget (upstream's rule since kubernetes-sigs/lws PR #991): per role,
-
-    len(<set>-<slice>-<revision>-<role>) + max(len("-prv"), 1 + digits(replicas - 1) + 11) <= 63
-
-The LWS name must leave room for the longest name derived from it that has to be a DNS-1035
-label (63 characters): its headless Service `<lws>-prv`, and the `controller-revision-hash` label
-that the worker StatefulSet of group `i` puts on its pods, `<lws>-<i>-<10-character hash>` (group
-indexes run up to replicas - 1; replicas 0 or unset count one digit). The slice digits are those
-of the last slice, `slices - 1`; the revision is always 8 characters. `rules.GENERATED_NAMES_FIT`
-(CEL) and `hooks.core.validation` (the hook's re-check) both evaluate exactly this, from the
-constants below.
+These strings are part of the compatibility contract with upstream. The module formats and
+measures; it decides nothing. `rules.GENERATED_NAMES_FIT` (CEL) and `hooks.core.validation` both
+evaluate the budget from the constants below.
 """
 
 from __future__ import annotations
@@ -86,7 +75,7 @@ class Budget:
 
 
 def budget(*, set_name: str, role: str, slices: int, replicas: int | None) -> Budget:
-    """The name budget of one role (see the module docstring)."""
+    """The name budget of one role (docs/rollout.md, "Names and their budget")."""
     overhead = SEPARATORS + digits(slices - 1) + REVISION_LENGTH + suffix_length(replicas)
     return Budget(
         length=len(set_name) + len(role) + overhead, combined_limit=DNS1035_LABEL_MAX - overhead

@@ -319,7 +319,7 @@ EXTERNAL_SINGLE_SLICE: Final = CelRule(
     ),
 )
 
-# The name budget (`naming` explains it): per role, the longest generated name in characters.
+# The name budget (docs/rollout.md, "Names and their budget"): the longest name a role makes.
 _SLICE_DIGITS = "size(string((has(self.spec.slices) ? self.spec.slices : 1) - 1))"
 _LAST_GROUP = "(has(r.spec.replicas) && r.spec.replicas > 1 ? r.spec.replicas - 1 : 0)"
 _SUFFIX = (

@@ -313,9 +313,8 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
         _column("Ready", ".status.ready", "string"),
         _column("Revision", ".status.revision", "string"),
         _column("Available", _condition(api.ConditionType.AVAILABLE, "status"), "string"),
-        # The Progressing reason: RolloutInProgress, RolloutPaused, RolloutHeld,
-        # RolloutPartitioned, ProgressDeadlineExceeded, or AllRolesReady once done; a stuck,
-        # paused or held rollout stands out in `kubectl get`.
+        # The Progressing reason (`hooks.api.conditions`): a stuck, paused or held rollout
+        # stands out in `kubectl get`.
         _column("Rollout", _condition(api.ConditionType.PROGRESSING, "reason"), "string"),
         _column("Degraded", ".status.degraded", "string"),
         # The spec's generation beside the one the controller last synced: the columns before

@@ -1,20 +1,12 @@
-"""The command line: `python -m hooks serve | render | plan | crds`.
+"""The command line: `python -m hooks serve | render | plan | crds` (README, "Command line").
 
 It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
 subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
-`_run_<name>(args) -> exit code` function.
-
-- `serve` runs the hook server (`hooks.server.serving`: the Flask app of `hooks.server.app`
-  under gunicorn with gevent workers), imported only when it runs: the other commands load no
-  server stack.
-- `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
-- `crds` writes the CRDs (`crdgen.write_crds`) or checks the committed ones (`--check`).
+`_run_<name>(args) -> exit code` function; `serve` imports the server stack only when it runs,
+and `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
 
 Exit codes: 0 success (also when the reader of the output goes away, as in `plan ... | head`),
-1 failure (stale CRDs, a plan that does not complete, a manifest that would be refused, unreadable
-input), 2 usage error. Never a traceback: every message on stderr is one line
-(`hooks.cli.console`); a problem in a file starts with where it is (`FILE:LINE:COLUMN:` for YAML,
-`FILE: Kind name: field:` for a manifest).
+1 failure, 2 usage error; never a traceback (`hooks.cli.console`).
 """
 
 from __future__ import annotations

@@ -39,9 +39,8 @@ Encoding rules (Go's `encoding/json.Marshal`):
   zero time, so a template's `creationTimestamp: null` disappears instead of being written as
   `null`; a non-pointer zero time without `omitzero` (a PVC condition's `lastProbeTime`) is still
   written as `null`, and the empty PVC `status` as `{}`.
-- Quantities are always quoted strings, int-or-strings a bare int32 or a string, times a quoted UTC
-  RFC 3339 string or `null` for the zero time; strings are escaped as `hooks.gocompat.gotext`
-  describes.
+- Int-or-strings are a bare int32 or a string; other scalars as `hooks.gocompat.gotext` and
+  `hooks.gocompat.quantity` write them.
 
 Known gap, failing loudly rather than guessing: quantities whose exponents would make upstream
 build powers of ten with billions of digits raise `gotext.EncodingError`.

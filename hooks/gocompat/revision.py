@@ -1,16 +1,10 @@
-"""The revision of a DisaggregatedSet: Go `encoding/json` bytes of its role templates, hashed.
+"""The revision of a DisaggregatedSet: the bytes upstream marshals for
+`[{"name": <role name>, "template": <LeaderWorkerTemplate>}, ...]` in `spec.roles` order, hashed.
 
-This module owns `encode_templates` and `compute_revision`. It reproduces, byte for byte, what
-upstream (sigs.k8s.io/lws at 060ab4d, k8s.io/api and k8s.io/apimachinery v0.36.3, Go 1.26) writes
-when it decodes the stored object into its typed structs and marshals
-`[{"name": <role name>, "template": <LeaderWorkerTemplate>}, ...]` in `spec.roles` order; the
-revision is the first 8 lowercase hex characters of the SHA-256 of those bytes. Each template is
-written by `hooks.gocompat.gojson` from the committed type table (its module docstring holds the
-decoding and encoding rules), each role name quoted by `hooks.gocompat.gotext`. A `null` template
-is the zero LeaderWorkerTemplate, as in Go. A template a typed Go decode would reject raises
-`gotext.EncodingError` located at `[<index>].spec.leaderWorkerTemplate...`: there is no default
-hash. The module is pure: no I/O of its own, no clock, no logging, no state; it never mutates its
-input. (The hook server remembers the revisions it computed, `hooks.server.revisions`.)
+Each template is written by `hooks.gocompat.gojson` (its docstring: the upstream versions and the
+decoding and encoding rules), each role name quoted by `hooks.gocompat.gotext`; a `null` template
+is the zero LeaderWorkerTemplate, as in Go, and there is no default hash. Pure and stateless (the
+hook server remembers revisions: `hooks.server.revisions`).
 """
 
 from __future__ import annotations

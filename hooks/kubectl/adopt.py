@@ -1,41 +1,13 @@
 """What `kubectl ds adopt` decides: which children another controller made to hand to
-Metacontroller, which to refuse and why, and the patch that hands each over.
+Metacontroller, which to refuse and why, and the patch that hands each over (the story and what
+it trusts: docs/safety.md, "What `kubectl ds adopt` trusts"; the steps: docs/operations.md,
+"Moving from upstream's controller").
 
-Metacontroller finds a DisaggregatedSet's children by the label `controller-uid: <set uid>` (the
-CompositeController's `generateSelector: true`) and adds that label to every child it creates.
-Children that upstream's Go controller created carry the API's labels and a controller
-ownerReference to the set, but not that label. Metacontroller then never sends them to the
-hooks, and worse, on the set's first sync it releases them (it removes its ownerReference from
-every object the set controls that its selector does not match): they become orphans, no longer
-collected with the set. Adoption adds the label first (docs/operations.md, "Install, upgrade,
-migrate, uninstall").
-
-Pure: every function reads the set and the objects kubectl printed as the hooks read them
-(`hooks.wire.envelope` parses them) and returns values; `hooks.kubectl.plugin` runs kubectl and
-prints. An object is a candidate when it is of a child kind (`RESOURCES`) and
-its `disaggregatedset.x-k8s.io/name` label names a set in its namespace:
-
-- controlled by that set (a controller ownerReference to the DisaggregatedSet of the set's name
-  and uid): adopted, that is labelled `controller-uid: <set uid>` (relabelled when the label
-  names another uid), or already adopted when it carries the label;
-- controlled by anything else (a reference with the set's uid to another kind or name among
-  them): refused, left alone;
-- controlled by nothing (an orphan: Metacontroller released it because it synced the set before
-  the adoption, a set of that name was deleted with `--cascade=orphan`, or someone created it
-  with the set's label): adopted only when asked (`--orphans`), and only when it has no owner at
-  all and is exactly what the set would have made at its name (`hooks.kubectl.adoptable`: a
-  planted object is refused, naming what differs); Metacontroller then adds the ownerReference
-  itself, as it does for any orphan its selector matches.
-
-A child the set controls is trusted as its controller ownerReference says, as upstream's
-controller trusts it: that is how a set moves from upstream's controller, whose LWS of revisions
-the spec and the records no longer hold could not be checked otherwise. The kit's admission
-policy (metacontroller/adoption-policy.yaml) lets only those allowed `VERB` on the set add such a
-reference, or the label; the plugin asks the API server whether the user is before it writes.
-
-The patch is a merge patch carrying the `resourceVersion` read, so the API server applies it only
-to the object as it was judged (409 Conflict otherwise: read it again and judge again). It adds or
-replaces one label and changes nothing else.
+Pure: reads the set and the objects kubectl printed as `hooks.wire.envelope` parses them and
+returns values; `hooks.kubectl.commands` runs kubectl and prints. An object is a candidate when it
+is of a child kind (`RESOURCES`) and its `disaggregatedset.x-k8s.io/name` label names a set in its
+namespace. The patch is a merge patch carrying the `resourceVersion` read (409 Conflict when the
+object moved: read it again and judge again) that adds or replaces one label.
 """
 
 from __future__ import annotations
@@ -68,9 +40,8 @@ RESOURCES: Final[Mapping[str, str]] = {
 each: LeaderWorkerSets, Services, RoleScalers and the history records."""
 
 VERB: Final = "adopt"
-"""The RBAC verb on a DisaggregatedSet that hands it an object: the kit's admission policy
-refuses the `controller-uid` label and a controller ownerReference to a set without it, and
-the kit grants it to the admin role and to Metacontroller (metacontroller/user-roles.yaml)."""
+"""The RBAC verb on a DisaggregatedSet that hands it an object (docs/operations.md, "Who may
+hand a set a child")."""
 
 
 class Verdict(StrEnum):

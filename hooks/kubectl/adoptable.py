@@ -1,36 +1,15 @@
 """What `kubectl ds adopt --orphans` asks of an orphan before it hands it to a set: that it is
-exactly what the set would have made at its name (`hooks.kubectl.adopt` decides the rest).
+exactly what the set would have made at its name (docs/safety.md, "What `kubectl ds adopt`
+trusts"; `hooks.kubectl.adopt` decides the rest), in the object and in Metacontroller's
+last-applied copy alike, since the hooks write that back (`difference` says what does not agree).
 
-An orphan (the set's name label, no owner at all) is a child the set lost (Metacontroller
-released it, the set was deleted with `--cascade=orphan` and created again, upstream's
-controller made it) or an object someone planted at a name the set will ask for: child names are
-predictable, and whoever can read the set can compute its revision. Once adopted it is the child
-its name says, and the hooks write back what they find in it (Metacontroller's last-applied
-annotation when that names it, `hooks.wire.envelope`), so everything the set controls about it
-must agree, in the object and in that annotation alike (`difference` says what does not):
-
-- **LeaderWorkerSet**: named `<set>-<slice>-<revision>-<role>` after its labels; its revision is
-  the spec's or that of a history record that counts (`hooks.core.history.problem_with`, or
-  `problem_with_body` for an orphaned record, which adoption hands over with it), whose roles
-  hash to it; and its labels (but `controller-uid`, which adoption writes), annotations (but
-  `initial-replicas` and Metacontroller's last-applied copy) and spec (but `replicas`) are what
-  `hooks.core.children.render_lws` makes for that role, slice and revision from the spec's role
-  or the record's, as LWS's own admission stores it (`admitted`). So its pod templates are its
-  revision's, with the set's labels and placement terms, and nothing else. The
-  leaderWorkerTemplate is compared as upstream's typed Go encoding writes it
-  (`hooks.gocompat.gojson`, whose rules the revision hash follows): upstream's controller
-  re-encodes a role through its Go types before it creates the LWS, so one it made is the set's
-  exactly when the set's own would be. The placement terms may be those of the spec's placement
-  policy or of another one (its topology key read from the object): a placement change reaches
-  an LWS only when it is created, and placement only narrows where its pods run.
-- **Service**: `<lws>-prv` of the LWS name its labels give; labels and selector exactly the four
-  of `hooks.api.naming.service_labels`; headless, no ports, no annotations; of the fields the
-  API server fills in, only `SERVED`, with the values it gives a headless Service.
-- **DisaggregatedSetRoleScaler**: named `<set>-<role>` with exactly the labels the set gives
-  it. Its replicas are whoever scales it's: the set takes them as they are.
-- **DisaggregatedSetRevision**: it would count (`hooks.core.history.problem_with_body`).
-
-Pure: reads the objects kubectl printed, as `hooks.wire.envelope` parsed them.
+An LWS's revision must be the spec's or that of a history record that counts
+(`hooks.core.history`), and the rest is compared with what `hooks.core.children.render_lws` makes
+for its role, slice and revision, as LWS's admission stores it (`admitted`); the
+leaderWorkerTemplate in upstream's typed Go encoding (`hooks.gocompat.gojson`), since upstream's
+controller re-encodes a role through its Go types before it creates the LWS. Its placement terms
+may be those of another placement policy (`_policies`): a placement change reaches an LWS only when
+it is created. Pure: reads the objects kubectl printed, as `hooks.wire.envelope` parsed them.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from hooks.cli import console
 from hooks.core import controls, records
 from hooks.kubectl import adopt, adoptable, client, rollout, status, writes
 from hooks.kubectl.client import SETS, Kubectl
+from hooks.kubectl.plugin import PROG
 
-PROG: Final = "kubectl ds"
 POLL_SECONDS: Final = 1.0
 ADOPT_ATTEMPTS: Final = 3
 # A status the hooks write meanwhile changes the set's resourceVersion but not its generation:

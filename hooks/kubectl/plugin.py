@@ -1,24 +1,11 @@
-"""`kubectl ds`: the kubectl plugin of DisaggregatedSets (the `kubectl-ds` console script).
+"""`kubectl ds`: the kubectl plugin of DisaggregatedSets (the `kubectl-ds` console script), its
+arguments and `--help` (each command's, and the exit statuses in the epilogs).
 
-kubectl runs a `kubectl-NAME` program on PATH as `kubectl NAME`, so `pip install` makes this
-`kubectl ds`. It reaches the cluster only through the `kubectl` binary on PATH, passing on the
-user's `-n/--namespace`, `--context` and `--kubeconfig` (and the environment): no credentials
-and no client library of its own (`hooks.kubectl.client`). This module parses the arguments;
-`hooks.kubectl.commands` runs kubectl and prints; what it decides is `hooks.kubectl.rollout`'s
-and `hooks.kubectl.status`'s (for `adopt`, `hooks.kubectl.adopt`'s), and how an undo writes is
-`hooks.kubectl.writes`'s. Each command's `--help` says what it does; `plan` and `render` are
-`python -m hooks plan|render` (`hooks.cli.commands`). A command imports only what it runs:
-`--help` and usage errors load the parser alone, not `hooks.kubectl.commands`, the core, the
-API's models, YAML or the package's metadata (tests/test_architecture.py).
-
-Exit status: 0 done (`rollout status`: Available, or held or partitioned on purpose; an
-annotation already as asked); 1 failure (deadline exceeded, Degraded, a refused undo, an object
-adopt left alone, adopt without the verb adopt, kubectl failing: not found, a conflict, no
-access, or kubectl that cannot be run at all; a failed plan or render); 2 usage error; 3
-`rollout status --timeout` ran out while the rollout still moved, waited or was paused; 130
-interrupted. 0, 1 and 2 are `python -m hooks`'s (1 is also kubectl's failure);
-kubectl gives 1 for a timeout too, and 3 lets a pipeline tell "give it longer" from "broken".
-Every error is one line, `kubectl ds COMMAND: error: ...`.
+It reaches the cluster only through the user's `kubectl` (`hooks.kubectl.client`);
+`hooks.kubectl.commands` runs each command. A command imports only what it runs: `--help` and
+usage errors load the parser alone (tests/test_architecture.py). Exit status 3 (`rollout status
+--timeout` ran out) lets a pipeline tell "give it longer" from "broken", since kubectl gives 1 for
+a timeout too; 130 is an interrupt. Every error is one line, `kubectl ds COMMAND: error: ...`.
 """
 
 from __future__ import annotations

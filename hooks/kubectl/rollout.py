@@ -1,21 +1,15 @@
-"""What `kubectl ds rollout` decides, from the objects kubectl prints (hooks.kubectl.commands).
+"""What `kubectl ds rollout history` and `undo` decide, from the objects kubectl prints
+(`hooks.kubectl.commands` runs kubectl; `read_set`, `read_children` and `envelope.parse_records`
+parse its JSON with `hooks.wire.envelope`). Pure: none runs kubectl, reads the clock or prints.
 
-Pure: every function takes the set, its LeaderWorkerSets and its DisaggregatedSetRevisions as
-the hooks read them (`read_set`, `read_children` and `envelope.parse_records` parse kubectl's
-JSON with `hooks.wire.envelope`, the one reader of Kubernetes objects) and returns a value; none
-runs kubectl, reads the clock or prints.
-
-- **History.** A set's records are the DisaggregatedSetRevisions that count by the predicate the
-  hooks use (`hooks.core.history.problem_with`): the others are named in notes and never listed
-  or restored. The current revision is the one the spec hashes to (`hooks.gocompat.revision`),
-  recorded or not yet.
-- **Undo** (`undo_target`, `restore`), as `kubectl ds rollout undo --help` describes it. The
+- **History**: the records that count by the hooks' own predicate (`hooks.core.history`); the
+  others are named in notes and never listed or restored. The current revision is the one the
+  spec hashes to, recorded or not yet.
+- **Undo** (`undo_target`, `restore`; what it writes back: `kubectl ds rollout undo --help`). The
   previous revision is the highest number below the current's (the highest of all while the
-  current one is not recorded); a history with two records of one number restores nothing. The
-  restored spec must hash to the recorded revision. The set's `kubernetes.io/change-cause`
-  becomes the revision's (or goes when it has none), so the record renumbered by the rollback
-  keeps its own cause. How it is written: `hooks.kubectl.writes`.
-- **Status**: `hooks.kubectl.status`.
+  current one is not recorded); two records of one number restore nothing. The set's
+  change-cause becomes the revision's (or goes when it has none), so the record renumbered by the
+  rollback keeps its own. How it is written: `hooks.kubectl.writes`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
-"""What `kubectl ds rollout status` decides, from the objects kubectl prints (`judge`, `progress`).
+"""What `kubectl ds rollout status` decides, from the objects kubectl prints (`judge`, `progress`;
+its outcomes and exit statuses: `kubectl ds rollout status --help`). Pure, as
+`hooks.kubectl.rollout` is.
 
-Pure, as `hooks.kubectl.rollout` (which reads the objects) is. The revision a rollout moves to is
-the one the status names (`target_of`); a status of the current generation that names none is
-not these hooks' (they always write one; upstream's controller writes none): then the spec's
-revision tells the new LWS from the old, and the lines say so instead of naming a revision
-"None". Only a status of the current generation counts. Degraded=True, and Progressing=False
-with ProgressDeadlineExceeded or RoleScaledToZero (a role at 0 groups beside busy ones, which
-nothing the rollout does can make Available), fail; Available=True is done; Progressing Unknown
-with RolloutHeld or RolloutPartitioned, every LWS of the new revision ready, stands on purpose
-(done, not failed) only when the annotations ask for just that now: an annotation change keeps
-the generation, so after `release`, `partition --clear` or a new hold or partition the status
-can report the old one until the hooks have seen the change. The rest waits, RolloutPaused
-included.
+Only a status of the current generation counts. One that names no revision is not these hooks'
+(they always write one; upstream's controller writes none): then the spec's revision tells the new
+LWS from the old, and the lines say so instead of naming a revision "None". Held or partitioned
+counts as done only when the annotations ask for just that now: an annotation change keeps the
+generation, so after `release`, `partition --clear` or a new hold the status can report the old
+one until the hooks have seen the change.
 """
 
 from __future__ import annotations

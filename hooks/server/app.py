@@ -1,28 +1,12 @@
-"""The HTTP edge: Flask factory, routes and the one exception→HTTP map.
+"""The HTTP edge: Flask factory, routes and the one exception→HTTP map (`failure_for`).
 
-A view only translates HTTP to a pure hook function and back. For each call it reads the body
-within limits (`hooks.server.bodies`), reads the clock once, and has `bodies` decode it once with
-orjson (whatever the Content-Type says: Metacontroller always sends JSON, curl users often
-forget the header) and run the hook (`envelope.parse_*`, then the hook function) and serialise
-its answer, in this process or, for a large body, in a memory-limited child process; it returns
-200 application/json, and once the answer is sent `hooks.server.observability` logs the call and
-counts it. Nothing here decides anything about DisaggregatedSets.
-
-Failures never produce a partial 200. The map (`failure_for`) is the only place that turns an
-exception into an HTTP status:
-
-- body larger than `max_body_bytes`, or whose call would take more memory than
-  `max_parse_bytes` → 413; too slow → 408; too many bodies buffered at once, or no turn for a
-  large one → 503; a large body's call still running at the call deadline → 503;
-- body that is not JSON, whose transfer is broken (malformed chunks, the client gone mid-body),
-  or that `envelope` rejects (`RequestError`: wrong kind, no parent, bad shape) → 400 (the
-  request itself is at fault; Metacontroller retries with backoff either way);
-- `desired.UnsafeDeletionError`, a large body's child process that died without an answer, and
-  every other exception → 500.
-
-Error answers carry a small JSON body `{"error": ..., "hook": ...}` whose message is capped (a
-request can hold megabytes in a field an error names); an unexpected exception's text stays in
-the log (with its traceback), not in the answer.
+A view only translates HTTP to a pure hook function and back: it reads the body within limits
+(`hooks.server.bodies`), reads the clock once, decodes the body once with orjson whatever the
+Content-Type says (curl users often forget the header), runs the hook in this process or, for a
+large body, in a memory-limited child (`hooks.server.isolation`), and once the answer is sent
+`hooks.server.observability` logs and counts the call. Failures never produce a partial 200;
+error answers are `{"error": ..., "hook": ...}` with the message capped, and an unexpected
+exception's text stays in the log. Nothing here decides anything about DisaggregatedSets.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""Request bodies within limits: read, bounded, decoded once.
+"""Request bodies within limits (`settings.Limits`): read, bounded, decoded once; each exception
+says which limit a body broke (the rules and numbers: docs/operations.md, "The hook server").
 
-What one process accepts (`settings.Limits`), whatever a client sends:
-
-- a body larger than `max_body_bytes` (the Content-Length, then the bytes actually read):
-  `BodyTooLarge`;
-- a body still incomplete `body_deadline_seconds` after its reading began, or whose socket stays
-  silent for the server's read timeout: `BodyTimeout`;
-- bytes of request bodies held at once by this process, complete or still arriving, past
-  `buffered_bytes`: `Busy` (Metacontroller retries). Bodies are read 64 KiB at a time and every
-  piece is counted when it arrives (with the buffers of the transport), so many slow uploads
-  cannot add up to an out-of-memory kill;
-- a body whose transfer is broken (a malformed chunk, a client that closes mid-body):
-  `BodyUnreadable`, the client's error;
-- a body that is not JSON: `InvalidJson`.
-
-The call on a body, within a memory bound, is `hooks.server.isolation`'s.
-
-The exceptions are mapped to HTTP answers in `hooks.server.app`, the one place that does that. This
-module knows the transport's exceptions (gunicorn's, werkzeug's) and turns them into its own; it
-knows nothing of hooks, Flask routes, logging or metrics.
+The call on a body is `hooks.server.isolation`'s. The exceptions are mapped to HTTP answers in
+`hooks.server.app`, the one place that does that. This module turns the transport's exceptions
+(gunicorn's, werkzeug's) into its own; it knows nothing of hooks, Flask routes, logging or metrics.
 """
 
 from __future__ import annotations

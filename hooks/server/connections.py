@@ -1,6 +1,6 @@
-"""The connection policy of `hooks.server.serving`'s docstring, without gevent: one worker's
-connections, which are shed first for new ones, when a body counts as unread, and the answer to
-gunicorn's own request errors. `hooks.server.worker` applies it inside gevent.
+"""The connection policy (docs/operations.md, "The hook server", Connections), without gevent:
+one worker's connections, which are shed first for new ones, when a body counts as unread, and
+the answer to gunicorn's own request errors. `hooks.server.worker` applies it inside gevent.
 """
 
 from __future__ import annotations

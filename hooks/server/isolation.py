@@ -1,23 +1,12 @@
-"""The call on a request body, run within a memory bound.
+"""The call on a request body, run within a memory bound (the rules and numbers:
+docs/operations.md, "The hook server", `--max-parse-bytes`).
 
-The call on a body (decode, then `work`, the hook and its serialised answer) runs in one of two
-places. A body of up to `isolate_above_bytes` is decoded and answered in this process: its parse
-takes at most `settings.INLINE_PEAK_PER_BYTE` times its size, whatever its shape. A larger one
-is answered in a forked child process (`Calls.answer`), so that the worker's event loop keeps
-serving /healthz and other connections meanwhile, with the child's memory limited by
-construction: RLIMIT_DATA lets the child map at most `max_parse_bytes` more than it inherited
-(less what it inherited mapped but not resident, which it could fill unseen), plus the part of
-orjson's parse buffer it provably never writes to (`parse_buffer`). An allocation past that
-fails and the child answers `bodies.BodyTooComplex`; the kernel, not an estimate, enforces the
-bound. orjson does not survive an allocation that fails halfway through a parse: a child that
-dies while parsing is `bodies.BodyTooComplex` too. One child runs at a time; a large body that
-cannot get its turn in time is `bodies.Busy`, a child still running after
-`call_deadline_seconds` is killed (`CallTimeout`), and one that dies otherwise without an answer
-is `CallFailed`. The child sends its value back pickled over a pipe; the kernel reports its peak
-memory.
-
-Its exceptions are mapped to HTTP answers in `hooks.server.app`. It knows nothing of hooks, Flask
-routes, logging or metrics.
+A body of up to `isolate_above_bytes` is decoded and answered in this process; a larger one in a
+forked child (`Calls.answer`) whose RLIMIT_DATA is `max_parse_bytes` over what it inherited (less
+what it inherited mapped but not resident), plus the part of orjson's parse buffer it never
+writes (`parse_buffer`). The child sends its value back pickled over a pipe; the kernel reports
+its peak memory. Its exceptions are mapped to HTTP answers in `hooks.server.app`; it knows nothing
+of hooks, Flask routes, logging or metrics.
 """
 
 from __future__ import annotations

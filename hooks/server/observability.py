@@ -1,24 +1,12 @@
-"""What the hook server tells its operators: the JSON log line of every call, and the metrics.
+"""What the hook server tells its operators: the JSON log line of every call, and the metrics
+(what each says: docs/operations.md, "The hook server", Logs and Metrics).
 
-Logging: one JSON line per hook call, written through the `hooks` logger to stderr by the handler
-that `configure_logging` installs: INFO for a 200, WARNING for a 4xx, ERROR for a 5xx (with the
-traceback for a 500). The line holds the hook's summary (object, generation, revision, per-slice
-step, child counts, outcome; for a large body answered in a child process, that child's peak
-memory), the status and the duration in ms; request bodies and pod templates are never logged.
-`/healthz` and `/metrics` are not logged. The server logs one line when it starts (`log_start`).
-
-Metrics (Prometheus): calls by hook, status code and outcome; errors by hook and error kind; a
-latency histogram by hook (buckets up to Metacontroller's 10 s timeout); the syncs answered with
-the observed state; `disaggregatedset_build_info` (the package version). When
-PROMETHEUS_MULTIPROC_DIR is set (several gunicorn workers), every worker writes its values there
-and `/metrics` aggregates all of them. prometheus_client chooses its value storage when it is
-first imported, so that variable must be set before this module is imported (this is the only
-module that imports prometheus_client); `python -m hooks serve` does so.
-
-prometheus_client's own process metrics describe only the process that answers the scrape, and
-are not collected at all in multiprocess mode; there, `ServerMemory` reads /proc for the
-resident and peak resident memory of the gunicorn arbiter, of each worker (by pid) and of the
-child processes that answer large bodies (summed), at each scrape.
+The line is written through the `hooks` logger by the handler `configure_logging` installs;
+`/healthz` and `/metrics` are not logged. prometheus_client chooses its value storage when it is
+first imported, so PROMETHEUS_MULTIPROC_DIR must be set before this module (its only importer) is
+imported: `python -m hooks serve` does so. Its own process metrics describe only the process that
+answers the scrape and are not collected in multiprocess mode, hence `ServerMemory`, read from
+/proc at each scrape.
 """
 
 from __future__ import annotations

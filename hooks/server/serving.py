@@ -1,46 +1,8 @@
-"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.server.app`.
+"""Running the hook server: gunicorn configured in code around the Flask app of `hooks.server.app`
+(what it does, its timeouts and limits: docs/operations.md, "The hook server").
 
-Every number below is `hooks.server.settings`'s; the policy is `hooks.server.connections`'s,
+Every number is `hooks.server.settings`'s; the connection policy is `hooks.server.connections`'s,
 applied by the gevent worker of `hooks.server.worker`.
-
-Worker model: gevent (an event loop per worker process). A connection that is idle, or sends its
-request slowly, holds only a cheap greenlet, so slow or hostile clients cannot take the workers
-away from Metacontroller and the probes:
-
-- the headers of a connection's first request must arrive within `FIRST_REQUEST_SECONDS`, those
-  of later ones within the keep-alive time; at most `MAX_HEADER_FIELDS` fields of at most
-  `MAX_HEADER_FIELD_BYTES` each, and `MAX_HEADER_BYTES` together (else 431);
-- while a request is handled, every read from and write to its socket must complete within
-  `READ_TIMEOUT_SECONDS`, and the app reads the whole body within its deadline
-  (`hooks.server.bodies`); a connection whose body was not read to its end is closed after the
-  answer (where its next request would start is unknown);
-- one worker holds at most `WORKER_CONNECTIONS` connections. When a new one leaves fewer than
-  `SPARE_CONNECTIONS` free, that many are shed (`connections.shed_candidates`): kept-alive ones
-  waiting for their next request (closed quietly), then those still sending their body
-  (answered 503), then those that have sent nothing for `FRESH_SECONDS`, oldest first. A flood
-  of idle or slow connections can never keep a probe from being accepted and answered;
-- a socket is read at most `READ_AHEAD_BYTES` at a time, so the bytes of a body received but
-  not yet counted by the app (`bodies.BufferedBodies`) stay below that per connection.
-
-Hook calls on small bodies are CPU work that never yields, so one worker runs one at a time;
-large bodies are answered in child processes (`hooks.server.bodies`) while the worker keeps
-serving. Run more workers (or pod replicas) for CPU parallelism. Keep-alive stays on
-(Metacontroller's Go client reuses connections). A worker busy longer than `timeout`
-(`DEFAULT_TIMEOUT_SECONDS`) is restarted. At shutdown, idle kept-alive connections are closed
-without an answer.
-
-gunicorn's own errors (a malformed request line, headers too large, a URI too long) are answered
-with the same small JSON body as the app's, with the message capped.
-
-No config file and no control socket; worker heartbeat files go to /dev/shm (else TMPDIR) and the
-Prometheus multiprocess directory is created fresh under TMPDIR and removed when the arbiter
-exits. Nothing is written anywhere else, so the server runs as a non-root user on a read-only root
-filesystem where only /tmp is writable.
-
-prometheus_client chooses between in-process and multiprocess metric storage when it is first
-imported, so `serve` sets PROMETHEUS_MULTIPROC_DIR before it imports `hooks.server.app` (and with it
-`hooks.server.observability`, the only module that imports prometheus_client). gevent patches the
-standard library before that import too.
 """
 
 from __future__ import annotations

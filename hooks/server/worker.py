@@ -1,10 +1,10 @@
 """The gunicorn side of the hook server that needs gevent and the metrics: the worker class
-with the connection limits of `hooks.server.serving`'s docstring, and gunicorn's own log lines
-in the hooks' JSON format.
+with the connection policy of `hooks.server.connections`, and gunicorn's own log lines in the
+hooks' JSON format.
 
-Imported only by `serving.serve`, after gevent has patched the
-standard library and PROMETHEUS_MULTIPROC_DIR is set: importing it imports gevent and
-`hooks.server.observability`, and with it prometheus_client.
+Imported only by `serving.serve`, after gevent has patched the standard library and
+PROMETHEUS_MULTIPROC_DIR is set: importing it imports gevent and `hooks.server.observability`, and
+with it prometheus_client.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from hooks.server import connections, observability, settings
 
 class HookWorker(GeventWorker):  # type: ignore[misc]
     """gunicorn's gevent worker with the connection limits, the JSON error answers and the
-    quiet shutdown of `hooks.server.serving`'s docstring."""
+    quiet shutdown of docs/operations.md, "The hook server"."""
 
     connections: dict[Any, connections.Connection]
     dropping: int

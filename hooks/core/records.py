@@ -238,10 +238,9 @@ class CustomizeRequest:
 
 @dataclass(frozen=True, slots=True)
 class ScalerSyncRequest:
-    """A RoleScaler sync call: the scaler, its role's LWS and the owning set (when it exists)."""
+    """A RoleScaler sync call: the scaler and the owning set (when it exists)."""
 
     scaler: ScalerParent
-    lws: tuple[ObservedObject, ...]
     owners: tuple[Parent, ...]
 
 

@@ -18,8 +18,6 @@ set's own count (`status.roleStatuses[].replicas`: the replicas of every LWS of 
 controls, all slices and revisions), which its sync refreshes on every change of those LWS; so
 the scaler follows its LWS one status write later, and Metacontroller never matches LWS events
 against every scaler's label selector (docs/operations.md, "Where Metacontroller's CPU goes").
-A request that carries the role's LWS as related objects (a wiring that asks for them by the
-labels {name, role}) is counted from those LWS instead, the ones the owner controls.
 """
 
 from __future__ import annotations
@@ -129,7 +127,7 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
     role = scaler.labels.get(api.LABEL_ROLE, "")
     owner = _owner(scaler, request.owners)
-    replicas = 0 if owner is None else _groups(owner, request.lws, role=role)
+    replicas = 0 if owner is None else owner.role_replicas.get(role, 0)
     ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
     condition = status.carry_over(
         [status.new_condition(api.ConditionType.READY, true=ready, reason=reason, message=message)],
@@ -157,17 +155,6 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
             "replicas": replicas,
             "ready_reason": reason,
         },
-    )
-
-
-def _groups(owner: records.Parent, lws: Sequence[records.ObservedObject], *, role: str) -> int:
-    """The role's groups: from its LWS when the request carries them, else the owner's count."""
-    if not lws:
-        return owner.role_replicas.get(role, 0)
-    return sum(
-        item.status.replicas
-        for item in lws
-        if item.is_controlled_by(owner.uid) and item.labels.get(api.LABEL_ROLE) == role
     )
 
 

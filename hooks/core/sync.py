@@ -90,8 +90,6 @@ class _SetPlan:
     history: history.History
     keeps_history: bool
     """The CompositeController declares DisaggregatedSetRevisions (`history.is_child_type`)."""
-    foreign_records: frozenset[str]
-    """Names of records that exist but are not this set's (seen as related objects)."""
     lws: slices.BySlice
     services: slices.BySlice
 
@@ -148,9 +146,7 @@ def _reconcile(
             "deleted": answer.deleted(),
             "resync_after": resync,
             "scalers_created": len(plan.scalers.created),
-            "conflicts": len(answer.conflicts)
-            + len(plan.scalers.conflicts)
-            + sum(len(result.foreign) for result in results),
+            "conflicts": len(answer.conflicts) + len(plan.scalers.conflicts),
             "missing": len(awaited.problems),
             "kept": len(kept) + len(request.unknown_children),
         },
@@ -170,13 +166,14 @@ def _plan_set(
             dropped.not_ready(item) if item.name in names else item
             for item in observed[records.ChildKind.LWS]
         ]
-    foreign = _foreign_names(request.related, uid=parent.uid)
     scaler_plan = scalers.plan(
         set_name=parent.name,
         spec=spec,
         observed=observed[records.ChildKind.SCALER],
         lws=observed[records.ChildKind.LWS],
-        foreign_names=foreign[records.ChildKind.SCALER],
+        foreign_names=frozenset(
+            item.name for item in request.related if not item.is_controlled_by(parent.uid)
+        ),
     )
     targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
     control = controls.control_of(parent.annotations)
@@ -193,7 +190,6 @@ def _plan_set(
         spec=spec,
         revision=target,
         roles=_role_inputs(spec, targets),
-        foreign_lws=foreign[records.ChildKind.LWS],
         control=control,
         rollback=recorded.is_rollback(target),
         stable=stable,
@@ -208,7 +204,6 @@ def _plan_set(
         dropped=lacking,
         history=recorded,
         keeps_history=history.is_child_type(request.declared),
-        foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
@@ -240,9 +235,7 @@ def _history(
         return history.NO_HISTORY
     target = plan.context.revision
     complete = all(
-        result.plan.phase is rollout.Phase.STEADY
-        and result.revision == target
-        and not result.foreign
+        result.plan.phase is rollout.Phase.STEADY and result.revision == target
         for result in results
     )
     lws = [item for item in request.children if item.kind is records.ChildKind.LWS]
@@ -253,7 +246,6 @@ def _history(
         target=target,
         in_use=_revisions_of(lws),
         running=lws,
-        foreign_names=plan.foreign_records,
         annotations=request.parent.annotations,
         limit=plan.control.history_limit,
         complete=complete,
@@ -304,11 +296,10 @@ def _status(
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
     """The set's status; `found`: what LeaderWorkerSet would refuse, then the children asked
     for that never appeared."""
-    foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
     # A role whose new LWS cannot be created (or never appears) has no known target: it is never
     # Available.
     unmade = answer.conflicts | awaited.missing
-    blocked = set(foreign_lws.values()) | {
+    blocked = {
         role
         for result in results
         for name, role in result.created.items()
@@ -331,7 +322,6 @@ def _status(
             *problems.of_children(
                 request.children,
                 set_name=request.parent.name,
-                foreign_lws=foreign_lws,
                 scaler_conflicts=plan.scalers.conflicts,
                 orphans=problems.orphan_scalers(request.related, set_name=request.parent.name),
                 conflicts=answer.conflicts,
@@ -519,16 +509,6 @@ def _by_kind(
     for item in objects:
         grouped[item.kind].append(item)
     return grouped
-
-
-def _foreign_names(
-    related: Iterable[records.ObservedObject], *, uid: str
-) -> dict[records.ChildKind, frozenset[str]]:
-    names: dict[records.ChildKind, set[str]] = {kind: set() for kind in records.ChildKind}
-    for item in related:
-        if not item.is_controlled_by(uid):
-            names[item.kind].add(item.name)
-    return {kind: frozenset(found) for kind, found in names.items()}
 
 
 def _earliest(*delays: int | None) -> int | None:

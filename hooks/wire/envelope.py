@@ -57,10 +57,10 @@ def parse_sync_request(
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used.
 
     Children of a kind this version does not know (a newer version's CompositeController lists
-    it) come back apart, as they were last applied, to be answered unchanged; related objects of
-    such a kind are left out (related objects are never answered with); one that shares its kind
-    and name with a known child makes the request unusable. A history record's roles are hashed
-    with `revision_of`."""
+    it) come back apart, as they were last applied, to be answered unchanged; one that shares its
+    kind and name with a known child makes the request unusable. Related objects are read only of
+    the kind the customize hook asks for, scalers (`hooks.core.related`): they are never answered
+    with. A history record's roles are hashed with `revision_of`."""
     request = _require_object(body, "request body")
     parent = parse_parent(_require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
@@ -73,9 +73,8 @@ def parse_sync_request(
     related, _, _ = _parse_object_groups(
         request.get("related", {}),
         "related",
-        allowed=frozenset(records.ChildKind),
+        allowed=frozenset({records.ChildKind.SCALER}),
         related=True,
-        revision_of=revision_of,
     )
     declared = _declared_kinds(request.get("controller"))
     if declared is not None and any(child.kind not in declared for child in children):
@@ -126,17 +125,18 @@ def parse_customize_request(body: object) -> records.CustomizeRequest:
 
 
 def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
-    """A RoleScaler sync request; related LWS and DisaggregatedSets are read from `related`."""
+    """A RoleScaler sync request; the owning set is read from `related` (the only kind its
+    customize hook asks for)."""
     request = _require_object(body, "request body")
     scaler = _parse_scaler(_require_object(request.get("parent"), "parent"))
-    lws, owners, _ = _parse_object_groups(
+    _, owners, _ = _parse_object_groups(
         request.get("related", {}),
         "related",
-        allowed=frozenset(records.ChildKind),
+        allowed=frozenset({records.ChildKind.DISAGGREGATED_SET}),
         keep_parents=True,
         related=True,
     )
-    return records.ScalerSyncRequest(scaler=scaler, lws=lws, owners=owners)
+    return records.ScalerSyncRequest(scaler=scaler, owners=owners)
 
 
 def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeRequest:
@@ -356,12 +356,6 @@ def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records
     return _parse_observed(kind, _require_object(obj, where), where, related=True)
 
 
-# The key under which an older kit's wiring sends the apps/v1 ControllerRevisions that held the
-# history before DisaggregatedSetRevisions did. Such a request is refused (nothing changes): an
-# answer to it would leave them out, and Metacontroller would delete them.
-_CONTROLLER_REVISIONS: Final = "ControllerRevision.apps/v1"
-
-
 def _parse_object_groups(
     groups: object,
     where: str,
@@ -374,21 +368,13 @@ def _parse_object_groups(
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
     `keep_parents`, DisaggregatedSets come back as parents, apart; objects of a kind not
     `allowed` come back apart as they were last applied (children) or not at all (related).
-    Related objects are never answered with, so their last-applied annotation is not read (a
-    set's own target LWS come as related too, and those annotations are a large share of a big
-    request)."""
+    Related objects are never answered with, so their last-applied annotation is not read."""
     if not isinstance(groups, dict):
         raise RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
     observed: list[records.ObservedObject] = []
     parents: list[records.Parent] = []
     unknown: list[JsonObject] = []
     for key, objects in groups.items():
-        if key == _CONTROLLER_REVISIONS:
-            raise RequestError(
-                f"{where} has {key!r} objects: the DisaggregatedSet CompositeController is an older"
-                f" kit's (the history is in {api.REVISION_PLURAL} now); apply this kit's"
-                " metacontroller/compositecontrollers.yaml"
-            )
         if objects is None:
             continue
         if not isinstance(objects, dict):

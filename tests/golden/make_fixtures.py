@@ -4,10 +4,10 @@
 
 The captured requests in tests/fixtures/requests/ (from a real Metacontroller v4.17.2) are never
 touched. The built ones come from the simulation in tests/sim (a steady set, a set mid-rollout
-whose new LWS are ready so that the sync takes a step, the same set with an invalid spec, a set
-whose LWS name is taken by a foreign object); their
-answers, and those of the captured requests, are written to tests/fixtures/responses/. Run it
-after an intended change of behaviour and review the diff: the golden test fails until then.
+whose new LWS are ready so that the sync takes a step, the same set with an invalid spec) and
+from a captured one (a RoleScaler whose owner's status counts its groups); their answers, and
+those of the captured requests, are written to tests/fixtures/responses/. Run it after an
+intended change of behaviour and review the diff: the golden test fails until then.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ BUILT = (
     "ds-sync-steady.json",
     "ds-sync-mid-rollout.json",
     "ds-sync-invalid-spec.json",
-    "ds-sync-name-conflict.json",
     "rolescaler-sync-owner-status.json",
 )
 
@@ -108,16 +107,6 @@ def build_requests() -> dict[str, JsonObject]:
     strategy["rollingUpdateConfiguration"]["partition"] = 2
     invalid["parent"]["metadata"]["generation"] += 1
     requests["ds-sync-invalid-spec.json"] = invalid
-
-    fresh = Cluster(seed=0)
-    fresh.create(_set("vllm/vllm-openai:v0.11.0"))
-    conflict = _next_request(fresh)
-    first = envelope.render_answer(sync.sync(envelope.parse_sync_request(conflict), now=NOW).answer)
-    taken = next(child for child in first["children"] if child["kind"] == api.LWS_KIND)
-    foreign = builders.observe(taken, owner_uid="someone-else", owner_name="other")
-    group = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
-    conflict["related"].setdefault(group, {})[foreign["metadata"]["name"]] = foreign
-    requests["ds-sync-name-conflict.json"] = conflict
 
     # The shipped RoleScaler wiring relates only the owner, whose status counts the role's groups
     # (here: its decode LWS report 2).

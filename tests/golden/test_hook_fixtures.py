@@ -99,14 +99,6 @@ def test_invalid_spec_holds_every_child_unchanged() -> None:
     assert "partition" in degraded["message"]
 
 
-def test_name_conflict_is_reported_and_the_name_not_emitted() -> None:
-    answer = expected("ds-sync-name-conflict.json")
-    assert isinstance(answer, dict)
-    degraded = next(c for c in answer["status"]["conditions"] if c["type"] == "Degraded")
-    assert degraded["reason"] == "NameConflict"
-    assert not any(c["metadata"]["name"] in degraded["message"] for c in answer["children"])
-
-
 def test_fixture_files_are_written_the_way_the_generator_writes_them() -> None:
     for directory in (make_fixtures.REQUESTS, make_fixtures.RESPONSES):
         for path in directory.glob("*.json"):

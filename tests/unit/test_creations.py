@@ -46,7 +46,7 @@ def test_a_recorded_child_keeps_its_time_and_waits_out_the_rest_of_its_grace() -
 
 def test_issue25_item7_a_child_missing_past_its_grace_is_not_created_naming_it() -> None:
     """The hook sees no holder (none is a related object): the reason says what is known, and
-    the message where an operator can find out which (NameConflict is for a holder seen)."""
+    the message where an operator can find out which."""
     awaited = creations.track(
         [LWS, REVISION], {LWS: T0}, asked_before=True, now=later(creations.GRACE_SECONDS)
     )

@@ -90,14 +90,25 @@ def test_last_applied_of_another_object_is_not_trusted() -> None:
 
 
 def test_only_children_have_their_last_applied_read_not_related_objects() -> None:
-    child = lws_child()
+    scaler = scaler_object()
     request = envelope.parse_sync_request(
-        builders.make_request(builders.make_ds(), children=[child], related=[child])
+        builders.make_request(builders.make_ds(), children=[scaler], related=[scaler])
     )
     (as_child,), (as_related,) = request.children, request.related
-    assert as_child.applied["metadata"]["name"] == "llm-0-aaaaaaaa-prefill"
+    assert as_child.applied["metadata"]["name"] == "llm-decode"
     assert as_related.applied == {}
     assert (as_related.name, as_related.controller_uid) == (as_child.name, as_child.controller_uid)
+
+
+def test_a_sync_reads_related_objects_only_of_the_kind_its_customize_asks_for() -> None:
+    """The customize hook asks for scalers alone: an LWS or a record sent as related (another
+    wiring's) is not read."""
+    request = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), related=[lws_child(), _record(), scaler_object()])
+    )
+    assert [(item.kind, item.name) for item in request.related] == [
+        (records.ChildKind.SCALER, "llm-decode")
+    ]
 
 
 def test_children_are_sorted_whatever_the_input_order() -> None:
@@ -353,16 +364,6 @@ def test_malformed_child_raises_request_error() -> None:
         envelope.parse_sync_request(body)
 
 
-def test_controller_revisions_of_an_older_kits_wiring_are_refused_not_left_out() -> None:
-    """The earlier kit kept the history in ControllerRevision children. An answer to a request
-    that still carries them would leave them out and Metacontroller would delete them: the
-    request is refused (nothing changes) until this kit's CompositeController is applied."""
-    body = builders.make_request(builders.make_ds())
-    body["children"]["ControllerRevision.apps/v1"] = {}
-    with pytest.raises(envelope.RequestError, match=r"compositecontrollers\.yaml"):
-        envelope.parse_sync_request(body)
-
-
 def _record() -> builders.JsonObject:
     spec = api.DisaggregatedSetSpec.model_validate(builders.make_ds()["spec"])
     rendered = builders.make_record(revision=revision.of_spec(spec), number=3, roles=spec.roles)
@@ -439,8 +440,8 @@ def test_empty_maps_and_null_children_groups_are_accepted() -> None:
     assert envelope.parse_sync_request(body).children == ()
 
 
-def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
-    scaler = builders.observe(
+def scaler_object() -> builders.JsonObject:
+    return builders.observe(
         {
             "apiVersion": api.API_VERSION,
             "kind": api.SCALER_KIND,
@@ -451,8 +452,12 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
             "spec": {"replicas": 3},
         }
     )
+
+
+def test_scaler_sync_request_reads_the_owner_from_related_and_nothing_else() -> None:
+    """Its customize asks for the owning set alone: an LWS sent as related is not read."""
     body = {
-        "parent": scaler,
+        "parent": scaler_object(),
         "children": {},
         "related": {
             f"{api.DS_KIND}.{api.API_VERSION}": {"llm": builders.make_ds()},
@@ -463,7 +468,6 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
     assert request.scaler.spec_replicas == 3
     assert request.scaler.owner_uid == builders.DS_UID
     assert [o.name for o in request.owners] == ["llm"]
-    assert [o.name for o in request.lws] == ["llm-0-aaaaaaaa-prefill"]
 
 
 def test_render_customize_response_shapes_rules() -> None:

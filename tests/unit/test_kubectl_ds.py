@@ -1144,8 +1144,11 @@ def test_a_partition_changed_is_not_reported_from_the_status_before_it(
             "llm exceeded its progress deadline: Rollout to revision x made no progress since T",
         ),
         (
-            (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
-            "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
+            (
+                *ROLLING[:2],
+                ("Degraded", "True", "ChildNotCreated", "LWS llm-0-x-prefill is not ours"),
+            ),
+            "llm is Degraded (ChildNotCreated): LWS llm-0-x-prefill is not ours",
         ),
         (
             progressing("False", "RoleScaledToZero", "decode is at 0 groups while prefill 4 run"),

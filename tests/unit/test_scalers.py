@@ -101,7 +101,6 @@ def test_foreign_object_at_the_scaler_name_is_a_conflict_not_adopted() -> None:
 def rolescaler_request(
     *,
     owners: list[builders.JsonObject],
-    lws: list[builders.JsonObject],
     labels: bool = True,
     status: builders.JsonObject | None = None,
 ) -> records.ScalerSyncRequest:
@@ -115,7 +114,6 @@ def rolescaler_request(
         "children": {},
         "related": {
             f"{api.DS_KIND}.{api.API_VERSION}": {o["metadata"]["name"]: o for o in owners},
-            f"{api.LWS_KIND}.{api.LWS_API_VERSION}": {x["metadata"]["name"]: x for x in lws},
         },
     }
     return envelope.parse_scaler_sync_request(body)
@@ -128,15 +126,9 @@ def external_set() -> builders.JsonObject:
 
 
 def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
-    lws = [
-        builders.make_lws("decode", revision=NEW, replicas=2),
-        builders.make_lws("decode", revision=OLD, replicas=1),
-    ]
-    foreign = builders.make_lws("decode", revision="ffffffff", replicas=5)
-    foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-    result = scalers.sync(
-        rolescaler_request(owners=[external_set()], lws=[*lws, foreign]), now=builders.NOW
-    )
+    owner = external_set()
+    owner["status"] = {"roleStatuses": [{"name": "decode", "replicas": 3}]}
+    result = scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW)
     state = envelope.render_answer(result.answer)["status"]
     assert envelope.render_answer(result.answer)["children"] == []
     assert state["replicas"] == 3
@@ -150,7 +142,7 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
 
 def test_rolescaler_sync_keeps_status_fields_it_does_not_compute() -> None:
     observed = {"replicas": 7, "selector": "old", "lastScaleTime": "2026-11-29T10:00:00Z"}
-    request = rolescaler_request(owners=[external_set()], lws=[], status=observed)
+    request = rolescaler_request(owners=[external_set()], status=observed)
     state = envelope.render_answer(scalers.sync(request, now=builders.NOW).answer)["status"]
     assert state["lastScaleTime"] == "2026-11-29T10:00:00Z"
     assert (state["replicas"], state["selector"].startswith(api.LABEL_NAME)) == (0, True)
@@ -158,7 +150,7 @@ def test_rolescaler_sync_keeps_status_fields_it_does_not_compute() -> None:
 
 def test_rolescaler_without_owner_is_not_ready() -> None:
     state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[], lws=[]), now=builders.NOW).answer
+        scalers.sync(rolescaler_request(owners=[]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 0
     assert state["conditions"][0]["reason"] == api.Reason.OWNER_NOT_FOUND
@@ -166,7 +158,7 @@ def test_rolescaler_without_owner_is_not_ready() -> None:
 
 def test_rolescaler_of_a_static_role_is_not_ready() -> None:
     static = builders.make_ds()
-    result = scalers.sync(rolescaler_request(owners=[static], lws=[]), now=builders.NOW)
+    result = scalers.sync(rolescaler_request(owners=[static]), now=builders.NOW)
     state = envelope.render_answer(result.answer)["status"]
     assert state["conditions"][0]["status"] == "False"
     assert state["conditions"][0]["reason"] == api.Reason.ROLE_NOT_EXTERNAL
@@ -182,7 +174,7 @@ def test_rolescaler_sync_counts_the_owners_groups_of_the_role_from_its_status() 
         ]
     }
     state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+        scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 3
     assert state["conditions"][0]["reason"] == api.Reason.BOUND
@@ -192,7 +184,7 @@ def test_rolescaler_sync_reads_a_count_that_is_no_count_as_none() -> None:
     owner = external_set()
     owner["status"] = {"roleStatuses": [{"name": "decode", "replicas": -2}, "decode"]}
     state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+        scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 0
 

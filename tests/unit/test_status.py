@@ -127,12 +127,12 @@ def test_every_role_at_zero_is_available() -> None:
 
 def test_degraded_lists_problems() -> None:
     found = (
-        problems.Problem(api.Reason.NAME_CONFLICT, "first"),
+        problems.Problem(api.Reason.CHILD_NOT_CREATED, "first"),
         problems.Problem(api.Reason.SCALER_CONFLICT, "second"),
     )
     degraded = conditions(compute(ready_set(), problems=found))["Degraded"]
     assert degraded.status == "True"
-    assert degraded.reason == api.Reason.NAME_CONFLICT
+    assert degraded.reason == api.Reason.CHILD_NOT_CREATED
     assert degraded.message == "first (and 1 more: second)"
 
 

@@ -13,7 +13,7 @@
 5. collect the answer (`desired.DesiredChildren`), whose guard refuses to drop an observed child
    the spec does not let go, and compute the status (`status`, `progress`).
 
-It returns a typed answer (`records.SyncAnswer`); `hooks.wire.envelope` writes it as JSON.
+It returns a typed answer (`records.SyncAnswer`); `hooks.wire.answers` writes it as JSON.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import orjson
 
 from hooks import api
 from hooks.core import records, related, scalers, sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 from tests.sim.cluster import Cluster
 
@@ -133,7 +133,7 @@ def main() -> None:
         (REQUESTS / name).write_bytes(render_json(request))
     for request_path in sorted(REQUESTS.glob("*.json")):
         body = orjson.loads(request_path.read_bytes())
-        response = envelope.render_answer(hook_for(request_path.name)(body).answer)
+        response = answers.render_answer(hook_for(request_path.name)(body).answer)
         (RESPONSES / request_path.name).write_bytes(render_json(response))
         print(f"wrote {RESPONSES / request_path.name}")
 

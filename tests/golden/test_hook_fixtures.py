@@ -15,7 +15,7 @@ import pytest
 
 from hooks import api
 from hooks.server import app
-from hooks.wire import envelope
+from hooks.wire import answers
 from tests.golden import make_fixtures
 
 NAMES = sorted(path.name for path in make_fixtures.REQUESTS.glob("*.json"))
@@ -42,14 +42,14 @@ def client() -> flask.testing.FlaskClient:
 
 
 def test_every_request_has_an_answer() -> None:
-    answers = sorted(path.name for path in make_fixtures.RESPONSES.glob("*.json"))
-    assert answers == NAMES
+    recorded = sorted(path.name for path in make_fixtures.RESPONSES.glob("*.json"))
+    assert recorded == NAMES
     assert len(NAMES) >= 10
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_answer_unchanged_since_recorded(name: str) -> None:
-    answer = envelope.render_answer(make_fixtures.hook_for(name)(request(name)).answer)
+    answer = answers.render_answer(make_fixtures.hook_for(name)(request(name)).answer)
     assert orjson.loads(orjson.dumps(answer)) == expected(name), regenerate_hint(name)
 
 

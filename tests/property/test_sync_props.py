@@ -17,7 +17,7 @@ name `<set>-<revision>-<role>`. Related objects include foreign LWS and scalers 
 (c) An invalid spec returns every observed child unchanged (applying the answer with
     Metacontroller's three-way merge changes nothing), keeps the status and says
     Degraded=True with reason InvalidSpec.
-(d) Nothing raises on a well-formed request; a malformed child raises `envelope.RequestError`
+(d) Nothing raises on a well-formed request; a malformed child raises `values.RequestError`
     only (the documented non-200 path).
 (e) Installed without Services (components/no-services: the controller declares no Services, so
     none is observed), the answer holds no Service, and its other children, its status and its
@@ -48,7 +48,8 @@ from hooks import api
 from hooks.api import limits
 from hooks.core import sync, validation
 from hooks.gocompat import gotext, revision
-from hooks.wire import envelope
+from hooks.wire import answers, envelope, values
+from hooks.wire import parents as parent_reader
 from tests.builders import (
     NAMESPACE,
     NOW,
@@ -78,7 +79,7 @@ PROPS = settings(
 
 def target_of(parent: JsonObject) -> str | None:
     """The target revision when the spec parses and validates, else None (the hold path)."""
-    parsed = envelope.parse_parent(parent)
+    parsed = parent_reader.parse_parent(parent)
     if parsed.spec is None or parsed.spec_violations:
         return None
     if validation.check(name=parsed.name, spec=parsed.spec):
@@ -487,7 +488,7 @@ def requests(
 
 def run_sync(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    response: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    response: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return response
 
 
@@ -715,7 +716,7 @@ def test_malformed_children_raise_only_request_error(
             }
         )
     _MALFORMED[breaker](group[key])
-    with pytest.raises(envelope.RequestError):
+    with pytest.raises(values.RequestError):
         sync.sync(envelope.parse_sync_request(request), now=NOW)
 
 

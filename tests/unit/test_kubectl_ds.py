@@ -25,7 +25,7 @@ from hooks import api
 from hooks.core import children, history, records
 from hooks.gocompat import revision
 from hooks.kubectl import plugin, rollout
-from hooks.wire import envelope
+from hooks.wire import objects
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -1489,7 +1489,7 @@ def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
     new = revision_of(roles(V2))
     parent = rollout.read_set(a_set(roles(V2), conditions=ROLLING))
     coming = [
-        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
+        objects.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
     assert rollout.progress(parent, coming)["slice 0"] == (
@@ -1497,7 +1497,7 @@ def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
     )
     assert rollout.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
     ready = [
-        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
+        objects.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
     assert rollout.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")

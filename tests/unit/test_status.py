@@ -6,7 +6,7 @@ import pytest
 
 from hooks import api
 from hooks.core import problems, records, status
-from hooks.wire import envelope
+from hooks.wire import answers
 from tests import builders
 
 NEW = "cccccccc"
@@ -185,7 +185,7 @@ def test_held_status_keeps_everything_but_degraded() -> None:
     assert held.observed == kept
     assert (held.degraded.status, held.degraded.reason) == ("True", "InvalidSpec")
     assert held.degraded.observed_generation == 2
-    rendered = envelope.render_status(held)  # written at the edge: Degraded replaced in place
+    rendered = answers.render_status(held)  # written at the edge: Degraded replaced in place
     assert rendered["roleStatuses"] == kept["roleStatuses"]
     assert [c["type"] for c in rendered["conditions"]] == ["Available", "Degraded"]
     assert rendered["conditions"][1]["reason"] == "InvalidSpec"

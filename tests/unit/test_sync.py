@@ -14,7 +14,7 @@ import pytest
 
 from hooks import api
 from hooks.core import creations, history, related, sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
 from tests.sim.cluster import Cluster
@@ -31,7 +31,7 @@ def settled(*, slices: int = 1) -> JsonObject:
 
 def answer(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 
@@ -260,7 +260,7 @@ def test_a_target_raised_mid_rollout_is_recorded_served_and_reported() -> None:
 
 def customize(ds: JsonObject) -> list[JsonObject]:
     request = envelope.parse_customize_request({"parent": ds})
-    rules: list[JsonObject] = envelope.render_answer(related.customize(request).answer)[
+    rules: list[JsonObject] = answers.render_answer(related.customize(request).answer)[
         "relatedResources"
     ]
     return rules
@@ -293,7 +293,7 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
 
     request["parent"]["status"] = {**second["status"], "observedGeneration": 2}
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
-    rendered = envelope.render_answer(result.answer)
+    rendered = answers.render_answer(result.answer)
     degraded = next(c for c in rendered["status"]["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "ChildNotCreated"
     assert wanted in degraded["message"]
@@ -399,7 +399,7 @@ def _next_pass(request: JsonObject, previous: JsonObject, *, ready: int | None) 
 
 def _sync_at(request: JsonObject, now: str) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=now)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 

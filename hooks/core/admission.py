@@ -29,12 +29,12 @@ Pure: reads its arguments only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from hooks import api
 from hooks.api import limits, naming
-from hooks.core import compact, validation
+from hooks.core import compact, problems, records, validation
 
 JsonObject = api.JsonObject
 
@@ -52,6 +52,34 @@ def refusals(lws: JsonObject) -> list[str]:
     """Why LeaderWorkerSet's admission would refuse `lws` as written (see the module), one
     "field: why" each; empty when it admits it."""
     return [*_metadata(lws), *_spec(lws.get("spec") or {}, lws)]
+
+
+def refused(
+    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
+) -> list[problems.Problem]:
+    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
+    rescales (`admission`), reported at once instead of when the child fails to appear."""
+    replicas = {
+        item.name: item.spec_replicas for item in observed if item.kind is records.ChildKind.LWS
+    }
+    found = []
+    for child in answered:
+        name = child["metadata"]["name"]
+        if child["kind"] != api.LWS_KIND or (
+            name in replicas and replicas[name] == child["spec"].get("replicas")
+        ):
+            continue
+        why = refusals(child)
+        if why:
+            found.append(
+                problems.Problem(
+                    api.Reason.LWS_REFUSED,
+                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
+                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
+                    " spec (or the set's name)",
+                )
+            )
+    return found
 
 
 def _metadata(lws: JsonObject) -> Iterator[str]:

@@ -11,6 +11,8 @@ For the DisaggregatedSet sync (docs/rollout.md):
 - Owned scalers that match no External role (the role went Static or away) are deleted.
 - A scaler name held by an object this set does not control is never adopted or overwritten: the
   role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
+- An External role's target in each slice is its scaler's replicas, capped at the most groups
+  whose pods' names fit (`per_slice_targets`, `Degraded=NameBudgetExceeded` beyond them).
 
 For the RoleScaler controller (docs/rollout.md): customize asks for the owning set by name; sync
 reports the role's groups, the leader-only selector and a Ready condition. The groups are the
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, records, status
+from hooks.core import children, problems, records, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,42 @@ def plan(
         targets=targets,
         conflicts=conflicts,
     )
+
+
+def per_slice_targets(
+    set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: ScalerPlan
+) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
+    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
+    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
+    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
+    with a problem for each role capped."""
+    targets: dict[str, int | None] = {}
+    capped = []
+    for role in spec.roles:
+        if not role.is_external:
+            targets[role.name] = role.replicas_or_default
+            continue
+        wanted = scaler_plan.targets.get(role.name)
+        longest = naming.lws_name(
+            set_name=set_name,
+            slice_index=spec.slices - 1,
+            revision="0" * naming.REVISION_LENGTH,
+            role=role.name,
+        )
+        most = naming.max_fitting_replicas(lws=longest)
+        if wanted is not None and wanted > most:
+            capped.append(
+                problems.Problem(
+                    api.Reason.NAME_BUDGET_EXCEEDED,
+                    f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
+                    f" group {most} and beyond would carry a controller-revision-hash label"
+                    f" longer than {naming.DNS1035_LABEL_MAX} characters and never start: it"
+                    f" runs {most}; shorten the DisaggregatedSet name or the role name",
+                )
+            )
+            wanted = most
+        targets[role.name] = wanted
+    return targets, tuple(capped)
 
 
 def _replicas(scaler: records.ObservedObject) -> int:

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.api import naming
 from hooks.core import (
     admission,
     canary,
@@ -117,7 +116,7 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
-    refused = _refused(request.children, ordered)
+    refused = admission.refused(request.children, ordered)
     set_status, verdict = _status(
         request,
         plan,
@@ -175,7 +174,7 @@ def _plan_set(
             item.name for item in request.related if not item.is_controlled_by(parent.uid)
         ),
     )
-    targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
+    targets, capped = scalers.per_slice_targets(parent.name, spec, scaler_plan)
     control = controls.control_of(parent.annotations)
     lws_by_slice = slices.split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices)
     recorded = history.read(
@@ -403,35 +402,6 @@ def _coming_up(
     return created, created or any(item.status.ready_replicas < item.replicas for item in new_lws)
 
 
-def _refused(
-    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
-) -> list[problems.Problem]:
-    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
-    rescales (`admission`), reported at once instead of when the child fails to appear."""
-    replicas = {item.name: item.spec_replicas for item in observed if item.kind is _LWS_KIND}
-    found = []
-    for child in answered:
-        name = child["metadata"]["name"]
-        if child["kind"] != api.LWS_KIND or (
-            name in replicas and replicas[name] == child["spec"].get("replicas")
-        ):
-            continue
-        why = admission.refusals(child)
-        if why:
-            found.append(
-                problems.Problem(
-                    api.Reason.LWS_REFUSED,
-                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
-                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
-                    " spec (or the set's name)",
-                )
-            )
-    return found
-
-
-_LWS_KIND = records.ChildKind.LWS
-
-
 def _hold(
     request: records.SyncRequest, found: Sequence[problems.Problem], *, now: str
 ) -> records.HookResult:
@@ -462,42 +432,6 @@ def _hold(
             "deleted": 0,
         },
     )
-
-
-def _per_slice_targets(
-    set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
-) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
-    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
-    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
-    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
-    with a problem for each role capped."""
-    targets: dict[str, int | None] = {}
-    capped = []
-    for role in spec.roles:
-        if not role.is_external:
-            targets[role.name] = role.replicas_or_default
-            continue
-        wanted = scaler_plan.targets.get(role.name)
-        longest = naming.lws_name(
-            set_name=set_name,
-            slice_index=spec.slices - 1,
-            revision="0" * naming.REVISION_LENGTH,
-            role=role.name,
-        )
-        most = naming.max_fitting_replicas(lws=longest)
-        if wanted is not None and wanted > most:
-            capped.append(
-                problems.Problem(
-                    api.Reason.NAME_BUDGET_EXCEEDED,
-                    f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
-                    f" group {most} and beyond would carry a controller-revision-hash label"
-                    f" longer than {naming.DNS1035_LABEL_MAX} characters and never start: it"
-                    f" runs {most}; shorten the DisaggregatedSet name or the role name",
-                )
-            )
-            wanted = most
-        targets[role.name] = wanted
-    return targets, tuple(capped)
 
 
 def _by_kind(

@@ -382,9 +382,11 @@ class CreatingChild(_Model):
     name: str
     """The child's name."""
 
-    since: str = Field(json_schema_extra=_DATE_TIME)
-    """When the set first asked for it. A child missing for 30 s makes the set Degraded
-    (reason ChildNotCreated)."""
+    since: str = Field(
+        json_schema_extra=_DATE_TIME,
+        description="When the set first asked for it. A child missing for"
+        f" {limits.CREATION_GRACE_SECONDS} s makes the set Degraded (reason ChildNotCreated).",
+    )
 
 
 class DisaggregatedSetStatus(_Model):

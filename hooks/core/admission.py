@@ -3,12 +3,12 @@ input").
 
 The CRD refuses at once what a role's spec decides alone (`rules.LWS_*`); the rest depends on
 what the set writes, so the hooks predict it for each LWS the answer creates or rescales and
-report it at once (`Degraded=LWSRefused`) instead of when the child fails to appear (30 s later,
-`ChildNotCreated`), or never (a refused update of the replicas of an existing LWS stalls the
-rollout silently). The answer is not changed: the cluster decides, and a cluster whose LWS
-release admits it goes on. The checks restate LeaderWorkerSet's webhook (`generalValidate` at
-060ab4d, which refuses all that v0.8.0's does and `replicas` above 1,000,000) and the API
-server's checks of the metadata:
+report it at once (`Degraded=LWSRefused`) instead of when the child fails to appear
+(`ChildNotCreated`, `api.CREATION_GRACE_SECONDS` later), or never (a refused update of the
+replicas of an existing LWS stalls the rollout silently). The answer is not changed: the cluster
+decides, and a cluster whose LWS release admits it goes on. The checks restate LeaderWorkerSet's
+webhook (`generalValidate` at 060ab4d, which refuses all that v0.8.0's does and `replicas` above
+1,000,000) and the API server's checks of the metadata:
 
 - `metadata.name` a DNS-1035 label (the LWS's headless Service takes it);
 - label keys qualified names and values valid label values; annotation keys qualified names,

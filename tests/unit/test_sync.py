@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from hooks import api
-from hooks.core import creations, history, related, sync
+from hooks.core import history, related, sync
 from hooks.wire import answers, envelope
 from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
@@ -289,7 +289,7 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
     request["parent"]["status"] = {**started["status"], "observedGeneration": 2}
     second = answer(request)
     assert second["status"]["creating"] == [{"kind": api.LWS_KIND, "name": wanted, "since": NOW}]
-    assert second["resyncAfterSeconds"] == creations.GRACE_SECONDS
+    assert second["resyncAfterSeconds"] == api.CREATION_GRACE_SECONDS
 
     request["parent"]["status"] = {**second["status"], "observedGeneration": 2}
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
@@ -298,7 +298,7 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
     assert degraded["status"] == "True" and degraded["reason"] == "ChildNotCreated"
     assert wanted in degraded["message"]
     assert rendered["status"]["creating"] == second["status"]["creating"]
-    assert rendered["resyncAfterSeconds"] == creations.GRACE_SECONDS
+    assert rendered["resyncAfterSeconds"] == api.CREATION_GRACE_SECONDS
     assert wanted in names(rendered, api.LWS_KIND)
     kept = {(child["kind"], child["metadata"]["name"]) for child in rendered["children"]}
     observed = {

@@ -6,8 +6,8 @@ For each case (see `bench/scenarios.py`) it times, on the same request body:
 
 - floor: `orjson.loads(body)` + `orjson.dumps(parsed)`, the least any JSON hook could do;
 - in-process: what the Flask view does between reading the body and writing the answer:
-  `orjson.loads`, the server's `/sync` hook (`envelope.parse_sync_request`, `sync.sync` and the
-  count of what the answer makes Metacontroller write), `orjson.dumps` of the response;
+  `orjson.loads`, the server's `/sync` hook (`envelope.parse_sync_request`, `sync.sync`), its
+  answer rendered and the count of what it makes Metacontroller write, `orjson.dumps` of it;
 - HTTP: a POST to `python -m hooks serve --workers 1` on 127.0.0.1 through the standard
   library's `http.client`, from sending the body to having the whole answer, over a kept-alive
   connection (as Metacontroller's Go client calls). A lean client: what it adds is close to what
@@ -54,7 +54,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import scenarios  # noqa: E402 (needs the repository root on sys.path, set above)
 from hooks.server import app, bodies  # noqa: E402 (as above)
-from hooks.wire import envelope  # noqa: E402 (as above)
+from hooks.wire import answers  # noqa: E402 (as above)
 from tools.sandbox import processes  # noqa: E402 (as above)
 
 SMALL_P50_LIMIT_MS: Final = 2.0
@@ -123,7 +123,10 @@ def in_process(body: bytes) -> bytes:
     """What the view does with a sync body: decode; parse, sync and count the writes (the
     server's `/sync` hook); encode the answer."""
     result = SYNC_HOOK.run(orjson.loads(body), scenarios.NOW)
-    return orjson.dumps(envelope.render_answer(result.answer))
+    response = answers.render_answer(result.answer)
+    assert result.request is not None
+    answers.writes(result.request, response)
+    return orjson.dumps(response)
 
 
 # --- the HTTP server -----------------------------------------------------------------------------

@@ -299,7 +299,7 @@ def make_request(
         "controller": make_controller(without=without),
         "parent": parent,
         "children": group(children, declared),
-        "related": group(related, [f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]),
+        "related": group(related, [f"{api.SCALER_KIND}.{api.API_VERSION}"]),
         "finalizing": False,
     }
 

@@ -405,7 +405,7 @@ def _set_cases() -> list[Case]:
                 minutes=20,
                 available=STEADY,
                 progressing=STEADY,
-                degraded=("True", "NameConflict"),
+                degraded=("True", "ChildNotCreated"),
             ),
             "5m",
             [Expect("DisaggregatedSetDegraded")],

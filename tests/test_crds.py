@@ -299,6 +299,13 @@ def test_status_schemas_have_no_defaults(ds_root: JsonObject, scaler_root: JsonO
         assert _defaults(root["properties"]["status"]) == {}
 
 
+def test_the_grace_of_a_child_not_created_is_told_from_its_constant(ds_root: JsonObject) -> None:
+    """The number lives once (`api.CREATION_GRACE_SECONDS`); the CRD's words are built from it."""
+    creating = ds_root["properties"]["status"]["properties"]["creating"]["items"]
+    since = creating["properties"]["since"]["description"]
+    assert f"missing for {api.CREATION_GRACE_SECONDS} s makes the set Degraded" in since
+
+
 def test_ds_crd_is_well_under_the_kubectl_annotation_limit(crds: dict[str, JsonObject]) -> None:
     """Client-side `kubectl apply` stores the object as compact JSON in an annotation.
 

@@ -14,7 +14,7 @@ from hooks.api import naming
 from hooks.cli import defaults, manifests
 from hooks.core import validation
 from hooks.gocompat import revision
-from hooks.wire import envelope
+from hooks.wire import parents
 
 EXAMPLES: Final = Path(__file__).resolve().parents[1] / "examples"
 PATHS: Final = sorted(EXAMPLES.glob("*.yaml"))
@@ -51,7 +51,7 @@ def test_there_are_examples() -> None:
 def test_each_example_holds_one_valid_set(path: Path) -> None:
     sets = [document for document in documents(path) if document["kind"] == api.DS_KIND]
     assert len(sets) == 1
-    parent = envelope.parse_parent(defaults.stored(sets[0]))
+    parent = parents.parse_parent(defaults.stored(sets[0]))
     assert parent.spec is not None, parent.spec_violations
     assert validation.check(name=parent.name, spec=parent.spec) == ()
     assert manifests.check(sets[0]).problems == ()
@@ -84,7 +84,7 @@ def test_a_next_version_is_a_new_revision_of_the_same_set(path: Path) -> None:
     templates, so it starts a rollout of the same set."""
     base = EXAMPLES / path.name.replace("-v2.yaml", ".yaml")
     before, after = (defaults.stored(_set_of(file)) for file in (base, path))
-    old, new = (envelope.parse_parent(stored).spec for stored in (before, after))
+    old, new = (parents.parse_parent(stored).spec for stored in (before, after))
 
     assert before["metadata"]["name"] == after["metadata"]["name"]
     assert old is not None and new is not None

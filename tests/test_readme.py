@@ -24,7 +24,7 @@ import yaml
 
 from hooks.core import records
 from hooks.kubectl import rollout, status
-from hooks.wire import envelope
+from hooks.wire import objects
 from tests import builders, readme
 from tests.shared import REPO_ROOT
 
@@ -125,7 +125,7 @@ def test_the_rollout_status_line_the_readme_explains_is_the_plugins() -> None:
     """Regression, issue 27 item 4: `prefill old 4/3 new 1/2` was never explained."""
     [line] = re.findall(r"such as `(slice 0 [^`]*)`", readme.README.read_text())
     parent, lws = _set_mid_rollout("aaaaaaaa", "bbbbbbbb")
-    observed = [envelope.parse_object(records.ChildKind.LWS, item, where="lws") for item in lws]
+    observed = [objects.parse_object(records.ChildKind.LWS, item, where="lws") for item in lws]
 
     assert status.progress(rollout.read_set(parent), observed) == {"slice 0": line}
 

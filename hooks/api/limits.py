@@ -61,9 +61,10 @@ PACKED_ROLES_MAX_LENGTH: Final = 250_000
 # The most a record's packed roles unpack to (bytes): more than any object the API server
 # stores, so that a forged record cannot make a sync inflate it without bound.
 UNPACKED_ROLES_MAX_BYTES: Final = 3 * 1024 * 1024
-# How long a child the set asked Metacontroller to create may stay unobserved before the set
-# reports Degraded=ChildNotCreated (`hooks.core.creations`).
-CHILD_GRACE_SECONDS: Final = 30
+# How long a child the set asked for may take to appear before the set reports it
+# (`Degraded=ChildNotCreated`, `hooks.core.creations`): far more than a watch event takes to
+# arrive on a loaded API server.
+CREATION_GRACE_SECONDS: Final = 30
 # The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
 # asked for again by a later sync.
 MAX_RESYNC_SECONDS: Final = 3600

@@ -335,7 +335,7 @@ class CreatingChild(_Model):
     since: str = Field(
         json_schema_extra=_DATE_TIME,
         description="When the set first asked for it. A child missing for"
-        f" {limits.CHILD_GRACE_SECONDS} s makes the set Degraded\n(reason ChildNotCreated).",
+        f" {limits.CREATION_GRACE_SECONDS} s makes the set Degraded (reason ChildNotCreated).",
     )
 
 

@@ -29,7 +29,7 @@ from hooks import api
 from hooks.api import naming, rules
 from hooks.cli import crdgen, defaults, pruning
 from hooks.core import records, validation
-from hooks.wire import envelope
+from hooks.wire import parents, values
 
 if TYPE_CHECKING:
     import jsonschema
@@ -134,8 +134,8 @@ def check(document: JsonObject) -> Checked:
     problems += [problem.line for problem in schema]
     result = defaults.stored(known)
     try:
-        parent = envelope.parse_parent(result)
-    except envelope.RequestError as error:
+        parent = parents.parse_parent(result)
+    except values.RequestError as error:
         return Checked((*problems, str(error)))
     problems += _spec_problems(parent, result, schema)
     if problems:
@@ -156,7 +156,7 @@ def _spec_problems(
     blocked = any(problem.blocks_rules for problem in schema)
     spec = None if blocked else parent.spec
     if spec is None and schema and not blocked:
-        spec = envelope.parse_spec_ignoring_bounds(stored_set.get("spec"))
+        spec = parents.parse_spec_ignoring_bounds(stored_set.get("spec"))
     if spec is None and schema:
         problems.append(RULES_NOT_CHECKED)
     if spec is not None:
@@ -187,7 +187,7 @@ def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
     )
     return [
         _SchemaProblem(
-            line=_line(envelope.field_path(error.absolute_path) or "(the object)", _message(error)),
+            line=_line(values.field_path(error.absolute_path) or "(the object)", _message(error)),
             blocks_rules=error.validator in _BLOCKING_VALIDATORS,
         )
         for error in errors
@@ -274,9 +274,7 @@ def _name_too_long(name: str, spec: api.DisaggregatedSetSpec) -> tuple[str, froz
         f" generated names would have {worst.length} characters, over the DNS-1035 limit of"
         f" {naming.DNS1035_LABEL_MAX}): shorten the set's name"
     )
-    fields = frozenset(
-        envelope.field_path(("roles", index, "name"), root="spec") for index in alone
-    )
+    fields = frozenset(values.field_path(("roles", index, "name"), root="spec") for index in alone)
     return line, fields
 
 
@@ -330,6 +328,6 @@ def empty_cluster_request(parent: JsonObject) -> JsonObject:
     return {
         "parent": parent,
         "children": {kind.value: {} for kind in sorted(records.DS_CHILD_KINDS)},
-        "related": {records.ChildKind.LWS.value: {}},
+        "related": {},
         "finalizing": False,
     }

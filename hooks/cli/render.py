@@ -16,7 +16,7 @@ import yaml
 from hooks import api
 from hooks.cli import console, manifests
 from hooks.core import sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.J
         return list(checked.problems), None
     request = envelope.parse_sync_request(manifests.empty_cluster_request(checked.stored))
     result = sync.sync(request, now=now)
-    response = envelope.render_answer(result.answer)
+    response = answers.render_answer(result.answer)
     degraded = [
         f"{c['reason']}: {c['message']}"
         for c in response["status"]["conditions"]

@@ -3,12 +3,12 @@ input").
 
 The CRD refuses at once what a role's spec decides alone (`rules.LWS_*`); the rest depends on
 what the set writes, so the hooks predict it for each LWS the answer creates or rescales and
-report it at once (`Degraded=LWSRefused`) instead of when the child fails to appear (30 s later,
-`ChildNotCreated`), or never (a refused update of the replicas of an existing LWS stalls the
-rollout silently). The answer is not changed: the cluster decides, and a cluster whose LWS
-release admits it goes on. The checks restate LeaderWorkerSet's webhook (`generalValidate` at
-060ab4d, which refuses all that v0.8.0's does and `replicas` above 1,000,000) and the API
-server's checks of the metadata:
+report it at once (`Degraded=LWSRefused`) instead of when the child fails to appear
+(`ChildNotCreated`, `api.CREATION_GRACE_SECONDS` later), or never (a refused update of the
+replicas of an existing LWS stalls the rollout silently). The answer is not changed: the cluster
+decides, and a cluster whose LWS release admits it goes on. The checks restate LeaderWorkerSet's
+webhook (`generalValidate` at 060ab4d, which refuses all that v0.8.0's does and `replicas` above
+1,000,000) and the API server's checks of the metadata:
 
 - `metadata.name` a DNS-1035 label (the LWS's headless Service takes it);
 - label keys qualified names and values valid label values; annotation keys qualified names,
@@ -29,12 +29,12 @@ Pure: reads its arguments only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final
 
 from hooks import api
 from hooks.api import limits, naming
-from hooks.core import compact, validation
+from hooks.core import compact, problems, records, validation
 
 JsonObject = api.JsonObject
 
@@ -52,6 +52,34 @@ def refusals(lws: JsonObject) -> list[str]:
     """Why LeaderWorkerSet's admission would refuse `lws` as written (see the module), one
     "field: why" each; empty when it admits it."""
     return [*_metadata(lws), *_spec(lws.get("spec") or {}, lws)]
+
+
+def refused(
+    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
+) -> list[problems.Problem]:
+    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
+    rescales (`admission`), reported at once instead of when the child fails to appear."""
+    replicas = {
+        item.name: item.spec_replicas for item in observed if item.kind is records.ChildKind.LWS
+    }
+    found = []
+    for child in answered:
+        name = child["metadata"]["name"]
+        if child["kind"] != api.LWS_KIND or (
+            name in replicas and replicas[name] == child["spec"].get("replicas")
+        ):
+            continue
+        why = refusals(child)
+        if why:
+            found.append(
+                problems.Problem(
+                    api.Reason.LWS_REFUSED,
+                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
+                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
+                    " spec (or the set's name)",
+                )
+            )
+    return found
 
 
 def _metadata(lws: JsonObject) -> Iterator[str]:

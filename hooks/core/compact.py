@@ -9,7 +9,7 @@ DisaggregatedSetRevision stores (docs/rollout.md, "Revision history"):
   zlib-compressed UTF-8 JSON of the list of recorded roles, at most
   `limits.PACKED_ROLES_MAX_LENGTH` characters; a revision whose roles pack to more gets no record
   (`fits`). Reading one back (`unpack_roles`) inflates at most `limits.UNPACKED_ROLES_MAX_BYTES`;
-  the JSON is parsed where every request is (`hooks.wire.envelope`);
+  the JSON is parsed where every record is read (`hooks.wire.objects`);
 - the set's change-cause cut to `limits.CHANGE_CAUSE_MAX_BYTES` as Go's JSON writes it, with a
   marker saying how long it was (`cut_change_cause`).
 

@@ -4,8 +4,8 @@ docs/safety.md ("Objects the set does not own") tells the story: why the hook do
 holds a name, what Metacontroller does with a create the API server refuses, and where an operator
 finds out why. This module owns the bookkeeping: which asked-for children of the kinds asked for
 only when the spec changes (`TRACKED_KINDS`) go into `status.creating` and since when, which have
-been missing for `GRACE_SECONDS` (a problem, reason ChildNotCreated, with what is known and where
-to look), and when to look again.
+been missing for the grace period, `api.CREATION_GRACE_SECONDS` (a problem, reason
+ChildNotCreated, with what is known and where to look), and when to look again.
 
 Pure: reads `now` from the caller; trusts the recorded times only as far as they are possible.
 """
@@ -19,10 +19,6 @@ from typing import Final
 from hooks import api
 from hooks.api import times
 from hooks.core import problems
-
-GRACE_SECONDS: Final = 30
-"""How long a recorded child may take to appear: far more than a watch event takes to arrive on
-a loaded API server."""
 
 TRACKED_KINDS: Final = frozenset({api.LWS_KIND, api.REVISION_KIND, api.SCALER_KIND})
 """The kinds asked for only when the spec changes (see the module docstring)."""
@@ -68,16 +64,16 @@ def track(
         if current is None or asked is None or asked > current:
             if asked_before:
                 record.append(api.CreatingChild(kind=kind, name=name, since=now))
-                waits.append(GRACE_SECONDS)
+                waits.append(api.CREATION_GRACE_SECONDS)
             continue
         record.append(
             api.CreatingChild(kind=kind, name=name, since=times.format_utc(asked.seconds))
         )
         missing_for = current.seconds - asked.seconds
-        if missing_for < GRACE_SECONDS:
-            waits.append(GRACE_SECONDS - missing_for)
+        if missing_for < api.CREATION_GRACE_SECONDS:
+            waits.append(api.CREATION_GRACE_SECONDS - missing_for)
             continue
-        waits.append(GRACE_SECONDS)
+        waits.append(api.CREATION_GRACE_SECONDS)
         missing.add((kind, name))
         found.append(_not_created(kind, name, since=times.format_utc(asked.seconds)))
     return Creations(

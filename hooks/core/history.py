@@ -220,7 +220,6 @@ def plan(
     spec: api.DisaggregatedSetSpec,
     target: str,
     in_use: AbstractSet[str],
-    foreign_names: frozenset[str],
     annotations: Mapping[str, str],
     limit: int,
     complete: bool,
@@ -243,14 +242,13 @@ def plan(
         spec=spec,
         target=target,
         running=running,
-        held=foreign_names | {item.name for item, _ in history.uncounted},
+        held={item.name for item, _ in history.uncounted},
     )
     own = _target_record(
         history,
         set_name=set_name,
         spec=spec,
         target=target,
-        foreign_names=foreign_names,
         cause=annotations.get(api.CHANGE_CAUSE_ANNOTATION),
         complete=complete,
         above=max((record.number for record in others), default=0) + len(rebuilt.children),
@@ -282,14 +280,14 @@ def _target_record(
     set_name: str,
     spec: api.DisaggregatedSetSpec,
     target: str,
-    foreign_names: frozenset[str],
     cause: str | None,
     complete: bool,
     above: int,
 ) -> _Outcome:
-    """The target's record after this pass (kept, renumbered, created, or none when its name is
-    held, the numbers ran out or its roles do not fit a record), and what stops it. Its number
-    is the highest, and above `above` (the records rebuilt this pass take the numbers below)."""
+    """The target's record after this pass (kept, renumbered, created, or none when a record that
+    does not count holds its name, the numbers ran out or its roles do not fit a record), and what
+    stops it. Its number is the highest, and above `above` (the records rebuilt this pass take the
+    numbers below)."""
     current, top = history.of(target), history.top
     if current is not None and current is top and current.number > above:
         completed = current.number if complete else current.stored.completed_as
@@ -297,7 +295,7 @@ def _target_record(
             (children.update_history(current.item, number=current.number, completed_as=completed),)
         )
     name = naming.history_name(set_name=set_name, revision=target)
-    stopped = _not_numbered(history, name=name, current=current, foreign_names=foreign_names)
+    stopped = _not_numbered(history, name=name, current=current)
     if stopped is not None:
         kept = tuple(children.reemit(record.item) for record in (current,) if record)
         return _Outcome(kept, tuple(stopped))
@@ -362,12 +360,10 @@ def _rebuilt(
 
 
 def _not_numbered(
-    history: History, *, name: str, current: Record | None, foreign_names: frozenset[str]
+    history: History, *, name: str, current: Record | None
 ) -> list[problems.Problem] | None:
     """Why the target's record gets no new number (an empty list: a record that does not count
     holds its name, reported already), or None when it does."""
-    if current is None and name in foreign_names:
-        return [_conflict(name)]
     if current is None and name in {item.name for item, _ in history.uncounted}:
         return []
     top = history.top
@@ -471,12 +467,4 @@ def _exhausted(top: Record) -> problems.Problem:
         api.Reason.INVALID_HISTORY,
         f"{api.REVISION_KIND} {top.item.name!r} holds number {top.number}, the highest a"
         " history holds, so no later revision can be numbered: delete it",
-    )
-
-
-def _conflict(name: str) -> problems.Problem:
-    return problems.Problem(
-        api.Reason.HISTORY_CONFLICT,
-        f"{api.REVISION_KIND} {name!r} exists and is not controlled by this DisaggregatedSet;"
-        " delete it so the set can record this revision in its history",
     )

@@ -48,23 +48,14 @@ def of_children(
     children: Iterable[records.ObservedObject],
     *,
     set_name: str,
-    foreign_lws: Mapping[str, str],
     scaler_conflicts: Mapping[str, str],
     orphans: frozenset[str],
     conflicts: Iterable[tuple[str, str]],
 ) -> list[Problem]:
-    """What is wrong with the set's children, most actionable first: LWS and scaler names held
-    by foreign objects (`orphans`: scalers another controller made for this set), names its own
+    """What is wrong with the set's children, most actionable first: scaler names held by
+    foreign objects (`orphans`: scalers another controller made for this set), names its own
     children claim twice, impossible status counts."""
     problems = [
-        Problem(
-            api.Reason.NAME_CONFLICT,
-            f"LeaderWorkerSet {name!r} exists and is not controlled by this DisaggregatedSet; "
-            "delete or rename it so the set can create its own",
-        )
-        for name in sorted(foreign_lws)
-    ]
-    problems.extend(
         Problem(
             api.Reason.SCALER_CONFLICT,
             f"DisaggregatedSetRoleScaler {name!r} for External role {role!r} carries this"
@@ -77,7 +68,7 @@ def of_children(
             " not controlled by this DisaggregatedSet; delete it so the set can create its own",
         )
         for role, name in sorted(scaler_conflicts.items())
-    )
+    ]
     problems.extend(
         Problem(
             api.Reason.CHILD_CONFLICT,

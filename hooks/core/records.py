@@ -3,12 +3,12 @@
 This module owns their shapes: `ChildKind` (the `<Kind>.<apiVersion>` keys of `children` and
 `related`), the observed parent, scaler, children and conditions, one request record per hook, and
 the typed answers (`SyncAnswer`, `CustomizeAnswer`, inside a `HookResult`). Request records are
-built only by `hooks.wire.envelope`, from a request body, and answers become JSON only there
-(`render_answer`). This module reads and writes no JSON, decides nothing and holds only data
-(pure: no I/O, clock, logging or state).
+built only by `hooks.wire` (`envelope`, from a request body), and answers become JSON only there
+(`answers.render_answer`). This module reads and writes no JSON, decides nothing and holds only
+data (pure: no I/O, clock, logging or state).
 
 An observed child's `applied` is the object as this hook last returned it
-(`hooks.wire.envelope` says how it is recovered). Never mutate it: copy the parts you change. A
+(`hooks.wire.objects` says how it is recovered). Never mutate it: copy the parts you change. A
 DisaggregatedSetRevision's body is parsed once, from the object itself, into `stored`.
 """
 
@@ -238,10 +238,9 @@ class CustomizeRequest:
 
 @dataclass(frozen=True, slots=True)
 class ScalerSyncRequest:
-    """A RoleScaler sync call: the scaler, its role's LWS and the owning set (when it exists)."""
+    """A RoleScaler sync call: the scaler and the owning set (when it exists)."""
 
     scaler: ScalerParent
-    lws: tuple[ObservedObject, ...]
     owners: tuple[Parent, ...]
 
 
@@ -296,8 +295,11 @@ class CustomizeAnswer:
 
 @dataclass(frozen=True, slots=True)
 class HookResult:
-    """What a hook answers (typed; `hooks.wire.envelope` writes it as JSON) and a summary of its
+    """What a hook answers (typed; `hooks.wire.answers` writes it as JSON) and a summary of its
     decisions for the log line."""
 
     answer: SyncAnswer | CustomizeAnswer
     summary: Mapping[str, object]
+    request: SyncRequest | None = None
+    """The sync request answered, against which the server counts what Metacontroller writes for
+    the answer (`hooks.wire.answers.writes`); None when that is not counted."""

@@ -9,8 +9,8 @@ a name costs it a string comparison where a selector is parsed anew each time.
 LeaderWorkerSets, Services and DisaggregatedSetRevisions are not asked for, though a name of theirs
 can be held too: their events are most of a rollout's, and a related rule makes each of them cost
 Metacontroller a pass over every parent in the cluster. A child that cannot be created at its
-name is found after the fact instead (`hooks.core.creations`). A sync still honours related
-objects of any kind it is sent: one the set does not control is reported and never emitted.
+name is found after the fact instead (`hooks.core.creations`); a sync reads related objects of
+no other kind (`hooks.wire.envelope`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ For the DisaggregatedSet sync (docs/rollout.md):
 - Owned scalers that match no External role (the role went Static or away) are deleted.
 - A scaler name held by an object this set does not control is never adopted or overwritten: the
   role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
+- An External role's target in each slice is its scaler's replicas, capped at the most groups
+  whose pods' names fit (`per_slice_targets`, `Degraded=NameBudgetExceeded` beyond them).
 
 For the RoleScaler controller (docs/rollout.md): customize asks for the owning set by name; sync
 reports the role's groups, the leader-only selector and a Ready condition. The groups are the
@@ -18,8 +20,6 @@ set's own count (`status.roleStatuses[].replicas`: the replicas of every LWS of 
 controls, all slices and revisions), which its sync refreshes on every change of those LWS; so
 the scaler follows its LWS one status write later, and Metacontroller never matches LWS events
 against every scaler's label selector (docs/operations.md, "Where Metacontroller's CPU goes").
-A request that carries the role's LWS as related objects (a wiring that asks for them by the
-labels {name, role}) is counted from those LWS instead, the ones the owner controls.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.api import naming
-from hooks.core import children, records, status
+from hooks.core import children, problems, records, status
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +89,42 @@ def plan(
     )
 
 
+def per_slice_targets(
+    set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: ScalerPlan
+) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
+    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
+    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
+    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
+    with a problem for each role capped."""
+    targets: dict[str, int | None] = {}
+    capped = []
+    for role in spec.roles:
+        if not role.is_external:
+            targets[role.name] = role.replicas_or_default
+            continue
+        wanted = scaler_plan.targets.get(role.name)
+        longest = naming.lws_name(
+            set_name=set_name,
+            slice_index=spec.slices - 1,
+            revision="0" * naming.REVISION_LENGTH,
+            role=role.name,
+        )
+        most = naming.max_fitting_replicas(lws=longest)
+        if wanted is not None and wanted > most:
+            capped.append(
+                problems.Problem(
+                    api.Reason.NAME_BUDGET_EXCEEDED,
+                    f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
+                    f" group {most} and beyond would carry a controller-revision-hash label"
+                    f" longer than {naming.DNS1035_LABEL_MAX} characters and never start: it"
+                    f" runs {most}; shorten the DisaggregatedSet name or the role name",
+                )
+            )
+            wanted = most
+        targets[role.name] = wanted
+    return targets, tuple(capped)
+
+
 def _replicas(scaler: records.ObservedObject) -> int:
     return scaler.spec_replicas if scaler.spec_replicas is not None else 0
 
@@ -129,7 +165,7 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
     role = scaler.labels.get(api.LABEL_ROLE, "")
     owner = _owner(scaler, request.owners)
-    replicas = 0 if owner is None else _groups(owner, request.lws, role=role)
+    replicas = 0 if owner is None else owner.role_replicas.get(role, 0)
     ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
     condition = status.carry_over(
         [status.new_condition(api.ConditionType.READY, true=ready, reason=reason, message=message)],
@@ -157,17 +193,6 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
             "replicas": replicas,
             "ready_reason": reason,
         },
-    )
-
-
-def _groups(owner: records.Parent, lws: Sequence[records.ObservedObject], *, role: str) -> int:
-    """The role's groups: from its LWS when the request carries them, else the owner's count."""
-    if not lws:
-        return owner.role_replicas.get(role, 0)
-    return sum(
-        item.status.replicas
-        for item in lws
-        if item.is_controlled_by(owner.uid) and item.labels.get(api.LABEL_ROLE) == role
     )
 
 

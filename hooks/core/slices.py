@@ -42,8 +42,6 @@ class SetContext:
     spec: api.DisaggregatedSetSpec
     revision: str
     roles: tuple[stock.RoleInput, ...]
-    foreign_lws: frozenset[str]
-    """Names of LWS that exist but are not this set's (never created over)."""
     control: controls.Control
     """What the set's annotations ask (pause, partition, hold)."""
     rollback: bool = False
@@ -80,8 +78,6 @@ class SliceResult:
     """Observed LWS that stay (for the status)."""
     created: Mapping[str, str]
     """LWS name -> role, for the LWS this slice creates."""
-    foreign: Mapping[str, str]
-    """LWS name -> role, for LWS this slice wants but a foreign object holds."""
     revision: str
     """The revision the slice planned for: the spec's, or past the partition the stable one
     (empty when none is known)."""
@@ -118,7 +114,7 @@ def reconcile_slice(
         )
         for item in kept
     ]
-    new, created, foreign = _new_lws(context, index, plan, target)
+    new, created = _new_lws(context, index, plan, target)
     slice_services, dropped_services = (
         _services(context, index, plan, target, kept, services_) if context.services else ([], [])
     )
@@ -131,7 +127,6 @@ def reconcile_slice(
         ),
         kept_lws=kept,
         created=created,
-        foreign=foreign,
         revision=target.revision,
     )
 
@@ -231,12 +226,10 @@ def _services(
 
 def _new_lws(
     context: SetContext, index: int, plan: rollout.SlicePlan, target: SliceTarget
-) -> tuple[list[JsonObject], dict[str, str], dict[str, str]]:
-    """The LWS the plan creates, rendered; and by name, the roles created and those whose name a
-    foreign object holds (never created over)."""
+) -> tuple[list[JsonObject], dict[str, str]]:
+    """The LWS the plan creates, rendered; and by name, the roles created."""
     rendered: list[JsonObject] = []
     created: dict[str, str] = {}
-    foreign: dict[str, str] = {}
     for role_name, replicas in plan.created.items():
         name = naming.lws_name(
             set_name=context.set_name, slice_index=index, revision=target.revision, role=role_name
@@ -244,9 +237,6 @@ def _new_lws(
         role = target.specs.get(role_name)
         if role is None:
             raise ValueError(f"planned a new LWS for unknown role {role_name!r}")
-        if name in context.foreign_lws:
-            foreign[name] = role_name
-            continue
         created[name] = role_name
         rendered.append(
             children.render_lws(
@@ -259,7 +249,7 @@ def _new_lws(
                 record=plan.created_records.get(role_name),
             )
         )
-    return rendered, created, foreign
+    return rendered, created
 
 
 @dataclass(frozen=True, slots=True)

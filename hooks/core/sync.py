@@ -13,7 +13,7 @@
 5. collect the answer (`desired.DesiredChildren`), whose guard refuses to drop an observed child
    the spec does not let go, and compute the status (`status`, `progress`).
 
-It returns a typed answer (`records.SyncAnswer`); `hooks.wire.envelope` writes it as JSON.
+It returns a typed answer (`records.SyncAnswer`); `hooks.wire.answers` writes it as JSON.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
-from hooks.api import naming
 from hooks.core import (
     admission,
     canary,
@@ -90,8 +89,6 @@ class _SetPlan:
     history: history.History
     keeps_history: bool
     """The CompositeController declares DisaggregatedSetRevisions (`history.is_child_type`)."""
-    foreign_records: frozenset[str]
-    """Names of records that exist but are not this set's (seen as related objects)."""
     lws: slices.BySlice
     services: slices.BySlice
 
@@ -119,7 +116,7 @@ def _reconcile(
         asked_before=parent.status_generation == parent.generation,
         now=now,
     )
-    refused = _refused(request.children, ordered)
+    refused = admission.refused(request.children, ordered)
     set_status, verdict = _status(
         request,
         plan,
@@ -148,9 +145,7 @@ def _reconcile(
             "deleted": answer.deleted(),
             "resync_after": resync,
             "scalers_created": len(plan.scalers.created),
-            "conflicts": len(answer.conflicts)
-            + len(plan.scalers.conflicts)
-            + sum(len(result.foreign) for result in results),
+            "conflicts": len(answer.conflicts) + len(plan.scalers.conflicts),
             "missing": len(awaited.problems),
             "kept": len(kept) + len(request.unknown_children),
         },
@@ -170,15 +165,16 @@ def _plan_set(
             dropped.not_ready(item) if item.name in names else item
             for item in observed[records.ChildKind.LWS]
         ]
-    foreign = _foreign_names(request.related, uid=parent.uid)
     scaler_plan = scalers.plan(
         set_name=parent.name,
         spec=spec,
         observed=observed[records.ChildKind.SCALER],
         lws=observed[records.ChildKind.LWS],
-        foreign_names=foreign[records.ChildKind.SCALER],
+        foreign_names=frozenset(
+            item.name for item in request.related if not item.is_controlled_by(parent.uid)
+        ),
     )
-    targets, capped = _per_slice_targets(parent.name, spec, scaler_plan)
+    targets, capped = scalers.per_slice_targets(parent.name, spec, scaler_plan)
     control = controls.control_of(parent.annotations)
     lws_by_slice = slices.split_by_slice(observed[records.ChildKind.LWS], slices=spec.slices)
     recorded = history.read(
@@ -193,7 +189,6 @@ def _plan_set(
         spec=spec,
         revision=target,
         roles=_role_inputs(spec, targets),
-        foreign_lws=foreign[records.ChildKind.LWS],
         control=control,
         rollback=recorded.is_rollback(target),
         stable=stable,
@@ -208,7 +203,6 @@ def _plan_set(
         dropped=lacking,
         history=recorded,
         keeps_history=history.is_child_type(request.declared),
-        foreign_records=foreign[records.ChildKind.REVISION],
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
@@ -240,9 +234,7 @@ def _history(
         return history.NO_HISTORY
     target = plan.context.revision
     complete = all(
-        result.plan.phase is rollout.Phase.STEADY
-        and result.revision == target
-        and not result.foreign
+        result.plan.phase is rollout.Phase.STEADY and result.revision == target
         for result in results
     )
     lws = [item for item in request.children if item.kind is records.ChildKind.LWS]
@@ -253,7 +245,6 @@ def _history(
         target=target,
         in_use=_revisions_of(lws),
         running=lws,
-        foreign_names=plan.foreign_records,
         annotations=request.parent.annotations,
         limit=plan.control.history_limit,
         complete=complete,
@@ -304,11 +295,10 @@ def _status(
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
     """The set's status; `found`: what LeaderWorkerSet would refuse, then the children asked
     for that never appeared."""
-    foreign_lws = {name: role for result in results for name, role in result.foreign.items()}
     # A role whose new LWS cannot be created (or never appears) has no known target: it is never
     # Available.
     unmade = answer.conflicts | awaited.missing
-    blocked = set(foreign_lws.values()) | {
+    blocked = {
         role
         for result in results
         for name, role in result.created.items()
@@ -331,7 +321,6 @@ def _status(
             *problems.of_children(
                 request.children,
                 set_name=request.parent.name,
-                foreign_lws=foreign_lws,
                 scaler_conflicts=plan.scalers.conflicts,
                 orphans=problems.orphan_scalers(request.related, set_name=request.parent.name),
                 conflicts=answer.conflicts,
@@ -413,35 +402,6 @@ def _coming_up(
     return created, created or any(item.status.ready_replicas < item.replicas for item in new_lws)
 
 
-def _refused(
-    observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
-) -> list[problems.Problem]:
-    """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
-    rescales (`admission`), reported at once instead of when the child fails to appear."""
-    replicas = {item.name: item.spec_replicas for item in observed if item.kind is _LWS_KIND}
-    found = []
-    for child in answered:
-        name = child["metadata"]["name"]
-        if child["kind"] != api.LWS_KIND or (
-            name in replicas and replicas[name] == child["spec"].get("replicas")
-        ):
-            continue
-        why = admission.refusals(child)
-        if why:
-            found.append(
-                problems.Problem(
-                    api.Reason.LWS_REFUSED,
-                    f"LeaderWorkerSet {name!r} would be refused by LeaderWorkerSet's admission"
-                    f" ({problems.summarise(why)}): the set keeps asking for it; fix the role's"
-                    " spec (or the set's name)",
-                )
-            )
-    return found
-
-
-_LWS_KIND = records.ChildKind.LWS
-
-
 def _hold(
     request: records.SyncRequest, found: Sequence[problems.Problem], *, now: str
 ) -> records.HookResult:
@@ -474,42 +434,6 @@ def _hold(
     )
 
 
-def _per_slice_targets(
-    set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: scalers.ScalerPlan
-) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
-    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
-    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
-    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
-    with a problem for each role capped."""
-    targets: dict[str, int | None] = {}
-    capped = []
-    for role in spec.roles:
-        if not role.is_external:
-            targets[role.name] = role.replicas_or_default
-            continue
-        wanted = scaler_plan.targets.get(role.name)
-        longest = naming.lws_name(
-            set_name=set_name,
-            slice_index=spec.slices - 1,
-            revision="0" * naming.REVISION_LENGTH,
-            role=role.name,
-        )
-        most = naming.max_fitting_replicas(lws=longest)
-        if wanted is not None and wanted > most:
-            capped.append(
-                problems.Problem(
-                    api.Reason.NAME_BUDGET_EXCEEDED,
-                    f"External role {role.name!r} is scaled to {wanted} groups, but the pods of"
-                    f" group {most} and beyond would carry a controller-revision-hash label"
-                    f" longer than {naming.DNS1035_LABEL_MAX} characters and never start: it"
-                    f" runs {most}; shorten the DisaggregatedSet name or the role name",
-                )
-            )
-            wanted = most
-        targets[role.name] = wanted
-    return targets, tuple(capped)
-
-
 def _by_kind(
     objects: Iterable[records.ObservedObject],
 ) -> dict[records.ChildKind, list[records.ObservedObject]]:
@@ -519,16 +443,6 @@ def _by_kind(
     for item in objects:
         grouped[item.kind].append(item)
     return grouped
-
-
-def _foreign_names(
-    related: Iterable[records.ObservedObject], *, uid: str
-) -> dict[records.ChildKind, frozenset[str]]:
-    names: dict[records.ChildKind, set[str]] = {kind: set() for kind in records.ChildKind}
-    for item in related:
-        if not item.is_controlled_by(uid):
-            names[item.kind].add(item.name)
-    return {kind: frozenset(found) for kind, found in names.items()}
 
 
 def _earliest(*delays: int | None) -> int | None:

@@ -18,7 +18,7 @@ from hooks.api.documents import JsonObject, list_of
 from hooks.cli import console
 from hooks.core import records
 from hooks.kubectl import rollout
-from hooks.wire import envelope
+from hooks.wire import objects, values
 
 KUBECTL_TIMEOUT_SECONDS: Final = 120
 SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
@@ -123,8 +123,8 @@ class Kubectl:
         ones that do not count, those it does not control included, are named in its notes."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         try:
-            observed = envelope.parse_records(list_of(items))
-        except envelope.RequestError as error:
+            observed = objects.parse_records(list_of(items))
+        except values.RequestError as error:
             raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
         return rollout.records_of(parent, observed)
 
@@ -154,8 +154,8 @@ def read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
 def child(item: JsonObject) -> records.ObservedObject | None:
     """An object kubectl listed, read as the hooks read it (None: not of a child kind)."""
     try:
-        return envelope.parse_child(item, where="kubectl's list")
-    except envelope.RequestError as error:
+        return objects.parse_child(item, where="kubectl's list")
+    except values.RequestError as error:
         raise console.CliError(f"kubectl printed an unusable object: {error}") from None
 
 

@@ -1,5 +1,5 @@
 """What `kubectl ds rollout history` and `undo` decide, from the objects kubectl prints
-(`hooks.kubectl.commands` runs kubectl; `read_set`, `read_children` and `envelope.parse_records`
+(`hooks.kubectl.commands` runs kubectl; `read_set`, `read_children` and `objects.parse_records`
 parse its JSON with `hooks.wire.envelope`). Pure: none runs kubectl, reads the clock or prints.
 
 - **History**: the records that count by the hooks' own predicate (`hooks.core.history`); the
@@ -24,7 +24,7 @@ from hooks import api
 from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import history, records
 from hooks.gocompat import gotext, revision
-from hooks.wire import envelope
+from hooks.wire import objects, parents, values
 
 TEMPLATE: Final = "leaderWorkerTemplate"
 _RECORDED_KEYS: Final = ("name", "metadata", "scaling", "spec")
@@ -40,8 +40,8 @@ class RolloutError(Exception):
 def read_set(obj: object) -> records.Parent:
     """The set kubectl printed, as the hooks read it; RolloutError when it is not one."""
     try:
-        return envelope.parse_parent(_json_object(obj, "the set"))
-    except envelope.RequestError as error:
+        return parents.parse_parent(_json_object(obj, "the set"))
+    except values.RequestError as error:
         raise RolloutError(f"kubectl printed no usable {api.DS_KIND}: {error}") from None
 
 
@@ -54,8 +54,8 @@ def read_children(
     found = []
     for index, item in enumerate(list_of(items)):
         try:
-            child = envelope.parse_object(kind, item, where=f"items[{index}]")
-        except envelope.RequestError as error:
+            child = objects.parse_object(kind, item, where=f"items[{index}]")
+        except values.RequestError as error:
             raise RolloutError(f"kubectl printed an unusable {kind.kind}: {error}") from None
         if child.is_controlled_by(parent.uid):
             found.append(child)

@@ -27,7 +27,7 @@ from hooks.api import times
 from hooks.core import desired, problems, records, related, scalers, sync
 from hooks.server import bodies, isolation, observability, revisions
 from hooks.server.settings import MIB, Limits
-from hooks.wire import envelope
+from hooks.wire import answers, envelope, values
 
 MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()
@@ -54,8 +54,7 @@ def _run_sync(body: object, now: str, *, memo: revisions.RevisionMemo) -> record
     result = sync.sync(request, now=now, revision_of=memo.of_spec)
     if not isinstance(result.answer, records.SyncAnswer):
         return result
-    writes = envelope.writes(request, result.answer)
-    return dataclasses.replace(result, summary={**result.summary, "writes": writes})
+    return dataclasses.replace(result, request=request)
 
 
 def _run_customize(body: object, now: str) -> records.HookResult:
@@ -117,7 +116,7 @@ def failure_for(error: Exception) -> Failure:
     for cls, status, kind in _BODY_FAILURES:
         if isinstance(error, cls):
             return Failure(status, kind, str(error))
-    if isinstance(error, envelope.RequestError):
+    if isinstance(error, values.RequestError):
         return Failure(400, "invalid_request", str(error))
     if isinstance(error, HTTPException):
         # Werkzeug's own (for example a client that disconnects while sending the body).
@@ -261,7 +260,7 @@ def _answer(
         buffered=transport.buffered,
     )
     try:
-        answered = transport.calls.answer(received.data, _work(hook, transport.clock()))
+        answered = transport.calls.answer(received.data, work(hook, transport.clock()))
     finally:
         transport.buffered.release(received.held)
     summary, payload = answered.value
@@ -270,12 +269,17 @@ def _answer(
     return summary, payload
 
 
-def _work(hook: Hook, now: str) -> Callable[[object], tuple[Mapping[str, object], bytes]]:
-    """The pure part of a call: the decoded body to the summary and the serialised answer."""
+def work(hook: Hook, now: str) -> Callable[[object], tuple[Mapping[str, object], bytes]]:
+    """The pure part of a call: the decoded body to the summary (with a sync's `writes`, counted
+    from the answer as it goes out) and the serialised answer."""
 
     def work(body: object) -> tuple[Mapping[str, object], bytes]:
         result = hook.run(body, now)
-        return result.summary, orjson.dumps(envelope.render_answer(result.answer))
+        response = answers.render_answer(result.answer)
+        if result.request is None:
+            return result.summary, orjson.dumps(response)
+        writes = answers.writes(result.request, response)
+        return {**result.summary, "writes": writes}, orjson.dumps(response)
 
     return work
 

@@ -175,11 +175,11 @@ BINDINGS = kube.Resource(
 REFUSAL = "no more LeaderWorkerSets in this namespace (a test's admission policy)"
 
 
-def test_issue25_item7_a_create_the_api_server_refuses_is_not_a_name_conflict(
+def test_issue25_item7_a_create_the_api_server_refuses_is_reported_as_not_created(
     control_plane: ControlPlane, namespace: str
 ) -> None:
-    """No object holds the name: the set reports ChildNotCreated (never NameConflict), naming the
-    LWS and where to look, and the SyncError event it points to says why."""
+    """No object holds the name: the set reports ChildNotCreated, naming the LWS and where to
+    look, and the SyncError event it points to says why."""
     client = control_plane.client
     sets.apply_set(control_plane, sets.small_set(namespace))
     sets.wait_available(client, namespace, "llm")

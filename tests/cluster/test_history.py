@@ -3,11 +3,11 @@
 What Metacontroller, the API server and the garbage collector decide: the child type is wired
 and allowed, each revision the set moves to gets its record with the next number (a revert the
 next number again, its roles untouched and immutable), `kubectl get` lists the history, the limit
-prunes the oldest records that no LWS still uses, a ControllerRevision the previous kit wrote is
-never touched, and deleting the set deletes its history. And the compact form (issue 33 item 2):
-the largest set the API server stores, and a 130 KiB change-cause, get their records within the
-bound on annotations (Metacontroller's last-applied copy included), undo restores them exactly,
-roles too random to pack give none (and status says so), and the CRD keeps one form of roles.
+prunes the oldest records that no LWS still uses, and deleting the set deletes its history. And
+the compact form (issue 33 item 2): the largest set the API server stores, and a 130 KiB
+change-cause, get their records within the bound on annotations (Metacontroller's last-applied
+copy included), undo restores them exactly, roles too random to pack give none (and status says
+so), and the CRD keeps one form of roles.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from tools.sandbox.controlplane import ControlPlane
 from tools.sandbox.lws import FakeLwsController
 
 JsonObject = dict[str, Any]
-CONTROLLER_REVISIONS = kube.Resource("apps", "v1", "controllerrevisions")
 CLUSTER_ROLES = kube.Resource("rbac.authorization.k8s.io", "v1", "clusterroles", namespaced=False)
 IMAGES = [f"vllm/vllm-openai:v0.{minor}.0" for minor in (11, 12, 13, 14)]
 
@@ -160,8 +159,6 @@ def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
         role["spec"] for role in stored["spec"]["roles"]
     ]
 
-    legacy = client.create(CONTROLLER_REVISIONS, _previous_kits_record(stored, first))
-
     second = roll_to(control_plane, namespace, IMAGES[1])
     assert numbers(client, namespace) == {first: 1, second: 2}
     listed = control_plane.kubectl("get", api.REVISION_SHORT_NAME, "-n", namespace).stdout
@@ -197,50 +194,13 @@ def test_history_is_numbered_reverted_pruned_and_collected_with_the_set(
     assert numbers(client, namespace) == {first: 3, third: 4, fourth: 5}
     assert second not in history(client, namespace)
 
-    # The previous kit's record is never touched: no update, no delete.
-    kept = client.get(CONTROLLER_REVISIONS, legacy["metadata"]["name"], namespace=namespace)
-    assert kept["metadata"]["resourceVersion"] == legacy["metadata"]["resourceVersion"]
-
     client.delete(kube.DISAGGREGATED_SETS, "llm", namespace=namespace)
     kube.wait_for(
-        lambda: (
-            history(client, namespace),
-            client.list(CONTROLLER_REVISIONS, namespace=namespace),
-        ),
-        until=lambda found: found == ({}, []),
+        lambda: history(client, namespace),
+        until=lambda found: found == {},
         timeout=sets.WAIT_SECONDS,
-        message="the garbage collector deletes the history, old and new, with the set",
+        message="the garbage collector deletes the history with the set",
     )
-
-
-def _previous_kits_record(ds: JsonObject, revision: str) -> JsonObject:
-    """A ControllerRevision as the previous kit wrote the history, owned by the set."""
-    metadata = ds["metadata"]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ControllerRevision",
-        "metadata": {
-            "name": f"llm-{revision}",
-            "namespace": metadata["namespace"],
-            "labels": {
-                api.LABEL_NAME: "llm",
-                api.LABEL_REVISION: revision,
-                api.CONTROLLER_UID_LABEL: metadata["uid"],
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": api.API_VERSION,
-                    "kind": api.DS_KIND,
-                    "name": "llm",
-                    "uid": metadata["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "data": {"roles": ds["spec"]["roles"]},
-        "revision": 1,
-    }
 
 
 # --- the compact form (issue 33 item 2) ----------------------------------------------------------

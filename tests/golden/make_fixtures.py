@@ -4,10 +4,10 @@
 
 The captured requests in tests/fixtures/requests/ (from a real Metacontroller v4.17.2) are never
 touched. The built ones come from the simulation in tests/sim (a steady set, a set mid-rollout
-whose new LWS are ready so that the sync takes a step, the same set with an invalid spec, a set
-whose LWS name is taken by a foreign object); their
-answers, and those of the captured requests, are written to tests/fixtures/responses/. Run it
-after an intended change of behaviour and review the diff: the golden test fails until then.
+whose new LWS are ready so that the sync takes a step, the same set with an invalid spec) and
+from a captured one (a RoleScaler whose owner's status counts its groups); their answers, and
+those of the captured requests, are written to tests/fixtures/responses/. Run it after an
+intended change of behaviour and review the diff: the golden test fails until then.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import orjson
 
 from hooks import api
 from hooks.core import records, related, scalers, sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 from tests.sim.cluster import Cluster
 
@@ -35,7 +35,6 @@ BUILT = (
     "ds-sync-steady.json",
     "ds-sync-mid-rollout.json",
     "ds-sync-invalid-spec.json",
-    "ds-sync-name-conflict.json",
     "rolescaler-sync-owner-status.json",
 )
 
@@ -109,16 +108,6 @@ def build_requests() -> dict[str, JsonObject]:
     invalid["parent"]["metadata"]["generation"] += 1
     requests["ds-sync-invalid-spec.json"] = invalid
 
-    fresh = Cluster(seed=0)
-    fresh.create(_set("vllm/vllm-openai:v0.11.0"))
-    conflict = _next_request(fresh)
-    first = envelope.render_answer(sync.sync(envelope.parse_sync_request(conflict), now=NOW).answer)
-    taken = next(child for child in first["children"] if child["kind"] == api.LWS_KIND)
-    foreign = builders.observe(taken, owner_uid="someone-else", owner_name="other")
-    group = f"{api.LWS_KIND}.{api.LWS_API_VERSION}"
-    conflict["related"].setdefault(group, {})[foreign["metadata"]["name"]] = foreign
-    requests["ds-sync-name-conflict.json"] = conflict
-
     # The shipped RoleScaler wiring relates only the owner, whose status counts the role's groups
     # (here: its decode LWS report 2).
     scaler = orjson.loads((REQUESTS / "rolescaler-sync.json").read_bytes())
@@ -144,7 +133,7 @@ def main() -> None:
         (REQUESTS / name).write_bytes(render_json(request))
     for request_path in sorted(REQUESTS.glob("*.json")):
         body = orjson.loads(request_path.read_bytes())
-        response = envelope.render_answer(hook_for(request_path.name)(body).answer)
+        response = answers.render_answer(hook_for(request_path.name)(body).answer)
         (RESPONSES / request_path.name).write_bytes(render_json(response))
         print(f"wrote {RESPONSES / request_path.name}")
 

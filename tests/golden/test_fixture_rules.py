@@ -119,19 +119,17 @@ def test_mid_rollout_sync_moves_exactly_one_planner_step() -> None:
     assert answer["resyncAfterSeconds"] > 0
 
 
-def test_rolescaler_sync_counts_the_owned_groups_of_its_role() -> None:
-    request, answer = load("rolescaler-sync.json")
+def test_rolescaler_sync_counts_its_roles_groups_from_the_owners_status() -> None:
+    """The RoleScaler wiring relates only the owning set, whose status counts the role's LWS."""
+    request, answer = load("rolescaler-sync-owner-status.json")
     labels = request["parent"]["metadata"]["labels"]
-    owners = request["related"][f"{api.DS_KIND}.{api.API_VERSION}"]
-    (owner,) = owners.values()
-    groups = sum(
-        (lws.get("status") or {}).get("replicas", 0)
-        for lws in request["related"][LWS_GROUP].values()
-        if any(
-            ref.get("uid") == owner["metadata"]["uid"] for ref in lws["metadata"]["ownerReferences"]
-        )
-        and views.labels_of(lws).get(api.LABEL_ROLE) == labels[api.LABEL_ROLE]
+    (owner,) = request["related"][f"{api.DS_KIND}.{api.API_VERSION}"].values()
+    (groups,) = (
+        entry["replicas"]
+        for entry in owner["status"]["roleStatuses"]
+        if entry["name"] == labels[api.LABEL_ROLE]
     )
+    assert groups > 0
     status = answer["status"]
     assert status["replicas"] == groups
     assert status["selector"] == (

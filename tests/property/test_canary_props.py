@@ -229,9 +229,8 @@ def test_issue25_item9_records_that_do_not_count_change_no_decision(
         if kind == "orphan":
             del record["metadata"]["ownerReferences"]
         forged.append(record)
-    related = [child for child in children if child["kind"] == api.LWS_KIND]
-    plain = run_sync(make_request(parent, children=children, related=related))
-    hostile = run_sync(make_request(parent, children=[*children, *forged], related=related))
+    plain = run_sync(make_request(parent, children=children))
+    hostile = run_sync(make_request(parent, children=[*children, *forged]))
     names = {record["metadata"]["name"] for record in forged}
     kept = {c["metadata"]["name"]: c for c in hostile["children"] if c["metadata"]["name"] in names}
     assert set(kept) == names

@@ -17,7 +17,7 @@ name `<set>-<revision>-<role>`. Related objects include foreign LWS and scalers 
 (c) An invalid spec returns every observed child unchanged (applying the answer with
     Metacontroller's three-way merge changes nothing), keeps the status and says
     Degraded=True with reason InvalidSpec.
-(d) Nothing raises on a well-formed request; a malformed child raises `envelope.RequestError`
+(d) Nothing raises on a well-formed request; a malformed child raises `values.RequestError`
     only (the documented non-200 path).
 (e) Installed without Services (components/no-services: the controller declares no Services, so
     none is observed), the answer holds no Service, and its other children, its status and its
@@ -48,7 +48,8 @@ from hooks import api
 from hooks.api import limits
 from hooks.core import sync, validation
 from hooks.gocompat import gotext, revision
-from hooks.wire import envelope
+from hooks.wire import answers, envelope, values
+from hooks.wire import parents as parent_reader
 from tests.builders import (
     NAMESPACE,
     NOW,
@@ -78,7 +79,7 @@ PROPS = settings(
 
 def target_of(parent: JsonObject) -> str | None:
     """The target revision when the spec parses and validates, else None (the hold path)."""
-    parsed = envelope.parse_parent(parent)
+    parsed = parent_reader.parse_parent(parent)
     if parsed.spec is None or parsed.spec_violations:
         return None
     if validation.check(name=parsed.name, spec=parsed.spec):
@@ -445,23 +446,11 @@ def observed_children(draw: st.DrawFn, parent: JsonObject, target: str) -> list[
 
 
 @st.composite
-def foreign_related(draw: st.DrawFn, parent: JsonObject, target: str) -> list[JsonObject]:
-    """Objects at names the set wants, controlled by someone else (seen through customize)."""
+def foreign_related(draw: st.DrawFn, parent: JsonObject) -> list[JsonObject]:
+    """Scalers at names the set wants, controlled by someone else (seen through customize, which
+    asks for no other kind)."""
     roles = [role["name"] for role in parent["spec"]["roles"]]
     found = []
-    for role in draw(st.sets(st.sampled_from(roles), max_size=2)):
-        name = f"llm-0-{target}-{role}"
-        lws = observe(
-            {
-                "apiVersion": api.LWS_API_VERSION,
-                "kind": api.LWS_KIND,
-                "metadata": {"name": name, "labels": {api.LABEL_NAME: "llm"}},
-                "spec": {"replicas": 1},
-            },
-            owner_uid="uid-of-someone-else",
-            owner_name="other",
-        )
-        found.append(lws)
     for role in draw(st.sets(st.sampled_from(roles), max_size=1)):
         found.append(
             observe(
@@ -488,8 +477,7 @@ def requests(
     children = draw(observed_children(parent, target))
     # A child cannot share a name with a foreign object: Metacontroller would not see both.
     taken = {child_id(child) for child in children}
-    related = [obj for obj in draw(foreign_related(parent, target)) if child_id(obj) not in taken]
-    related += [child for child in children if child["kind"] == api.LWS_KIND]
+    related = [obj for obj in draw(foreign_related(parent)) if child_id(obj) not in taken]
     version = draw(st.sampled_from(["v1", "v2"]))
     return (
         parent,
@@ -500,7 +488,7 @@ def requests(
 
 def run_sync(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    response: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    response: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return response
 
 
@@ -728,7 +716,7 @@ def test_malformed_children_raise_only_request_error(
             }
         )
     _MALFORMED[breaker](group[key])
-    with pytest.raises(envelope.RequestError):
+    with pytest.raises(values.RequestError):
         sync.sync(envelope.parse_sync_request(request), now=NOW)
 
 
@@ -769,7 +757,7 @@ def test_a_duplicate_lws_keeps_its_revision_from_being_drained() -> None:
         lws("llm-0-aaaaaaaa-decode", at("aaaaaaaa", "decode"), 0),
         lws("llm-aaaaaaaa-decode", at("aaaaaaaa", "decode", None), 2),
     ]
-    response = run_sync(make_request(parent, children=children, related=children))
+    response = run_sync(make_request(parent, children=children))
     missing = {child_id(child) for child in children} - response_ids(response)
     allowed = allowed_deletions(parent=parent, children=children, target=target)
     assert missing <= allowed, f"deleted without a documented reason: {sorted(missing - allowed)}"

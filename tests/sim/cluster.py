@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.wire import envelope
 from tests.builders import NAMESPACE
 from tests.sim import views
 from tests.sim.canary_invariants import CanaryInvariants
@@ -260,16 +259,12 @@ class Cluster:
         nothing (a quiet cluster must not be woken up by its own controller).
         """
         parent = self.ds(name)
-        first = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
-        second = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
-        first_bytes = orjson.dumps(envelope.render_answer(first.answer))
-        second_bytes = orjson.dumps(envelope.render_answer(second.answer))
+        _, first = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
+        _, second = self.metacontroller.call_sync(self.metacontroller.build_request(parent))
+        first_bytes, second_bytes = orjson.dumps(first), orjson.dumps(second)
         stored = dict(parent.get("status") or {})
-        answered = {
-            **envelope.render_answer(first.answer)["status"],
-            "observedGeneration": parent["metadata"]["generation"],
-        }
-        if orjson.loads(orjson.dumps(answered)) != stored:
+        answered = {**first["status"], "observedGeneration": parent["metadata"]["generation"]}
+        if answered != stored:
             raise self.failure(f"idle sync answered status {answered}, stored {stored}")
         self.store.drain_writes()
         record = self.metacontroller.sync_once(parent, tick=self.tick)

@@ -236,7 +236,7 @@ class Invariants:
         held = any(
             c["type"] == "Degraded"
             and c["status"] == "True"
-            and c["reason"] in (api.Reason.HISTORY_CONFLICT, api.Reason.INVALID_HISTORY)
+            and c["reason"] == api.Reason.INVALID_HISTORY
             for c in record.response["status"].get("conditions", [])
         )
         if target not in history and not held:

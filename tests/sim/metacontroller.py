@@ -33,9 +33,9 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import records, related
+from hooks.core import related
 from hooks.server import app
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests.sim import apply
 from tests.sim.store import (
     FakeClock,
@@ -214,7 +214,7 @@ class FakeMetacontroller:
         controller = ds_controller(version=self.version, child_types=self.child_types)
         customize_body = wire({"controller": controller, "parent": parent})
         customized = related.customize(envelope.parse_customize_request(customize_body))
-        rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
+        rules = wire(answers.render_answer(customized.answer))["relatedResources"]
         children: JsonObject = {key: {} for key in self.child_types}
         for obj in self.claimed_children(parent).values():
             children[type_key(obj)][inner_key(obj, version=self.version)] = obj
@@ -241,20 +241,21 @@ class FakeMetacontroller:
                     found[object_key(obj)] = obj
         return found
 
-    def call_sync(self, request: JsonObject) -> records.HookResult:
-        """The server's `/sync` hook: parse, sync, and the summary with its `writes`."""
-        return app.default_hooks()["/sync"].run(wire(request), self.clock.iso())
+    def call_sync(self, request: JsonObject) -> tuple[Mapping[str, Any], JsonObject]:
+        """The server's `/sync` hook as its view runs it (parse, sync, render): the summary with
+        its `writes`, and the answer as JSON."""
+        summary, answer = app.work(app.default_hooks()["/sync"], self.clock.iso())(wire(request))
+        return summary, orjson.loads(answer)
 
     def sync_once(self, parent: JsonObject, *, tick: int) -> PassRecord:
         # call_sync sends a copy through JSON: the record keeps the request as assembled.
         request = self.assemble_request(parent)
         try:
-            result = self.call_sync(request)
+            summary, response = self.call_sync(request)
         except Exception as error:
             raise SimulationError(
                 f"sync of {parent['metadata']['name']} raised {type(error).__name__}: {error}"
             ) from error
-        response = wire(envelope.render_answer(result.answer))
         observed = self.claimed_children(parent)
         before = self.store.snapshot()
         created, updated, deleted = self._apply_children(parent, observed, response["children"])
@@ -270,7 +271,7 @@ class FakeMetacontroller:
             parent=name,
             request=request,
             response=response,
-            summary=result.summary,
+            summary=summary,
             before=before,
             after=self.store.snapshot(),
             created=tuple(created),

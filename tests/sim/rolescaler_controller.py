@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.core import scalers
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests.sim.metacontroller import SCALER_TYPE, collect_related, controller_object, wire
 from tests.sim.store import FakeClock, Store, object_key
 
@@ -34,7 +34,7 @@ class FakeRoleScalerController:
             )
             customize_body = wire({"controller": controller, "parent": scaler})
             customized = scalers.customize(envelope.parse_scaler_customize_request(customize_body))
-            rules = wire(envelope.render_answer(customized.answer))["relatedResources"]
+            rules = wire(answers.render_answer(customized.answer))["relatedResources"]
             body = {
                 "controller": controller,
                 "parent": scaler,
@@ -45,7 +45,7 @@ class FakeRoleScalerController:
             result = scalers.sync(
                 envelope.parse_scaler_sync_request(wire(body)), now=self.clock.iso()
             )
-            response = wire(envelope.render_answer(result.answer))
+            response = wire(answers.render_answer(result.answer))
             if response["children"]:
                 raise AssertionError(
                     f"the RoleScaler sync returned children: {response['children']}"

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from hooks import api
-from hooks.core import creations
 from hooks.gocompat import revision
 from tests.builders import make_ds, make_role
 from tests.shared import by_name, golden_params, load_golden_or_empty
@@ -794,7 +793,7 @@ def test_foreign_lws_at_a_desired_name_is_reported_and_left_alone() -> None:
     planted = cluster.store.get((LWS_TYPE, "default", name))
     first = len(cluster.passes)
     cluster.edit("llm", image(V2))
-    cluster.run_for(creations.GRACE_SECONDS + 30)
+    cluster.run_for(api.CREATION_GRACE_SECONDS + 30)
     after = cluster.store.get((LWS_TYPE, "default", name))
     assert after is not None and planted is not None
     for part in ("labels", "ownerReferences", "uid", "generation"):

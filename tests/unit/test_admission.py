@@ -12,7 +12,7 @@ import pytest
 
 from hooks import api
 from hooks.core import admission, sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 from tests.lws_cases import REFUSED, rendered_lws, rolling
 
@@ -56,7 +56,7 @@ def test_a_configuration_without_surge_or_unavailable_reads_as_the_crd_defaults_
 
 def _answer(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=builders.NOW)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 

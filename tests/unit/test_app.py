@@ -24,7 +24,7 @@ from hooks.core import desired, records
 from hooks.server import app as hook_app
 from hooks.server import bodies, isolation, observability, settings
 from hooks.server.settings import MIB, Limits
-from hooks.wire import envelope
+from hooks.wire import values
 from tests import shared
 from tests.golden import make_fixtures
 
@@ -214,7 +214,7 @@ def test_malformed_json_is_400_with_a_json_error_and_the_hook_is_not_called(body
 
 
 def test_request_error_from_parsing_is_400() -> None:
-    client, _ = make_client({"/sync": raising(envelope.RequestError("parent must be a Thing"))})
+    client, _ = make_client({"/sync": raising(values.RequestError("parent must be a Thing"))})
 
     answer = client.post("/sync", data=b"{}")
 

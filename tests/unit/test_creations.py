@@ -33,7 +33,7 @@ def test_a_child_an_earlier_pass_asked_for_is_recorded_and_looked_at_after_the_g
     awaited = creations.track([LWS], {}, asked_before=True, now=T0)
     assert awaited.record == (api.CreatingChild(kind=LWS[0], name=LWS[1], since=T0),)
     assert not awaited.problems and not awaited.missing
-    assert awaited.resync_after == creations.GRACE_SECONDS
+    assert awaited.resync_after == api.CREATION_GRACE_SECONDS
 
 
 def test_a_recorded_child_keeps_its_time_and_waits_out_the_rest_of_its_grace() -> None:
@@ -41,14 +41,14 @@ def test_a_recorded_child_keeps_its_time_and_waits_out_the_rest_of_its_grace() -
         awaited = creations.track([LWS], {LWS: T0}, asked_before=asked_before, now=later(10))
         assert awaited.record[0].since == T0
         assert not awaited.problems
-        assert awaited.resync_after == creations.GRACE_SECONDS - 10
+        assert awaited.resync_after == api.CREATION_GRACE_SECONDS - 10
 
 
 def test_issue25_item7_a_child_missing_past_its_grace_is_not_created_naming_it() -> None:
     """The hook sees no holder (none is a related object): the reason says what is known, and
-    the message where an operator can find out which (NameConflict is for a holder seen)."""
+    the message where an operator can find out which."""
     awaited = creations.track(
-        [LWS, REVISION], {LWS: T0}, asked_before=True, now=later(creations.GRACE_SECONDS)
+        [LWS, REVISION], {LWS: T0}, asked_before=True, now=later(api.CREATION_GRACE_SECONDS)
     )
     assert awaited.missing == {LWS}
     (problem,) = awaited.problems
@@ -62,7 +62,7 @@ def test_issue25_item7_a_child_missing_past_its_grace_is_not_created_naming_it()
     assert again.problems == awaited.problems
     assert [entry.name for entry in awaited.record] == [REVISION[1], LWS[1]]  # by kind, name
     # The DisaggregatedSetRevision's grace starts now; the missing LWS is looked at again as often.
-    assert awaited.resync_after == creations.GRACE_SECONDS
+    assert awaited.resync_after == api.CREATION_GRACE_SECONDS
 
 
 def test_issue33_item1_the_message_says_what_adopt_checks_before_it_hands_a_child_over() -> None:
@@ -122,6 +122,6 @@ def test_the_record_holds_only_requested_children_and_every_wait_is_bounded(
         assert age is not None and age >= 0
     if kept:
         assert awaited.resync_after is not None
-        assert 1 <= awaited.resync_after <= creations.GRACE_SECONDS
+        assert 1 <= awaited.resync_after <= api.CREATION_GRACE_SECONDS
     else:
         assert awaited.resync_after is None

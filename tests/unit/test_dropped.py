@@ -12,7 +12,7 @@ import yaml
 
 from hooks import api
 from hooks.core import dropped, sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 from tests.shared import shared_path
 from tests.sim import scenarios
@@ -136,7 +136,7 @@ def test_a_set_whose_target_lws_lost_volumes_is_degraded_and_not_available() -> 
     applied["spec"]["leaderWorkerTemplate"]["volumeClaimTemplates"] = VOLUMES
     lws["metadata"]["annotations"][api.LAST_APPLIED_ANNOTATION] = orjson.dumps(applied).decode()
     result = sync.sync(envelope.parse_sync_request(request), now=builders.NOW)
-    rendered = envelope.render_answer(result.answer)
+    rendered = answers.render_answer(result.answer)
     conditions = {c["type"]: c for c in rendered["status"]["conditions"]}
     assert conditions["Degraded"]["reason"] == "LWSFieldDropped"
     assert "volumeClaimTemplates" in conditions["Degraded"]["message"]

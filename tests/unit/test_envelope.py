@@ -11,7 +11,7 @@ import pytest
 from hooks import api
 from hooks.core import records
 from hooks.gocompat import revision
-from hooks.wire import envelope
+from hooks.wire import answers, envelope, objects, parents, values
 from tests import builders
 from tests.golden import make_fixtures
 
@@ -90,14 +90,25 @@ def test_last_applied_of_another_object_is_not_trusted() -> None:
 
 
 def test_only_children_have_their_last_applied_read_not_related_objects() -> None:
-    child = lws_child()
+    scaler = scaler_object()
     request = envelope.parse_sync_request(
-        builders.make_request(builders.make_ds(), children=[child], related=[child])
+        builders.make_request(builders.make_ds(), children=[scaler], related=[scaler])
     )
     (as_child,), (as_related,) = request.children, request.related
-    assert as_child.applied["metadata"]["name"] == "llm-0-aaaaaaaa-prefill"
+    assert as_child.applied["metadata"]["name"] == "llm-decode"
     assert as_related.applied == {}
     assert (as_related.name, as_related.controller_uid) == (as_child.name, as_child.controller_uid)
+
+
+def test_a_sync_reads_related_objects_only_of_the_kind_its_customize_asks_for() -> None:
+    """The customize hook asks for scalers alone: an LWS or a record sent as related (another
+    wiring's) is not read."""
+    request = envelope.parse_sync_request(
+        builders.make_request(builders.make_ds(), related=[lws_child(), _record(), scaler_object()])
+    )
+    assert [(item.kind, item.name) for item in request.related] == [
+        (records.ChildKind.SCALER, "llm-decode")
+    ]
 
 
 def test_children_are_sorted_whatever_the_input_order() -> None:
@@ -133,7 +144,7 @@ def test_a_spec_out_of_bounds_parses_as_written_when_bounds_are_ignored() -> Non
     spec["roles"][0]["name"] = "Prefill"
     spec["roles"][0]["spec"]["replicas"] = -1
 
-    parsed = envelope.parse_spec_ignoring_bounds(spec)
+    parsed = parents.parse_spec_ignoring_bounds(spec)
 
     assert parsed is not None
     assert (parsed.slices, [role.name for role in parsed.roles]) == (0, ["Prefill"])
@@ -158,7 +169,7 @@ def test_a_spec_of_a_wrong_type_does_not_parse_even_ignoring_bounds(
 ) -> None:
     spec = {**builders.make_ds()["spec"], **change}
 
-    assert envelope.parse_spec_ignoring_bounds(spec) is None
+    assert parents.parse_spec_ignoring_bounds(spec) is None
 
 
 def test_observed_conditions_are_read_leniently() -> None:
@@ -205,7 +216,7 @@ def broken(path: str, value: object) -> api.JsonObject:
     ],
 )
 def test_unusable_requests_raise_request_error(body: object) -> None:
-    with pytest.raises(envelope.RequestError):
+    with pytest.raises(values.RequestError):
         envelope.parse_sync_request(body)
 
 
@@ -254,7 +265,7 @@ def test_child_resources_of_other_types_or_versions_are_not_ours() -> None:
     ],
 )
 def test_a_malformed_controller_raises_request_error(path: str, value: object) -> None:
-    with pytest.raises(envelope.RequestError, match="controller"):
+    with pytest.raises(values.RequestError, match="controller"):
         envelope.parse_sync_request(broken(path, value))
 
 
@@ -271,7 +282,7 @@ def test_an_observed_child_of_a_type_the_controller_leaves_out_raises_request_er
         }
     )
     body["children"][builders.child_key(service)] = {"llm-0-aaaaaaaa-prefill-prv": service}
-    with pytest.raises(envelope.RequestError, match="childResources leaves out"):
+    with pytest.raises(values.RequestError, match="childResources leaves out"):
         envelope.parse_sync_request(body)
 
 
@@ -324,7 +335,7 @@ def test_an_unknown_child_sharing_a_known_childs_kind_and_name_makes_the_request
     newer = lws_child()
     newer["apiVersion"] = "leaderworkerset.x-k8s.io/v2"
     body = builders.make_request(builders.make_ds(), children=[known, newer])
-    with pytest.raises(envelope.RequestError, match="an answer can keep only one"):
+    with pytest.raises(values.RequestError, match="an answer can keep only one"):
         envelope.parse_sync_request(body)
 
 
@@ -339,7 +350,7 @@ def test_the_answer_writes_the_status_fields_kept_beside_the_computed_ones() -> 
         status=api.DisaggregatedSetStatus(revision="fe283763"),
         status_kept={"futureField": {"a": 1}, "revision": "kept-loses"},
     )
-    rendered = envelope.render_answer(answer)["status"]
+    rendered = answers.render_answer(answer)["status"]
     assert rendered["futureField"] == {"a": 1}
     assert rendered["revision"] == "fe283763"
 
@@ -349,17 +360,7 @@ def test_malformed_child_raises_request_error() -> None:
     group = body["children"][f"{api.LWS_KIND}.{api.LWS_API_VERSION}"]
     child = next(iter(group.values()))
     child["metadata"]["labels"] = {"a": 1}
-    with pytest.raises(envelope.RequestError, match="labels"):
-        envelope.parse_sync_request(body)
-
-
-def test_controller_revisions_of_an_older_kits_wiring_are_refused_not_left_out() -> None:
-    """The earlier kit kept the history in ControllerRevision children. An answer to a request
-    that still carries them would leave them out and Metacontroller would delete them: the
-    request is refused (nothing changes) until this kit's CompositeController is applied."""
-    body = builders.make_request(builders.make_ds())
-    body["children"]["ControllerRevision.apps/v1"] = {}
-    with pytest.raises(envelope.RequestError, match=r"compositecontrollers\.yaml"):
+    with pytest.raises(values.RequestError, match="labels"):
         envelope.parse_sync_request(body)
 
 
@@ -428,9 +429,9 @@ def test_records_listed_by_kubectl_are_read_as_children_are() -> None:
     (from_request,) = envelope.parse_sync_request(
         builders.make_request(builders.make_ds(), children=[record])
     ).children
-    assert envelope.parse_records([record]) == (from_request,)
-    with pytest.raises(envelope.RequestError):
-        envelope.parse_records([{"metadata": {}}])
+    assert objects.parse_records([record]) == (from_request,)
+    with pytest.raises(values.RequestError):
+        objects.parse_records([{"metadata": {}}])
 
 
 def test_empty_maps_and_null_children_groups_are_accepted() -> None:
@@ -439,8 +440,8 @@ def test_empty_maps_and_null_children_groups_are_accepted() -> None:
     assert envelope.parse_sync_request(body).children == ()
 
 
-def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
-    scaler = builders.observe(
+def scaler_object() -> builders.JsonObject:
+    return builders.observe(
         {
             "apiVersion": api.API_VERSION,
             "kind": api.SCALER_KIND,
@@ -451,8 +452,12 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
             "spec": {"replicas": 3},
         }
     )
+
+
+def test_scaler_sync_request_reads_the_owner_from_related_and_nothing_else() -> None:
+    """Its customize asks for the owning set alone: an LWS sent as related is not read."""
     body = {
-        "parent": scaler,
+        "parent": scaler_object(),
         "children": {},
         "related": {
             f"{api.DS_KIND}.{api.API_VERSION}": {"llm": builders.make_ds()},
@@ -463,7 +468,6 @@ def test_scaler_sync_request_splits_related_lws_and_owners() -> None:
     assert request.scaler.spec_replicas == 3
     assert request.scaler.owner_uid == builders.DS_UID
     assert [o.name for o in request.owners] == ["llm"]
-    assert [o.name for o in request.lws] == ["llm-0-aaaaaaaa-prefill"]
 
 
 def test_render_customize_response_shapes_rules() -> None:
@@ -473,7 +477,7 @@ def test_render_customize_response_shapes_rules() -> None:
         ),
         records.RelatedRule(api_version="v1", resource="services", namespace="", names=("x",)),
     ]
-    assert envelope.render_customize_response(rules) == {
+    assert answers.render_customize_response(rules) == {
         "relatedResources": [
             {
                 "apiVersion": "v1",
@@ -497,7 +501,7 @@ def _writes(name: str) -> dict[str, int]:
         orjson.loads((make_fixtures.REQUESTS / name).read_bytes())
     )
     assert isinstance(result.answer, records.SyncAnswer)
-    return dict(envelope.writes(request, result.answer))
+    return dict(answers.writes(request, answers.render_answer(result.answer)))
 
 
 def test_a_steady_set_answers_its_observed_state() -> None:
@@ -540,7 +544,7 @@ def test_a_child_left_out_counts_as_a_deletion_and_a_changed_one_as_an_update() 
         status=api.DisaggregatedSetStatus(observed_generation=request.parent.generation),
         children=(changed,),
     )
-    writes = envelope.writes(request, answer)
+    writes = answers.writes(request, answers.render_answer(answer))
     assert (writes["update"], writes["delete"], writes["create"]) == (1, 1, 0)
 
 

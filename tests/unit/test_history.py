@@ -80,7 +80,6 @@ def _plan(
     in_use: frozenset[str] = frozenset(),
     limit: int = 10,
     annotations: dict[str, str] | None = None,
-    foreign: frozenset[str] = frozenset(),
     complete: bool = False,
     running: tuple[JsonObject, ...] = (),
 ) -> history.HistoryPlan:
@@ -90,7 +89,6 @@ def _plan(
         spec=_spec(),
         target=target,
         in_use=in_use,
-        foreign_names=foreign,
         annotations=annotations or {},
         limit=limit,
         complete=complete,
@@ -216,14 +214,6 @@ def test_a_revision_that_still_has_lws_is_never_pruned_but_counts() -> None:
 def test_a_limit_of_zero_keeps_only_the_current_revision_and_those_in_use() -> None:
     plan = _plan(B, _record(V1, 1), _record(V2, 2), limit=0)
     assert plan.pruned == (f"llm-{A}",)
-
-
-def test_a_name_held_by_a_foreign_object_is_reported_and_not_created() -> None:
-    plan = _plan(A, foreign=frozenset({f"llm-{A}"}))
-    assert plan.children == ()
-    (problem,) = plan.problems
-    assert problem.reason is api.Reason.HISTORY_CONFLICT
-    assert f"'llm-{A}'" in problem.message
 
 
 # --- the predicate: which records count (item 3) -------------------------------------------------
@@ -393,7 +383,6 @@ def test_issue33_item2_roles_too_large_for_a_record_give_none_and_a_note() -> No
         spec=spec,
         target=target,
         in_use=frozenset(),
-        foreign_names=frozenset(),
         annotations={},
         limit=10,
         complete=False,

@@ -20,7 +20,7 @@ from hooks.api import naming
 from hooks.core import children, records
 from hooks.gocompat import gojson, revision
 from hooks.kubectl import adopt, adoptable
-from hooks.wire import envelope
+from hooks.wire import objects, parents
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -79,16 +79,16 @@ API_VERSIONS = {
 
 def read(obj: JsonObject) -> records.ObservedObject:
     """A candidate as the plugin reads it."""
-    child = envelope.parse_child(obj, where="test")
+    child = objects.parse_child(obj, where="test")
     assert child is not None
     return child
 
 
-def candidates_of(objects: list[JsonObject]) -> list[records.ObservedObject]:
-    return [child for obj in objects if (child := envelope.parse_child(obj, where="t"))]
+def candidates_of(found: list[JsonObject]) -> list[records.ObservedObject]:
+    return [child for obj in found if (child := objects.parse_child(obj, where="t"))]
 
 
-PARENT = envelope.parse_parent(builders.make_ds())
+PARENT = parents.parse_parent(builders.make_ds())
 
 
 def decide(
@@ -418,7 +418,7 @@ def test_an_lws_the_set_lost_is_adopted_whoever_made_it(
         builders.make_role("decode"),
     ]
     placement = {"type": "ExclusiveTopology", "topology": "example.com/rack"}
-    parent = envelope.parse_parent(builders.make_ds(roles=roles, slices=2, placement=placement))
+    parent = parents.parse_parent(builders.make_ds(roles=roles, slices=2, placement=placement))
     assert parent.spec is not None
     desired = rendered_lws(slice_index=1, policy=parent.spec.placement_policy, spec=parent.spec)
     lost = made(desired)
@@ -450,7 +450,7 @@ def test_an_lws_of_an_older_revision_is_checked_against_the_record_that_holds_it
     v2 = [
         builders.make_role(name, image="vllm/vllm-openai:v0.12.0") for name in ("prefill", "decode")
     ]
-    parent = envelope.parse_parent(builders.make_ds(roles=v2))
+    parent = parents.parse_parent(builders.make_ds(roles=v2))
     record = orphan_record()
     old = released(rendered_lws())
     forged = copy.deepcopy(old)
@@ -706,7 +706,7 @@ def test_an_orphan_lws_is_adopted_exactly_when_its_templates_are_its_revisions(
     naming where."""
     roles = [builders.make_role(name, leader=True) for name in ("prefill", "decode")]
     placement = None if policy is None else {"type": policy, "topology": "example.com/rack"}
-    parent = envelope.parse_parent(builders.make_ds(roles=roles, slices=4, placement=placement))
+    parent = parents.parse_parent(builders.make_ds(roles=roles, slices=4, placement=placement))
     assert parent.spec is not None
     desired = rendered_lws(
         role, slice_index=slice_index, policy=parent.spec.placement_policy, spec=parent.spec
@@ -729,8 +729,8 @@ def test_an_lws_made_before_a_settings_edit_is_the_sets_while_a_record_holds_tho
     the record of its revision holds; without the record it is refused, naming the setting."""
     made = [builders.make_role(name, max_surge=1) for name in ("prefill", "decode")]
     edited = [builders.make_role(name, max_surge=2) for name in ("prefill", "decode")]
-    then = envelope.parse_parent(builders.make_ds(roles=made))
-    now = envelope.parse_parent(builders.make_ds(roles=edited))
+    then = parents.parse_parent(builders.make_ds(roles=made))
+    now = parents.parse_parent(builders.make_ds(roles=edited))
     assert then.spec is not None and now.spec is not None
     assert revision.of_spec(then.spec) == revision.of_spec(now.spec)
     lws = read(released(rendered_lws(spec=then.spec)))

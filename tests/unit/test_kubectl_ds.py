@@ -25,7 +25,7 @@ from hooks import api
 from hooks.core import children, history, records
 from hooks.gocompat import revision
 from hooks.kubectl import plugin, rollout, status
-from hooks.wire import envelope
+from hooks.wire import objects
 from tests import builders
 from tests.shared import REPO_ROOT
 
@@ -1144,8 +1144,11 @@ def test_a_partition_changed_is_not_reported_from_the_status_before_it(
             "llm exceeded its progress deadline: Rollout to revision x made no progress since T",
         ),
         (
-            (*ROLLING[:2], ("Degraded", "True", "NameConflict", "LWS llm-0-x-prefill is not ours")),
-            "llm is Degraded (NameConflict): LWS llm-0-x-prefill is not ours",
+            (
+                *ROLLING[:2],
+                ("Degraded", "True", "ChildNotCreated", "LWS llm-0-x-prefill is not ours"),
+            ),
+            "llm is Degraded (ChildNotCreated): LWS llm-0-x-prefill is not ours",
         ),
         (
             progressing("False", "RoleScaledToZero", "decode is at 0 groups while prefill 4 run"),
@@ -1486,7 +1489,7 @@ def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
     new = revision_of(roles(V2))
     parent = rollout.read_set(a_set(roles(V2), conditions=ROLLING))
     coming = [
-        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
+        objects.parse_object(records.ChildKind.LWS, lws(role, new, count, 0), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
     assert status.progress(parent, coming)["slice 0"] == (
@@ -1494,7 +1497,7 @@ def test_a_set_still_coming_up_reads_coming_up_not_steady() -> None:
     )
     assert status.progress(parent, [])["slice 0"].startswith("slice 0 Coming up: ")
     ready = [
-        envelope.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
+        objects.parse_object(records.ChildKind.LWS, lws(role, new, count, count), where="test")
         for role, count in (("prefill", 2), ("decode", 1))
     ]
     assert status.progress(parent, ready)["slice 0"].startswith("slice 0 Steady: ")

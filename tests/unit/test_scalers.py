@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hooks import api
 from hooks.core import children, records, scalers
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 
 NEW = "cccccccc"
@@ -101,7 +101,6 @@ def test_foreign_object_at_the_scaler_name_is_a_conflict_not_adopted() -> None:
 def rolescaler_request(
     *,
     owners: list[builders.JsonObject],
-    lws: list[builders.JsonObject],
     labels: bool = True,
     status: builders.JsonObject | None = None,
 ) -> records.ScalerSyncRequest:
@@ -115,7 +114,6 @@ def rolescaler_request(
         "children": {},
         "related": {
             f"{api.DS_KIND}.{api.API_VERSION}": {o["metadata"]["name"]: o for o in owners},
-            f"{api.LWS_KIND}.{api.LWS_API_VERSION}": {x["metadata"]["name"]: x for x in lws},
         },
     }
     return envelope.parse_scaler_sync_request(body)
@@ -128,17 +126,11 @@ def external_set() -> builders.JsonObject:
 
 
 def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
-    lws = [
-        builders.make_lws("decode", revision=NEW, replicas=2),
-        builders.make_lws("decode", revision=OLD, replicas=1),
-    ]
-    foreign = builders.make_lws("decode", revision="ffffffff", replicas=5)
-    foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
-    result = scalers.sync(
-        rolescaler_request(owners=[external_set()], lws=[*lws, foreign]), now=builders.NOW
-    )
-    state = envelope.render_answer(result.answer)["status"]
-    assert envelope.render_answer(result.answer)["children"] == []
+    owner = external_set()
+    owner["status"] = {"roleStatuses": [{"name": "decode", "replicas": 3}]}
+    result = scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW)
+    state = answers.render_answer(result.answer)["status"]
+    assert answers.render_answer(result.answer)["children"] == []
     assert state["replicas"] == 3
     assert state["selector"] == (
         "disaggregatedset.x-k8s.io/name=llm,disaggregatedset.x-k8s.io/role=decode,"
@@ -150,15 +142,15 @@ def test_rolescaler_sync_reports_groups_selector_and_bound() -> None:
 
 def test_rolescaler_sync_keeps_status_fields_it_does_not_compute() -> None:
     observed = {"replicas": 7, "selector": "old", "lastScaleTime": "2026-11-29T10:00:00Z"}
-    request = rolescaler_request(owners=[external_set()], lws=[], status=observed)
-    state = envelope.render_answer(scalers.sync(request, now=builders.NOW).answer)["status"]
+    request = rolescaler_request(owners=[external_set()], status=observed)
+    state = answers.render_answer(scalers.sync(request, now=builders.NOW).answer)["status"]
     assert state["lastScaleTime"] == "2026-11-29T10:00:00Z"
     assert (state["replicas"], state["selector"].startswith(api.LABEL_NAME)) == (0, True)
 
 
 def test_rolescaler_without_owner_is_not_ready() -> None:
-    state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[], lws=[]), now=builders.NOW).answer
+    state = answers.render_answer(
+        scalers.sync(rolescaler_request(owners=[]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 0
     assert state["conditions"][0]["reason"] == api.Reason.OWNER_NOT_FOUND
@@ -166,8 +158,8 @@ def test_rolescaler_without_owner_is_not_ready() -> None:
 
 def test_rolescaler_of_a_static_role_is_not_ready() -> None:
     static = builders.make_ds()
-    result = scalers.sync(rolescaler_request(owners=[static], lws=[]), now=builders.NOW)
-    state = envelope.render_answer(result.answer)["status"]
+    result = scalers.sync(rolescaler_request(owners=[static]), now=builders.NOW)
+    state = answers.render_answer(result.answer)["status"]
     assert state["conditions"][0]["status"] == "False"
     assert state["conditions"][0]["reason"] == api.Reason.ROLE_NOT_EXTERNAL
 
@@ -181,8 +173,8 @@ def test_rolescaler_sync_counts_the_owners_groups_of_the_role_from_its_status() 
             {"name": "decode", "replicas": 3, "readyReplicas": 1, "updatedReplicas": 1},
         ]
     }
-    state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+    state = answers.render_answer(
+        scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 3
     assert state["conditions"][0]["reason"] == api.Reason.BOUND
@@ -191,8 +183,8 @@ def test_rolescaler_sync_counts_the_owners_groups_of_the_role_from_its_status() 
 def test_rolescaler_sync_reads_a_count_that_is_no_count_as_none() -> None:
     owner = external_set()
     owner["status"] = {"roleStatuses": [{"name": "decode", "replicas": -2}, "decode"]}
-    state = envelope.render_answer(
-        scalers.sync(rolescaler_request(owners=[owner], lws=[]), now=builders.NOW).answer
+    state = answers.render_answer(
+        scalers.sync(rolescaler_request(owners=[owner]), now=builders.NOW).answer
     )["status"]
     assert state["replicas"] == 0
 
@@ -201,7 +193,7 @@ def test_rolescaler_customize_asks_for_the_owner_only() -> None:
     """No LWS by label selector: Metacontroller would match every LWS event in the cluster
     against every scaler's selector."""
     request = envelope.parse_scaler_customize_request({"parent": owned_scaler("decode", 1)})
-    rules = envelope.render_answer(scalers.customize(request).answer)["relatedResources"]
+    rules = answers.render_answer(scalers.customize(request).answer)["relatedResources"]
     assert rules == [
         {
             "apiVersion": api.API_VERSION,

@@ -6,7 +6,7 @@ import pytest
 
 from hooks import api
 from hooks.core import problems, records, status
-from hooks.wire import envelope
+from hooks.wire import answers
 from tests import builders
 
 NEW = "cccccccc"
@@ -127,12 +127,12 @@ def test_every_role_at_zero_is_available() -> None:
 
 def test_degraded_lists_problems() -> None:
     found = (
-        problems.Problem(api.Reason.NAME_CONFLICT, "first"),
+        problems.Problem(api.Reason.CHILD_NOT_CREATED, "first"),
         problems.Problem(api.Reason.SCALER_CONFLICT, "second"),
     )
     degraded = conditions(compute(ready_set(), problems=found))["Degraded"]
     assert degraded.status == "True"
-    assert degraded.reason == api.Reason.NAME_CONFLICT
+    assert degraded.reason == api.Reason.CHILD_NOT_CREATED
     assert degraded.message == "first (and 1 more: second)"
 
 
@@ -185,7 +185,7 @@ def test_held_status_keeps_everything_but_degraded() -> None:
     assert held.observed == kept
     assert (held.degraded.status, held.degraded.reason) == ("True", "InvalidSpec")
     assert held.degraded.observed_generation == 2
-    rendered = envelope.render_status(held)  # written at the edge: Degraded replaced in place
+    rendered = answers.render_status(held)  # written at the edge: Degraded replaced in place
     assert rendered["roleStatuses"] == kept["roleStatuses"]
     assert [c["type"] for c in rendered["conditions"]] == ["Available", "Degraded"]
     assert rendered["conditions"][1]["reason"] == "InvalidSpec"

@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from hooks import api
-from hooks.core import creations, history, related, sync
-from hooks.wire import envelope
+from hooks.core import history, related, sync
+from hooks.wire import answers, envelope
 from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
 from tests.sim.cluster import Cluster
@@ -31,7 +31,7 @@ def settled(*, slices: int = 1) -> JsonObject:
 
 def answer(request: JsonObject) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 
@@ -260,7 +260,7 @@ def test_a_target_raised_mid_rollout_is_recorded_served_and_reported() -> None:
 
 def customize(ds: JsonObject) -> list[JsonObject]:
     request = envelope.parse_customize_request({"parent": ds})
-    rules: list[JsonObject] = envelope.render_answer(related.customize(request).answer)[
+    rules: list[JsonObject] = answers.render_answer(related.customize(request).answer)[
         "relatedResources"
     ]
     return rules
@@ -289,16 +289,16 @@ def test_a_new_lws_that_never_appeared_is_reported_and_still_asked_for() -> None
     request["parent"]["status"] = {**started["status"], "observedGeneration": 2}
     second = answer(request)
     assert second["status"]["creating"] == [{"kind": api.LWS_KIND, "name": wanted, "since": NOW}]
-    assert second["resyncAfterSeconds"] == creations.GRACE_SECONDS
+    assert second["resyncAfterSeconds"] == api.CREATION_GRACE_SECONDS
 
     request["parent"]["status"] = {**second["status"], "observedGeneration": 2}
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=LATER)
-    rendered = envelope.render_answer(result.answer)
+    rendered = answers.render_answer(result.answer)
     degraded = next(c for c in rendered["status"]["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "ChildNotCreated"
     assert wanted in degraded["message"]
     assert rendered["status"]["creating"] == second["status"]["creating"]
-    assert rendered["resyncAfterSeconds"] == creations.GRACE_SECONDS
+    assert rendered["resyncAfterSeconds"] == api.CREATION_GRACE_SECONDS
     assert wanted in names(rendered, api.LWS_KIND)
     kept = {(child["kind"], child["metadata"]["name"]) for child in rendered["children"]}
     observed = {
@@ -399,7 +399,7 @@ def _next_pass(request: JsonObject, previous: JsonObject, *, ready: int | None) 
 
 def _sync_at(request: JsonObject, now: str) -> JsonObject:
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=now)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 

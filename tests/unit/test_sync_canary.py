@@ -16,7 +16,7 @@ import pytest
 from hooks import api
 from hooks.core import sync
 from hooks.gocompat import revision
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests import builders
 
 JsonObject = dict[str, Any]
@@ -100,7 +100,7 @@ def sync_answer(
 ) -> JsonObject:
     request = builders.make_request(parent, children=children)
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=now)
-    answer: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    answer: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return answer
 
 

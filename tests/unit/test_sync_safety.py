@@ -16,7 +16,7 @@ import pytest
 
 from hooks import api
 from hooks.core import sync
-from hooks.wire import envelope
+from hooks.wire import answers, envelope
 from tests.builders import NOW, make_ds, make_role
 from tests.sim import scenarios
 from tests.sim.deletions import ChildId, child_id
@@ -44,7 +44,7 @@ def with_scaler() -> JsonObject:
 def answer(request: JsonObject) -> JsonObject:
     """The answer as it goes on the wire (serialisation included: it once failed there)."""
     result = sync.sync(envelope.parse_sync_request(copy.deepcopy(request)), now=NOW)
-    decoded: JsonObject = orjson.loads(orjson.dumps(envelope.render_answer(result.answer)))
+    decoded: JsonObject = orjson.loads(orjson.dumps(answers.render_answer(result.answer)))
     return decoded
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from hooks import api
 from hooks.core import problems, records
 
+_STANDING_STILL = frozenset({api.Reason.ROLLOUT_HELD, api.Reason.ROLLOUT_PARTITIONED})
+
 
 @dataclass(frozen=True, slots=True)
 class RoleProgress:
@@ -54,13 +56,17 @@ def compute(
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
-    `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
-    past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
-    `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
-    the message of a rollout in progress (a hold that does not apply, `core/canary.py`).
+    `progressing` replaces the Progressing condition readiness implies (a paused rollout, one
+    past its progress deadline, or one standing still on purpose: held or partitioned, never
+    Available, even where every count is already at its target, as at 0); `rollout` is the
+    rollout record to keep (`core/progress.py`); `creating` the children asked for and not
+    observed yet (`core/creations.py`); `note` ends the message of a rollout in progress (a hold
+    that does not apply, `core/canary.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
+    if available and progressing is not None and progressing.reason in _STANDING_STILL:
+        available, reason, message = False, progressing.reason, progressing.message
     conditions = [
         new_condition(api.ConditionType.AVAILABLE, true=available, reason=reason, message=message),
         progressing

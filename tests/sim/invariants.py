@@ -306,10 +306,12 @@ class Invariants:
                     new_at_start=dict(state.new),
                     max_target=dict(targets),
                     max_surge={role: config[0] for role, config in configs.items()},
+                    # Ready at the start: every old group the window starts with (a slice that
+                    # stands still may scale its old revision up in the same pass).
                     old_ready_at_start=before is not None
                     and record.tick > self.fault_tick
                     and all(
-                        before.old_ready.get(role, 0) >= old for role, old in before.old.items()
+                        before.old_ready.get(role, 0) >= old for role, old in state.old.items()
                     ),
                 )
                 self.windows[key] = window

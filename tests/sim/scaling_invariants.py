@@ -10,7 +10,9 @@ known:
   writes in any order);
 - availability: a role that lost groups keeps its floor of Ready groups, every removed group
   counted as Ready: target - maxUnavailable in a scaled pass, the target while held, and
-  `min(initial old, target) - maxUnavailable` in upstream's step (parity mode);
+  `min(initial old, target) - maxUnavailable` in upstream's step (parity mode), initial old
+  summed over the old revisions that still run a group (one drained whole is retired, as the
+  hook's stock of a slice retires it);
 - coordination: an old revision grows only while its slice stands still on purpose (paused,
   held, past the partition), and after every pass runs either no group or at least one group of
   every role it ran before;
@@ -128,7 +130,8 @@ def _slice_violations(
         if scaled:
             floor = value if phase.startswith("held") else value - unavailable
         else:
-            initial = sum(was.initial[rev].get(role, 0) for rev in old)
+            running = {rev for rev in old if any(n for n, _ in was.by_revision[rev].values())}
+            initial = sum(was.initial[rev].get(role, 0) for rev in running)
             floor = min(initial, value) - unavailable
         worst = max(0, old_ready - lost_old) + max(0, new_ready - lost_new)
         if worst < floor:

@@ -15,7 +15,8 @@ known:
   hook's stock of a slice retires it);
 - coordination: an old revision grows only while its slice stands still on purpose (paused,
   held, past the partition), and after every pass runs either no group or at least one group of
-  every role it ran before;
+  every role it ran before (but for a role scaled to 0 in a slice standing still, which serves
+  its target);
 - direction: the new revision never grows above the target, and never shrinks below it.
 
 A pass is scaled when the sync's summary says so (`<phase>:scaled ...`); the phase says whether
@@ -109,7 +110,8 @@ def _slice_violations(
     old = {rev for rev in was.by_revision if rev != target}
     scaled = ":scaled" in phase
     standing = phase.split(":")[0] in STANDING
-    found = _coordination(was, now, old=old, standing=standing)
+    idle = {role for role, (value, _, _) in targets.items() if value == 0}
+    found = _coordination(was, now, old=old, standing=standing, idle=idle if standing else set())
     for role, (value, surge, unavailable) in targets.items():
         old_before, old_ready = was.total(old, role)
         old_after = now.total(old, role)[0]
@@ -142,7 +144,10 @@ def _slice_violations(
     return found
 
 
-def _coordination(was: _Counts, now: _Counts, *, old: set[str], standing: bool) -> list[str]:
+def _coordination(
+    was: _Counts, now: _Counts, *, old: set[str], standing: bool, idle: set[str]
+) -> list[str]:
+    """`idle`: roles scaled to 0, whose old groups a slice standing still serves to 0."""
     found = []
     for rev in sorted(old):
         before = {role: pair[0] for role, pair in was.by_revision[rev].items()}
@@ -150,7 +155,7 @@ def _coordination(was: _Counts, now: _Counts, *, old: set[str], standing: bool) 
         grew = [role for role, count in after.items() if count > before.get(role, 0)]
         if grew and not standing:
             found.append(f"old revision {rev} grew ({', '.join(grew)}) while the rollout moves")
-        ran = [role for role, count in before.items() if count > 0]
+        ran = [role for role, count in before.items() if count > 0 and role not in idle]
         left = [after.get(role, 0) for role in ran]
         if any(left) and not all(left):
             found.append(f"old revision {rev} lost every group of some of {ran}: {after}")

@@ -19,8 +19,9 @@ readiness delay, and events at random ticks of the run:
 `tests.sim.invariants` (with `tests.sim.scaling_invariants`) and `tests.sim.canary_invariants`
 check every pass and tick. At the end every fault and control clears, and the walk must settle
 on the spec's revision at its targets: one revision left, every slice's roles at their targets,
-Available, an idle sync that changes nothing. A walk that breaks an invariant fails with its seed
-and trace; one that does not settle within `SETTLE_TICKS` is stuck.
+Available (or, with a role at 0 beside busy ones, RoleScaledToZero), an idle sync that changes
+nothing. A walk that breaks an invariant fails with its seed and trace; one that does not settle
+within `SETTLE_TICKS` is stuck.
 
 `DS_SCALING_WALKS=N` runs walks 0 to N-1 (`A:B`: walks A to B-1) instead of the suite's share
 (`SUITE_WALKS`); each records its passes, scaled passes and ticks (`--junitxml` with
@@ -313,7 +314,12 @@ def _check_settled(cluster: Cluster) -> None:
     for index, state in states.items():
         if state.old or dict(state.new) != targets:
             problems.append(f"slice {index} runs old {state.old} new {state.new}, not {targets}")
-    if not cluster.is_true("Available"):
+    idle = {name for name, value in targets.items() if value == 0}
+    if idle and len(idle) < len(targets):  # a role at 0 beside busy ones: docs/rollout.md
+        reason = (cluster.condition("Available") or {}).get("reason")
+        if reason != api.Reason.ROLE_SCALED_TO_ZERO:
+            problems.append(f"{sorted(idle)} at 0 beside busy roles, Available says {reason}")
+    elif not cluster.is_true("Available"):
         problems.append(f"not Available: {cluster.condition('Available')}")
     if problems:  # the Progressing message says what the set waits for
         problems.append(f"Progressing: {cluster.condition('Progressing')}")

@@ -436,7 +436,7 @@ def test_a_raise_while_held_is_served_by_the_old_revision_and_the_hold_stays(
     held = manifest(sets.IMAGE_V2)
     held["metadata"]["annotations"] = {api.ANNOTATION_ROLLOUT_HOLD_AT: "25%"}
     sets.apply_set(control_plane, held)
-    _wait_progressing(client, namespace, "RolloutHeld", "hold at 25%")
+    _wait_progressing(client, namespace, "RolloutHeld", "holds at 25%")
     at_hold = _wait_lws(client, namespace, lambda state: bool(state.lws), "the held LWS")
     assert at_hold.replicas("decode", revision=old) == 2, at_hold.lws
 

@@ -289,8 +289,9 @@ class Invariants:
                     targets[role_name], configs[role_name] = 0, (1, 0)
                     continue
                 if is_external(role):
+                    # The scaler's value is the target, even below what the new revision runs
+                    # (a lower mid-rollout: docs/rollout.md, "Scaling while a rollout runs").
                     value = scaler_replicas.get(role_name, state.new.get(role_name, 0))
-                    value = max(value, state.new.get(role_name, 0))
                 else:
                     value = static_target(role)
                 targets[role_name] = value

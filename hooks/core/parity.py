@@ -83,6 +83,25 @@ def keep(order: Sequence[str], vectors: Vectors, state: stock.SliceState) -> lis
     return keep
 
 
+def grown(
+    order: Sequence[str], vectors: Vectors, *, step: planner.Step, left: Mapping[str, int]
+) -> list[tuple[str, int]]:
+    """Rule 4's growth of a step, by role: the step's new count; but a role whose drain kept
+    more old groups than the step asked (`left`: what `drain` left it, the floor keeping a
+    revision's last groups) grows no further than its surge ceiling, `target + maxSurge`
+    counting those groups (never below what it runs)."""
+    grown = []
+    for index, name in enumerate(order):
+        now, wanted = vectors["current_new"][index], step.new[index]
+        target = vectors["target"][index]
+        if left[name] > step.old[index] and target != 0:
+            ceiling = target + vectors["config"][index].max_surge - left[name]
+            wanted = max(now, min(wanted, ceiling))
+        if wanted > now:
+            grown.append((name, wanted))
+    return grown
+
+
 def drain(
     old: Mapping[str, stock.Group],
     *,
@@ -118,13 +137,17 @@ def _drain_revision(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """One old revision's drain: (new replicas by LWS name, budget charged by role).
 
-    Each role drains min(budget, replicas); when one would reach 0, all of the revision's roles go
-    to 0 together (coordinated drain), charged to the roles that reached 0 by themselves (or to
-    every role when none did); unless that would leave some role with fewer old replicas than
-    its `keep`: then the roles that would reach 0 keep one. Old LWS never grow.
+    Each role drains min(budget, replicas), never below its `keep`; when one would reach 0, all
+    of the revision's roles go to 0 together (coordinated drain), charged to the roles that
+    reached 0 by themselves (or to every role when none did); unless that would leave some role
+    with fewer old replicas than its `keep`: then the roles that would reach 0 keep one. Old LWS
+    never grow.
     """
     present = [name for name in order if name in by_role]
-    planned = {name: min(budget[name], by_role[name].replicas) for name in present}
+    planned = {
+        name: max(0, min(budget[name], by_role[name].replicas, left[name] - keep[name]))
+        for name in present
+    }
     reaching_zero = {name for name in present if by_role[name].replicas - planned[name] == 0}
     if _pinned(by_role, reaching_zero, present=present, left=left, keep=keep):
         planned = {

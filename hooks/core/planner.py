@@ -156,8 +156,10 @@ def keep_for(*, floor: int, old: int, old_ready: int, new_ready: int) -> int:
 def _kept(step: Step | None, roles: Sequence[_Role], keep: Sequence[int] | None) -> Step | None:
     """`step` with no role drained below `keep`; None when raising it leaves nothing to do.
 
-    A role raised from 0 while another role keeps old replicas keeps one (at most what it has),
-    so that the coordinated drain does not take the others to 0 with it.
+    A role whose old count is raised grows its new revision no further than its surge ceiling,
+    `target + maxSurge` counting the old groups it keeps (never below what it runs). A role raised
+    from 0 while another role keeps old replicas keeps one (at most what it has), so that the
+    coordinated drain does not take the others to 0 with it.
     """
     if step is None or keep is None:
         return step
@@ -165,11 +167,17 @@ def _kept(step: Step | None, roles: Sequence[_Role], keep: Sequence[int] | None)
     if tuple(old) == step.old:
         return step
     old = _keep_one(old, roles)
-    if tuple(old) == tuple(r.current_old for r in roles) and step.new == tuple(
+    new = tuple(
+        n
+        if o == d or r.target == 0
+        else max(r.current_new, min(n, r.target + r.config.max_surge - o))
+        for n, o, d, r in zip(step.new, old, step.old, roles, strict=True)
+    )
+    if tuple(old) == tuple(r.current_old for r in roles) and new == tuple(
         r.current_new for r in roles
     ):
         return None
-    return Step(tuple(old), step.new, step.rule)
+    return Step(tuple(old), new, step.rule)
 
 
 def _keep_one(old: list[int], roles: Sequence[_Role]) -> list[int]:

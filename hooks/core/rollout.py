@@ -370,18 +370,18 @@ def _step(
         if planner.next_step(**vectors) is None:
             return _plan(state, Phase.STALLED)
         return _scaled(state, roles, hold_at=hold_at)
-    replicas = {
-        state.new[name].name: next_new
-        for name, now_new, next_new in zip(order, vectors["current_new"], step.new, strict=True)
-        if name in state.new and next_new > now_new
-    }
     budget = {
         name: now_old - next_old
         for name, now_old, next_old in zip(order, vectors["current_old"], step.old, strict=True)
     }
     left = dict(zip(order, vectors["current_old"], strict=True))
     floors = dict(zip(order, keep, strict=True))
-    replicas.update(parity.drain(state.old, budget=budget, order=order, left=left, keep=floors))
+    replicas = parity.drain(state.old, budget=budget, order=order, left=left, keep=floors)
+    replicas.update(
+        (state.new[name].name, next_new)
+        for name, next_new in parity.grown(order, vectors, step=step, left=left)
+        if name in state.new
+    )
     if not replicas:
         return _scaled(state, roles, hold_at=hold_at)
     return _plan(state, Phase.STEPPING, replicas=replicas, step=step)

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from hooks import api
 from hooks.core import problems, records
 
+_STANDING_STILL = frozenset({api.Reason.ROLLOUT_HELD, api.Reason.ROLLOUT_PARTITIONED})
+
 
 @dataclass(frozen=True, slots=True)
 class RoleProgress:
@@ -60,12 +62,14 @@ def compute(
 ) -> api.DisaggregatedSetStatus:
     """The status of a set whose children are `lws` (the LWS that remain after this pass).
 
-    `progressing` replaces the Progressing condition readiness implies (a paused rollout, or one
-    past its progress deadline); `rollout` is the rollout record to keep (`core/progress.py`);
-    `creating` the children asked for and not observed yet (`core/creations.py`); `note` ends
-    the message of a rollout in progress (a hold that does not apply, `core/canary.py`);
-    `warnings` what the spec asks for that is ignored (`validation.warnings`).
-    `history` what the revision history does not record (`core/history.py`).
+    `progressing` replaces the Progressing condition readiness implies (a paused rollout, one
+    past its progress deadline, or one standing still on purpose: held or partitioned, never
+    Available, even where every count is already at its target, as at 0); `rollout` is the
+    rollout record to keep (`core/progress.py`); `creating` the children asked for and not
+    observed yet (`core/creations.py`); `note` ends the message of a rollout in progress (a hold
+    that does not apply, `core/canary.py`); `warnings` what the spec asks for that is ignored
+    (`validation.warnings`); `history` what the revision history does not record
+    (`core/history.py`).
     """
     role_statuses = role_statuses_of(roles, lws, revision=revision)
     conditions = [
@@ -74,6 +78,13 @@ def compute(
     ]
     if progressing is not None:
         conditions[1] = progressing
+        if progressing.reason in _STANDING_STILL:
+            conditions[0] = new_condition(
+                api.ConditionType.AVAILABLE,
+                true=False,
+                reason=progressing.reason,
+                message=progressing.message,
+            )
     degraded = conditions[2]
     return api.DisaggregatedSetStatus(
         observed_generation=generation,

@@ -289,8 +289,9 @@ class Invariants:
                     targets[role_name], configs[role_name] = 0, (1, 0)
                     continue
                 if is_external(role):
+                    # The scaler's value is the target, even below what the new revision runs
+                    # (a lower mid-rollout: docs/rollout.md, "Scaling while a rollout runs").
                     value = scaler_replicas.get(role_name, state.new.get(role_name, 0))
-                    value = max(value, state.new.get(role_name, 0))
                 else:
                     value = static_target(role)
                 targets[role_name] = value
@@ -306,10 +307,12 @@ class Invariants:
                     new_at_start=dict(state.new),
                     max_target=dict(targets),
                     max_surge={role: config[0] for role, config in configs.items()},
+                    # Ready at the start: every old group the window starts with (a slice that
+                    # stands still may scale its old revision up in the same pass).
                     old_ready_at_start=before is not None
                     and record.tick > self.fault_tick
                     and all(
-                        before.old_ready.get(role, 0) >= old for role, old in before.old.items()
+                        before.old_ready.get(role, 0) >= old for role, old in state.old.items()
                     ),
                 )
                 self.windows[key] = window

@@ -10,10 +10,13 @@ known:
   writes in any order);
 - availability: a role that lost groups keeps its floor of Ready groups, every removed group
   counted as Ready: target - maxUnavailable in a scaled pass, the target while held, and
-  `min(initial old, target) - maxUnavailable` in upstream's step (parity mode);
+  `min(initial old, target) - maxUnavailable` in upstream's step (parity mode), initial old
+  summed over the old revisions that still run a group (one drained whole is retired, as the
+  hook's stock of a slice retires it);
 - coordination: an old revision grows only while its slice stands still on purpose (paused,
   held, past the partition), and after every pass runs either no group or at least one group of
-  every role it ran before;
+  every role it ran before (but for a role scaled to 0 in a slice standing still, which serves
+  its target);
 - direction: the new revision never grows above the target, and never shrinks below it.
 
 A pass is scaled when the sync's summary says so (`<phase>:scaled ...`); the phase says whether
@@ -107,7 +110,8 @@ def _slice_violations(
     old = {rev for rev in was.by_revision if rev != target}
     scaled = ":scaled" in phase
     standing = phase.split(":")[0] in STANDING
-    found = _coordination(was, now, old=old, standing=standing)
+    idle = {role for role, (value, _, _) in targets.items() if value == 0}
+    found = _coordination(was, now, old=old, standing=standing, idle=idle if standing else set())
     for role, (value, surge, unavailable) in targets.items():
         old_before, old_ready = was.total(old, role)
         old_after = now.total(old, role)[0]
@@ -128,7 +132,8 @@ def _slice_violations(
         if scaled:
             floor = value if phase.startswith("held") else value - unavailable
         else:
-            initial = sum(was.initial[rev].get(role, 0) for rev in old)
+            running = {rev for rev in old if any(n for n, _ in was.by_revision[rev].values())}
+            initial = sum(was.initial[rev].get(role, 0) for rev in running)
             floor = min(initial, value) - unavailable
         worst = max(0, old_ready - lost_old) + max(0, new_ready - lost_new)
         if worst < floor:
@@ -139,7 +144,10 @@ def _slice_violations(
     return found
 
 
-def _coordination(was: _Counts, now: _Counts, *, old: set[str], standing: bool) -> list[str]:
+def _coordination(
+    was: _Counts, now: _Counts, *, old: set[str], standing: bool, idle: set[str]
+) -> list[str]:
+    """`idle`: roles scaled to 0, whose old groups a slice standing still serves to 0."""
     found = []
     for rev in sorted(old):
         before = {role: pair[0] for role, pair in was.by_revision[rev].items()}
@@ -147,7 +155,7 @@ def _coordination(was: _Counts, now: _Counts, *, old: set[str], standing: bool) 
         grew = [role for role, count in after.items() if count > before.get(role, 0)]
         if grew and not standing:
             found.append(f"old revision {rev} grew ({', '.join(grew)}) while the rollout moves")
-        ran = [role for role, count in before.items() if count > 0]
+        ran = [role for role, count in before.items() if count > 0 and role not in idle]
         left = [after.get(role, 0) for role in ran]
         if any(left) and not all(left):
             found.append(f"old revision {rev} lost every group of some of {ran}: {after}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hooks import api
 from hooks.core import planner, rescale, rollout, stock
 from tests import builders
 
@@ -191,6 +192,80 @@ def test_coordinated_drain_takes_the_whole_revision_to_zero_together() -> None:
     )
     assert result.replicas[name(OLD, "prefill")] == 0
     assert result.replicas[name(OLD, "decode")] == 0
+
+
+def _old_and_new(
+    result: rollout.SlicePlan, lws: tuple[builders.JsonObject, ...], role: str
+) -> tuple[int, int]:
+    """A role's old and new replicas after the pass (what the plan leaves each LWS at)."""
+    counts = {"old": 0, "new": 0}
+    for item in lws:
+        labels = item["metadata"]["labels"]
+        if labels[api.LABEL_ROLE] != role:
+            continue
+        after = result.replicas.get(item["metadata"]["name"], item["spec"]["replicas"])
+        counts["new" if labels[api.LABEL_REVISION] == NEW else "old"] += after
+    return counts["old"], counts["new"]
+
+
+def test_old_groups_the_floor_keeps_count_against_the_surge_ceiling() -> None:
+    # Old prefill is not Ready, so its floor keeps all 6; upstream's force drain would still
+    # grow new to 4 (old 6 + new 4 > target 6 + maxSurge 2): new stays at 2.
+    config = planner.RoleConfig(max_surge=2, max_unavailable=0)
+    lws = (
+        builders.make_lws("prefill", revision=OLD, replicas=6, ready=0, initial=6),
+        builders.make_lws("decode", revision=OLD, replicas=2, ready=0, initial=2),
+        builders.make_lws("prefill", revision=NEW, replicas=2, record=6),
+        builders.make_lws("decode", revision=NEW, replicas=1, record=2),
+    )
+    result = plan([role("prefill", 6, config=config), role("decode", 2, config=config)], *lws)
+    old, new = _old_and_new(result, lws, "prefill")
+    assert old == 6
+    assert new <= 2
+
+
+def test_a_drain_across_revisions_keeps_each_roles_floor() -> None:
+    # OLD retires whole when decode reaches 0 there (encode 2 -> 0 too, budget 1); the budget
+    # encode has left may not take OLDER's encode below its floor: min(5, 3) - 0 = 3 old.
+    config = planner.RoleConfig(max_surge=2, max_unavailable=0)
+    lws = (
+        builders.make_lws("encode", revision=OLD, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("encode", revision=OLDER, replicas=3, initial=3),
+        builders.make_lws("decode", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("encode", revision=NEW, replicas=0, record=3),
+        builders.make_lws("decode", revision=NEW, replicas=0, record=2),
+    )
+    result = plan([role("encode", 3, config=config), role("decode", 2, config=config)], *lws)
+    assert _old_and_new(result, lws, "encode")[0] >= 3
+    assert _old_and_new(result, lws, "decode")[0] >= 2
+
+
+def test_a_revision_pinned_for_another_roles_floor_keeps_the_step_from_growing_new() -> None:
+    # The step drains prefill 2 -> 1 and grows its new to 1; each old revision would retire
+    # whole with it, taking encode below its floor, so prefill keeps both old groups and its new
+    # revision may not grow past target 1 + maxSurge 0.
+    lws = (
+        builders.make_lws("encode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("decode", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("prefill", revision=OLD, replicas=1, initial=1),
+        builders.make_lws("encode", revision=OLDER, replicas=2, initial=2),
+        builders.make_lws("decode", revision=OLDER, replicas=1, initial=1),
+        builders.make_lws("prefill", revision=OLDER, replicas=1, initial=1),
+        builders.make_lws("encode", revision=NEW, replicas=0, record=3),
+        builders.make_lws("decode", revision=NEW, replicas=0, record=2),
+        builders.make_lws("prefill", revision=NEW, replicas=0, record=1),
+    )
+    roles = [
+        role("encode", 3),
+        role("decode", 2, config=planner.RoleConfig(max_surge=1, max_unavailable=1)),
+        role("prefill", 1, config=planner.RoleConfig(max_surge=0, max_unavailable=2)),
+    ]
+    result = plan(roles, *lws)
+    for name_, target, surge in (("encode", 3, 1), ("decode", 2, 1), ("prefill", 1, 0)):
+        old, new = _old_and_new(result, lws, name_)
+        assert new == 0 or old + new <= target + surge, (name_, old, new)
+    assert _old_and_new(result, lws, "encode")[0] == 3
 
 
 def test_removed_role_drains_with_its_revision() -> None:

@@ -20,9 +20,11 @@ def compute(
     desired: dict[str, int | None] | None = None,
     problems: tuple[problems.Problem, ...] = (),
     observed: tuple[records.ObservedCondition, ...] = (),
+    progressing: status.ConditionUpdate | None = None,
 ) -> api.DisaggregatedSetStatus:
     targets = desired if desired is not None else {"prefill": 2, "decode": 1}
     return status.compute(
+        progressing=progressing,
         roles=[status.RoleProgress(name=n, desired=d) for n, d in targets.items()],
         lws=lws,
         revision=NEW,
@@ -123,6 +125,22 @@ def test_every_role_at_zero_is_available() -> None:
     """A set scaled to zero on purpose (all roles, External included) is where it should be."""
     found = conditions(compute([], desired={"prefill": 0, "decode": 0}))
     assert (found["Available"].status, found["Available"].reason) == ("True", "AllRolesReady")
+
+
+@pytest.mark.parametrize("reason", [api.Reason.ROLLOUT_PARTITIONED, api.Reason.ROLLOUT_HELD])
+def test_a_set_standing_still_is_never_available_even_at_zero(reason: api.Reason) -> None:
+    # Scaled to 0 while a partition keeps slices on the old revision: every count is at its
+    # target, but the set does not run its revision everywhere (the scaling walks found it).
+    standing = status.ConditionUpdate(
+        type=api.ConditionType.PROGRESSING,
+        status=api.ConditionStatus.UNKNOWN,
+        reason=reason,
+        message="slices 1-2 stand still",
+    )
+    found = conditions(compute([], desired={"prefill": 0, "decode": 0}, progressing=standing))
+    assert found["Available"].status is api.ConditionStatus.FALSE
+    assert found["Available"].reason == reason
+    assert found["Progressing"].status is api.ConditionStatus.UNKNOWN
 
 
 def test_degraded_lists_problems() -> None:

@@ -14,9 +14,8 @@ from typing import Final
 from hooks import api
 from hooks.cli import console
 from hooks.core import controls, records
-from hooks.kubectl import adopt, adoptable, client, rollout, status, writes
+from hooks.kubectl import PROG, adopt, adoptable, client, rollout, status, writes
 from hooks.kubectl.client import SETS, Kubectl
-from hooks.kubectl.plugin import PROG
 
 POLL_SECONDS: Final = 1.0
 ADOPT_ATTEMPTS: Final = 3

@@ -19,8 +19,8 @@ from typing import Any, Final, Protocol, TypeAlias
 
 from hooks.api import keys
 from hooks.cli import commands, console
+from hooks.kubectl import PROG
 
-PROG: Final = "kubectl ds"
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
 

@@ -20,6 +20,7 @@ from typing import Any
 from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
+from tests.sim.lws_controller import Readiness
 from tests.sim.metacontroller import LWS_TYPE, SCALER_TYPE
 
 JsonObject = dict[str, Any]
@@ -71,6 +72,17 @@ def write_scaler(cluster: Cluster, name: str, replicas: int) -> None:
     cluster.store.update(scaler, actor="hpa")
     cluster.hpa.written[name] = replicas
     cluster.note(f"hpa: {name} spec.replicas={replicas} (direct)")
+
+
+def add_fault(cluster: Cluster, mode: str, image: str, *, slow: int) -> None:
+    """Groups of `image` never become Ready (`never`), take `slow` ticks (`slow`), or one at most
+    is Ready (`one`), beside the rules already in force."""
+    rule = {
+        "never": Readiness(delay=None, image=image),
+        "slow": Readiness(delay=slow, image=image),
+        "one": Readiness(delay=0, cap=1, image=image),
+    }[mode]
+    cluster.set_readiness([*cluster.lws.rules, rule])
 
 
 def vector_set(case: VectorCase) -> JsonObject:

@@ -42,9 +42,8 @@ from hooks import api
 from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
-from tests.sim.lws_controller import Readiness
 from tests.sim.metacontroller import LWS_TYPE, PassRecord
-from tests.sim.scenarios import set_image, set_replicas, write_scaler
+from tests.sim.scenarios import add_fault, set_image, set_replicas, write_scaler
 
 JsonObject = dict[str, Any]
 
@@ -198,12 +197,7 @@ def apply_event(cluster: Cluster, walk: Walk, event: Event) -> None:
         cluster.annotate("llm", CONTROLS[event.kind], event.args[0])
     elif event.kind == "fault":
         mode, version = event.args
-        rule = {
-            "never": Readiness(delay=None, image=image(version)),
-            "slow": Readiness(delay=6, image=image(version)),
-            "one": Readiness(delay=0, cap=1, image=image(version)),
-        }[mode]
-        cluster.set_readiness([*cluster.lws.rules, rule])
+        add_fault(cluster, mode, image(version), slow=6)
     elif event.kind == "heal":
         cluster.set_readiness([])
     elif event.kind == "record":

@@ -28,9 +28,8 @@ from hooks.gocompat import revision
 from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
-from tests.sim.lws_controller import Readiness
 from tests.sim.metacontroller import LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
-from tests.sim.scenarios import set_image, set_replicas, write_scaler
+from tests.sim.scenarios import add_fault, set_image, set_replicas, write_scaler
 
 JsonObject = dict[str, Any]
 
@@ -256,12 +255,7 @@ def apply_event(cluster: Cluster, event: Event) -> None:
                 write_scaler(cluster, f"llm-{name}", event.args[0])
     elif event.kind == "fault":
         mode, version = event.args
-        rule = {
-            "never": Readiness(delay=None, image=image(version)),
-            "slow": Readiness(delay=4, image=image(version)),
-            "one": Readiness(delay=0, cap=1, image=image(version)),
-        }[mode]
-        cluster.set_readiness([*cluster.lws.rules, rule])
+        add_fault(cluster, mode, image(version), slow=4)
     elif event.kind == "clear":
         cluster.set_readiness([])
     elif event.kind == "add" and len(roles) < 4:

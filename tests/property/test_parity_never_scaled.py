@@ -95,9 +95,9 @@ def test_no_state_of_a_golden_sequence_takes_a_scaled_pass(case: JsonObject) -> 
     for number, state in enumerate(case["steps"]):
         request = cluster.metacontroller.build_request(cluster.ds())
         _at_state(request, vector.roles, state["past"], state["new"])
-        result = cluster.metacontroller.call_sync(request)
-        phases = result.summary["slices"]
-        assert result.summary["revision"] == request["parent"]["status"]["revision"]
+        summary, _ = cluster.metacontroller.call_sync(request)
+        phases = summary["slices"]
+        assert summary["revision"] == request["parent"]["status"]["revision"]
         assert not any(":scaled" in phase for phase in phases.values()), (number, state, phases)
 
 

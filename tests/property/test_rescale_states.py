@@ -75,7 +75,7 @@ def _problems(
 
 FULL = os.environ.get("DS_SCALING_STATES") == "full"
 """`DS_SCALING_STATES=full` widens the bounds (targets and counts up to 4, every Ready count,
-50,000 samples a seed: docs/rollout.md gives the command and its figures); the suite's own
+50,000 samples a seed: docs/CONTRIBUTING.md gives the command and its figures); the suite's own
 bounds take about a minute."""
 
 

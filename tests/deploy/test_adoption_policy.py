@@ -42,12 +42,6 @@ OTHER_UID: Final = "5e7e0000-0000-4000-8000-000000000002"
 NAMESPACE: Final = "ml"
 
 
-@pytest.fixture(scope="module")
-def rendered() -> list[Manifest]:
-    kustomize.require_crds()
-    return kustomize.render(REPO_ROOT)
-
-
 def test_the_policy_denies_fails_closed_and_matches_the_sets_child_kinds(
     rendered: list[Manifest],
 ) -> None:

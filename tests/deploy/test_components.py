@@ -40,17 +40,11 @@ POLICY_NAME = "disaggregatedset-external-role-replicas"
 # --- the kit's external-replicas warning --------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def rendered_kit() -> list[Manifest]:
-    kustomize.require_crds()
-    return kustomize.render(REPO_ROOT)
-
-
 def test_the_kit_warns_on_external_replicas_and_never_denies(
-    rendered_kit: list[Manifest],
+    rendered: list[Manifest],
 ) -> None:
-    policy = kustomize.one(rendered_kit, "ValidatingAdmissionPolicy", POLICY_NAME)
-    binding = kustomize.one(rendered_kit, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
+    policy = kustomize.one(rendered, "ValidatingAdmissionPolicy", POLICY_NAME)
+    binding = kustomize.one(rendered, "ValidatingAdmissionPolicyBinding", POLICY_NAME)
     for obj in (policy, binding):
         assert obj["apiVersion"] == "admissionregistration.k8s.io/v1"
         assert "namespace" not in obj["metadata"]  # cluster-scoped, despite `namespace:`

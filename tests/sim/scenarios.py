@@ -74,6 +74,11 @@ def write_scaler(cluster: Cluster, name: str, replicas: int) -> None:
     cluster.note(f"hpa: {name} spec.replicas={replicas} (direct)")
 
 
+def image(version: int) -> str:
+    """The image of version `version` of the sims' server."""
+    return f"example/server:v{version}"
+
+
 def add_fault(cluster: Cluster, mode: str, image: str, *, slow: int) -> None:
     """Groups of `image` never become Ready (`never`), take `slow` ticks (`slow`), or one at most
     is Ready (`one`), beside the rules already in force."""

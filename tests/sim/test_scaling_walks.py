@@ -43,7 +43,7 @@ from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import LWS_TYPE, PassRecord
-from tests.sim.scenarios import add_fault, set_image, set_replicas, write_scaler
+from tests.sim.scenarios import add_fault, image, set_image, set_replicas, write_scaler
 
 JsonObject = dict[str, Any]
 
@@ -71,10 +71,6 @@ CONTROLS = {
     "pause": api.ANNOTATION_PAUSED,
     "partition": api.ANNOTATION_ROLLOUT_PARTITION,
 }
-
-
-def image(version: int) -> str:
-    return f"example/server:v{version}"
 
 
 @dataclass(frozen=True, slots=True)

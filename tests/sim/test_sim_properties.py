@@ -29,7 +29,7 @@ from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
-from tests.sim.scenarios import add_fault, set_image, set_replicas, write_scaler
+from tests.sim.scenarios import add_fault, image, set_image, set_replicas, write_scaler
 
 JsonObject = dict[str, Any]
 
@@ -42,10 +42,6 @@ SIM = settings(
     phases=[Phase.explicit, Phase.generate, Phase.shrink],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-
-
-def image(version: int) -> str:
-    return f"example/server:v{version}"
 
 
 @dataclass(frozen=True, slots=True)

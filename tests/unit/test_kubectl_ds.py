@@ -1299,9 +1299,8 @@ def adoptable(kind: str, name: str, *, owner: str = builders.DS_UID) -> JsonObje
     return child
 
 
-def test_adopt_labels_each_child_the_set_controls_with_a_resource_version_bound_patch(
-    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _answer_an_lws_and_a_service_to_adopt(kubectl: FakeKubectl) -> None:
+    """A set, one adoptable LWS and Service of it, and kubectl patching both."""
     kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
     kubectl.answer(
         "get leaderworkersets",
@@ -1309,6 +1308,12 @@ def test_adopt_labels_each_child_the_set_controls_with_a_resource_version_bound_
     )
     kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
     kubectl.answer("patch services", {"stdout": "patched\n"})
+
+
+def test_adopt_labels_each_child_the_set_controls_with_a_resource_version_bound_patch(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _answer_an_lws_and_a_service_to_adopt(kubectl)
     code, out, err = run(capsys, "adopt", "llm", "-n", "ml")
     assert (code, err) == (0, "")
     get = kubectl.calls()[1]["argv"]
@@ -1418,13 +1423,7 @@ def test_issue33_adopt_without_the_verb_adopt_is_one_line_and_writes_nothing(
 def test_adopt_asks_about_each_set_it_writes_for_once_and_a_dry_run_about_none(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kubectl.answer("get disaggregatedsets", a_set(roles(V1)))
-    kubectl.answer(
-        "get leaderworkersets",
-        listing(adoptable("LeaderWorkerSet", "llm-0-x-prefill"), adoptable("Service", "llm-0-x-p")),
-    )
-    kubectl.answer("patch leaderworkersets", {"stdout": "patched\n"})
-    kubectl.answer("patch services", {"stdout": "patched\n"})
+    _answer_an_lws_and_a_service_to_adopt(kubectl)
     assert run(capsys, "adopt", "llm", "--dry-run")[0] == 0
     assert "create" not in kubectl.verbs()
     assert run(capsys, "adopt", "llm")[0] == 0

@@ -213,8 +213,8 @@ def scaling_note(plans: Sequence[rollout.SlicePlan]) -> str:
     moved = sorted({(m.role, m.recorded, m.target) for plan in plans for m in plan.moved})
     parts = []
     if moved:
-        changes = ", ".join(f"{role} {recorded} → {target}" for role, recorded, target in moved)
-        parts.append(f"target changed during the rollout: {changes}")
+        changes = [f"{role} {recorded} → {target}" for role, recorded, target in moved]
+        parts.append(f"target changed during the rollout: {problems.summarise(changes)}")
     waiting = [
         f"slice {plan.slice_index}: " + ", ".join(plan.waits) for plan in plans if plan.waits
     ]

@@ -6,7 +6,7 @@ import pytest
 
 from hooks import api
 from hooks.api import limits
-from hooks.core import controls, progress, records
+from hooks.core import controls, progress, records, rollout
 from tests import builders
 
 REV = "bbbbbbbb"
@@ -440,3 +440,26 @@ def test_every_resync_the_deadline_asks_for_is_bounded() -> None:
     verdict = judge(parent(rollout=recorded(), annotations=longest), now=T0)
     resync = progress.resync_after(controls.control_of(longest), verdict, now=T0)
     assert resync == limits.MAX_RESYNC_SECONDS
+
+
+def test_the_scaling_note_of_the_largest_set_fits_a_condition_message() -> None:
+    # 10 roles of the longest names x 100 slices, each slice's record forged to its own value
+    # and every slice waiting: the note lists a few of each and counts the rest.
+    roles = [f"r{index}" + "x" * (limits.ROLE_NAME_MAX_LENGTH - 2) for index in range(10)]
+    plans = [
+        rollout.SlicePlan(
+            slice_index=index,
+            phase=rollout.Phase.STEPPING,
+            replicas={},
+            moved=tuple(
+                rollout.TargetMove(role=role, recorded=2**31 - 1 - index, target=2**31 - 1)
+                for role in roles
+            ),
+            waits=tuple(f"{role}: its new groups are not Ready" for role in roles),
+        )
+        for index in range(limits.MAX_SLICES)
+    ]
+    note = progress.scaling_note(plans)
+    assert note.startswith("target changed during the rollout: r0")
+    assert "and 995 more" in note
+    assert len(note) < limits.CONDITION_MESSAGE_MAX_LENGTH // 2  # room for the rest of it

@@ -1,12 +1,7 @@
-"""What the hook server tells its operators: the JSON log line of every call, and the metrics
-(what each says: docs/operations.md, "The hook server", Logs and Metrics).
-
-The line is written through the `hooks` logger by the handler `configure_logging` installs;
-`/healthz` and `/metrics` are not logged. prometheus_client chooses its value storage when it is
-first imported, so PROMETHEUS_MULTIPROC_DIR must be set before this module (its only importer) is
-imported: `python -m hooks serve` does so. Its own process metrics describe only the process that
-answers the scrape and are not collected in multiprocess mode, hence `ServerMemory`, read from
-/proc at each scrape.
+"""What the hook server tells its operators: the JSON log line of every call and the metrics
+(what each says: docs/operations.md, "The hook server", Logs and Metrics). prometheus_client
+chooses its value storage when first imported, so PROMETHEUS_MULTIPROC_DIR must be set before this
+module (its only importer) is imported, as `python -m hooks serve` does.
 """
 
 from __future__ import annotations
@@ -50,6 +45,7 @@ LATENCY_BUCKETS: Final = (
     7.5,
     10.0,
 )
+_RESIDENT: Final = ("VmRSS", "VmHWM")
 
 _log = logging.getLogger(f"{LOGGER_NAME}.app")
 _server_log = logging.getLogger(f"{LOGGER_NAME}.server")
@@ -212,12 +208,10 @@ class Metrics:
             "duration_ms": _ms(seconds),
             "error": message,
         }
-        if status == 500:
-            _log.error("%s %d", hook, status, extra={"hook_fields": fields}, exc_info=error)
-        elif status >= 500:  # overloaded or too slow (503): no fault to trace
-            _log.error("%s %d", hook, status, extra={"hook_fields": fields})
-        else:
-            _log.warning("%s %d", hook, status, extra={"hook_fields": fields})
+        level = logging.WARNING if status < 500 else logging.ERROR
+        # A traceback only for a fault: a 503 (overloaded or too slow) has none to trace.
+        trace = error if status == 500 else None
+        _log.log(level, "%s %d", hook, status, extra={"hook_fields": fields}, exc_info=trace)
 
     def _count(self, hook: str, *, status: int, outcome: str, seconds: float) -> None:
         self.calls.labels(hook=hook, code=str(status), outcome=outcome).inc()
@@ -244,9 +238,9 @@ class BuildInfo(Collector):
 
 
 class ServerMemory(Collector):
-    """Resident and peak resident memory of the server's processes, read from /proc at each
-    scrape: the arbiter (`server_pid`), each of its workers, and the children of the workers
-    (the processes that answer large bodies), summed into one series."""
+    """Resident and peak resident memory of the arbiter (`server_pid`), each of its workers and,
+    summed, the workers' children, read from /proc at each scrape (prometheus_client's process
+    metrics describe only the process scraped, and none in multiprocess mode)."""
 
     def __init__(self, server_pid: int) -> None:
         self._server_pid = server_pid
@@ -266,13 +260,13 @@ class ServerMemory(Collector):
         )
         workers = _children(self._server_pid)
         for role, pid in [("arbiter", self._server_pid), *(("worker", w) for w in workers)]:
-            memory = _resident(pid)
-            if memory is not None:
-                resident.add_metric([role, str(pid)], memory[0])
-                peak.add_metric([role, str(pid)], memory[1])
-        calls = [m for w in workers for c in _children(w) if (m := _resident(c)) is not None]
-        resident.add_metric(["call", ""], sum(m[0] for m in calls))
-        peak.add_metric(["call", ""], max((m[1] for m in calls), default=0))
+            if len(memory := process_memory(pid, _RESIDENT)) == 2:
+                resident.add_metric([role, str(pid)], memory["VmRSS"])
+                peak.add_metric([role, str(pid)], memory["VmHWM"])
+        calls = [process_memory(c, _RESIDENT) for w in workers for c in _children(w)]
+        calls = [memory for memory in calls if len(memory) == 2]
+        resident.add_metric(["call", ""], sum(memory["VmRSS"] for memory in calls))
+        peak.add_metric(["call", ""], max((memory["VmHWM"] for memory in calls), default=0))
         yield resident
         yield peak
 
@@ -286,20 +280,18 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in text.split()]
 
 
-def _resident(pid: int) -> tuple[int, int] | None:
-    """(VmRSS, VmHWM) of a process in bytes; None once it is gone."""
+def process_memory(pid: int | str, names: tuple[str, ...]) -> dict[str, int]:
+    """The fields `names` of /proc/PID/status in bytes: none once the process is gone, and no
+    memory fields for a zombie."""
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
-        return None
-    fields = {
+        return {}
+    return {
         name: int(value.split()[0]) * 1024
         for name, _, value in (line.partition(":") for line in lines)
-        if name in ("VmRSS", "VmHWM")
+        if name in names
     }
-    if len(fields) < 2:  # a zombie has no memory left
-        return None
-    return fields["VmRSS"], fields["VmHWM"]
 
 
 def mark_process_dead(pid: int) -> None:

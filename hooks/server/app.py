@@ -142,23 +142,19 @@ def create_app(
     if min(limits.max_body_bytes, limits.max_parse_bytes, limits.isolate_above_bytes + 1) < 1:
         raise ValueError(f"limits must be positive, got {limits}")
     observability.configure_logging(log_level)
-    metrics = observability.Metrics.create(server_pid=server_pid)
-    transport = _Transport(
-        limits=limits,
-        buffered=bodies.BufferedBodies(limits.buffered_bytes),
-        calls=isolation.Calls(limits),
-        clock=clock,
+    metrics = observability.Metrics(server_pid=server_pid)
+    views = _Views(
+        limits,
+        bodies.BufferedBodies(limits.buffered_bytes),
+        isolation.Calls(limits),
+        clock,
+        metrics,
     )
     app = flask.Flask(__name__)
-
     for path, hook in (default_hooks() if hooks is None else hooks).items():
         app.add_url_rule(
-            path,
-            endpoint=f"hook:{hook.name}",
-            view_func=_hook_view(hook, metrics=metrics, transport=transport),
-            methods=["POST"],
+            path, endpoint=f"hook:{hook.name}", view_func=views.view(hook), methods=["POST"]
         )
-
     _add_plain_routes(app, metrics=metrics, metrics_port=metrics_port)
     return app
 
@@ -194,61 +190,58 @@ def _add_plain_routes(
 
 
 @dataclass(frozen=True, slots=True)
-class _Transport:
-    """What every hook view of one app shares."""
+class _Views:
+    """The hook views of one app, and what they share."""
 
     limits: Limits
     buffered: bodies.BufferedBodies
     calls: isolation.Calls
     clock: Callable[[], str]
+    metrics: observability.Metrics
 
-
-def _hook_view(
-    hook: Hook, *, metrics: observability.Metrics, transport: _Transport
-) -> Callable[[], flask.Response]:
-    def view() -> flask.Response:
-        started = time.perf_counter()
-        try:
-            summary, payload = _answer(hook, flask.request, transport)
-        except Exception as error:
-            failure = failure_for(error)
-            message = problems.cut(failure.message, settings.MAX_ERROR_MESSAGE)
-            metrics.failed(
-                hook.name,
-                status=failure.status,
-                kind=failure.kind,
-                message=message,
-                seconds=time.perf_counter() - started,
-                error=error,
+    def view(self, hook: Hook) -> Callable[[], flask.Response]:
+        def view() -> flask.Response:
+            started = time.perf_counter()
+            try:
+                summary, payload = self._answer(hook, flask.request)
+            except Exception as error:
+                failure = failure_for(error)
+                message = problems.cut(failure.message, settings.MAX_ERROR_MESSAGE)
+                self.metrics.failed(
+                    hook.name,
+                    status=failure.status,
+                    kind=failure.kind,
+                    message=message,
+                    seconds=time.perf_counter() - started,
+                    error=error,
+                )
+                return _json_response({"error": message, "hook": hook.name}, status=failure.status)
+            seconds = time.perf_counter() - started
+            response = flask.Response(payload, status=200, mimetype=_JSON)
+            # Counted and logged once the answer is sent: Metacontroller does not wait for it.
+            response.call_on_close(
+                lambda: self.metrics.answered(hook.name, summary, seconds=seconds)
             )
-            return _json_response({"error": message, "hook": hook.name}, status=failure.status)
-        seconds = time.perf_counter() - started
-        response = flask.Response(payload, status=200, mimetype=_JSON)
-        # Counted and logged once the answer is sent: Metacontroller does not wait for it.
-        response.call_on_close(lambda: metrics.answered(hook.name, summary, seconds=seconds))
-        return response
+            return response
 
-    return view
+        return view
 
-
-def _answer(
-    hook: Hook, request: flask.Request, transport: _Transport
-) -> tuple[Mapping[str, object], bytes]:
-    """One call's summary for the log line, and the answer's bytes."""
-    received = bodies.read(
-        request.stream,
-        declared=request.content_length,
-        limits=transport.limits,
-        buffered=transport.buffered,
-    )
-    try:
-        answered = transport.calls.answer(received.data, work(hook, transport.clock()))
-    finally:
-        transport.buffered.release(received.held)
-    summary, payload = answered.value
-    if answered.child_peak_bytes is not None:
-        summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
-    return summary, payload
+    def _answer(self, hook: Hook, request: flask.Request) -> tuple[Mapping[str, object], bytes]:
+        """One call's summary for the log line, and the answer's bytes."""
+        received = bodies.read(
+            request.stream,
+            declared=request.content_length,
+            limits=self.limits,
+            buffered=self.buffered,
+        )
+        try:
+            answered = self.calls.answer(received.data, work(hook, self.clock()))
+        finally:
+            self.buffered.release(received.held)
+        summary, payload = answered.value
+        if answered.child_peak_bytes is not None:
+            summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
+        return summary, payload
 
 
 def work(hook: Hook, now: str) -> Callable[[object], tuple[Mapping[str, object], bytes]]:

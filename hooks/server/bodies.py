@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 import gevent  # type: ignore[import-untyped]
-import gevent.lock  # type: ignore[import-untyped]
-import gevent.monkey  # type: ignore[import-untyped]
-import gevent.os  # type: ignore[import-untyped]
 import orjson
 from gunicorn.http import errors as http_errors  # type: ignore[import-untyped]
 from werkzeug.exceptions import ClientDisconnected
@@ -67,9 +64,6 @@ class Stream(Protocol):
     """What a request body is read from (werkzeug's input stream)."""
 
     def read(self, size: int = ..., /) -> bytes: ...
-
-
-# --- reading -------------------------------------------------------------------------------------
 
 
 class BufferedBodies:

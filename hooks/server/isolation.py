@@ -21,6 +21,7 @@ from typing import Final, Generic, NoReturn, TypeVar, cast
 
 import gevent  # type: ignore[import-untyped]
 import gevent.lock  # type: ignore[import-untyped]
+import gevent.monkey  # type: ignore[import-untyped]
 import gevent.os  # type: ignore[import-untyped]
 
 from hooks.server import bodies, observability

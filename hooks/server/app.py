@@ -133,12 +133,8 @@ def create_app(
     server_pid: int | None = None,
 ) -> flask.Flask:
     """The hook server: one POST route per entry of `hooks` (by default `default_hooks()`),
-    /healthz and /metrics; installs the JSON log handler.
-
-    Metrics are multiprocess when PROMETHEUS_MULTIPROC_DIR is set now; `server_pid` (gunicorn's
-    arbiter) adds the memory of the server's processes. Requests on `metrics_port` reach only
-    /metrics and /healthz.
-    """
+    /healthz and /metrics (alone on `metrics_port`); installs the JSON log handler. `server_pid`
+    (gunicorn's arbiter) adds the memory of the server's processes to the metrics."""
     if min(limits.max_body_bytes, limits.max_parse_bytes, limits.isolate_above_bytes + 1) < 1:
         raise ValueError(f"limits must be positive, got {limits}")
     observability.configure_logging(log_level)

@@ -27,9 +27,8 @@ import gevent.os  # type: ignore[import-untyped]
 from hooks.server import bodies, observability
 from hooks.server.settings import MIB, Limits
 
-# orjson parses into one buffer of 12 bytes per byte of the body (plus a page), allocated whole;
-# what it writes there is a copy of the body and 16 bytes per JSON value (keys included). The
-# bound below counts 24 per value, half again as much, for the buffer's growth.
+# orjson's parse buffer, allocated whole, and a bound of what it writes there (16 bytes per value,
+# counted as 24 for its growth; docs/operations.md, `--max-parse-bytes`).
 _BUFFER_PER_BYTE: Final = 12
 _BUFFER_SLACK: Final = 64 * 1024
 _TOUCHED_PER_VALUE: Final = 24

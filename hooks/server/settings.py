@@ -10,9 +10,8 @@ from typing import Final
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 MIB: Final = 1024 * 1024
-# The largest set the API allows (10 roles x 100 slices) mid-rollout, with managedFields, is about
-# 56 MiB (78 MiB with its LWS as related objects, as docs/operations.md's sizing was measured:
-# about 600 MiB of the call budget): a quarter of headroom, within the Deployment's memory limit.
+# The largest set the API allows, with headroom, within the Deployment's memory limit
+# (docs/operations.md, "Sizing").
 DEFAULT_MAX_BODY_BYTES: Final = 100 * MIB
 DEFAULT_MAX_PARSE_BYTES: Final = 768 * MIB
 # Bodies up to this size are answered in the worker, where their parse takes at most

@@ -41,7 +41,6 @@ _MESSAGE: Final = b"M"
 _PR_SET_PDEATHSIG: Final = 1
 _REAP_POLL_SECONDS: Final = 0.005
 _CHILD_SIGNALS: Final = ("SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGWINCH")
-_MEMORY_FIELDS: Final = ("VmData", "VmRSS", "RssAnon", "VmHWM")
 
 T = TypeVar("T")
 
@@ -145,7 +144,7 @@ def run_in_child(
     otherwise without an answer or sent more than `max_message_bytes`.
     """
     readable, writable = os.pipe()
-    inherited = _memory()["VmRSS"]
+    inherited = observability.process_memory("self", ("VmRSS",))["VmRSS"]
     # The unpatched fork: the child never runs the event loop, and the parent needs no watcher.
     pid = gevent.monkey.get_original("os", "fork")()
     if pid == 0:
@@ -233,7 +232,7 @@ def _child(
     the phase it enters (parsing, working) so that the parent knows where it died, if it does."""
     try:
         _detach(out, seconds)
-        inherited = _memory()
+        inherited = observability.process_memory("self", ("VmData", "VmRSS", "RssAnon"))
         buffer = parse_buffer(body)
         gc.disable()
         value: T | None = None
@@ -258,8 +257,8 @@ def _child(
             else:
                 raised.add_note("in the call's child process:\n" + traceback.format_exc().rstrip())
                 error = raised
-        peak = max(0, _memory()["VmHWM"] - inherited["VmRSS"])
-        _send(out, ChildOutcome(value, error, peak))
+        peak = observability.process_memory("self", ("VmHWM",))["VmHWM"] - inherited["VmRSS"]
+        _send(out, ChildOutcome(value, error, max(0, peak)))
     finally:
         os._exit(0)
 
@@ -313,11 +312,6 @@ def _send(out: int, outcome: ChildOutcome[T]) -> None:
     view = memoryview(_MESSAGE + _MESSAGE_HEADER.pack(len(message)) + message)
     while view:
         view = view[os.write(out, view) :]
-
-
-def _memory() -> dict[str, int]:
-    """This process's mapped data, resident, anonymous resident and peak resident bytes."""
-    return observability.process_memory("self", _MEMORY_FIELDS)
 
 
 def _limit_data(size: int) -> None:

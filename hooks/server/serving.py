@@ -139,6 +139,8 @@ def _options(
     addresses: Sequence[Address], *, workers: int, timeout: int, log_level: str, worker: Any
 ) -> dict[str, object]:
     """gunicorn's settings (`worker`: `hooks.server.worker`, imported by the caller)."""
+    shm = "/dev/shm"
+    in_memory = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
     options: dict[str, object] = {
         "bind": [str(address) for address in addresses],
         "workers": workers,
@@ -150,7 +152,7 @@ def _options(
         "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
         "loglevel": log_level,
         "logger_class": worker.JsonLogger,
-        "worker_tmp_dir": _worker_tmp_dir(),
+        "worker_tmp_dir": shm if in_memory else tempfile.gettempdir(),
         # Import and build the app once in the arbiter: a broken install fails at start-up.
         "preload_app": True,
         "proc_name": "disaggregatedset-hooks",
@@ -180,10 +182,3 @@ def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, ob
         "body_deadline_seconds": limits.body_deadline_seconds,
         "call_deadline_seconds": limits.call_deadline_seconds,
     }
-
-
-def _worker_tmp_dir() -> str:
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()

@@ -357,7 +357,7 @@ def _controlled_metrics() -> observability.Metrics:
     """The app's metrics in a registry of their own (not the multiprocess files)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(settings.MULTIPROC_ENV, raising=False)
-        return observability.Metrics.create()
+        return observability.Metrics()
 
 
 def _record_step(metrics: observability.Metrics) -> None:

@@ -1,12 +1,10 @@
 """The HTTP edge: Flask factory, routes and the one exception→HTTP map (`failure_for`).
 
-A view only translates HTTP to a pure hook function and back: it reads the body within limits
-(`hooks.server.bodies`), reads the clock once, decodes the body once with orjson whatever the
-Content-Type says (curl users often forget the header), runs the hook in this process or, for a
-large body, in a memory-limited child (`hooks.server.isolation`), and once the answer is sent
-`hooks.server.observability` logs and counts the call. Failures never produce a partial 200;
-error answers are `{"error": ..., "hook": ...}` with the message capped, and an unexpected
-exception's text stays in the log. Nothing here decides anything about DisaggregatedSets.
+A view reads the body (`hooks.server.bodies`), reads the clock once, runs the pure hook on the
+body decoded whatever the Content-Type says (`hooks.server.isolation`), and has the call logged
+and counted once answered (`hooks.server.observability`). A failure is never a partial 200 but
+`{"error": ..., "hook": ...}`; an unexpected exception's text stays in the log. Nothing here
+decides anything about DisaggregatedSets.
 """
 
 from __future__ import annotations
@@ -25,11 +23,10 @@ from werkzeug.exceptions import HTTPException
 
 from hooks.api import times
 from hooks.core import desired, problems, records, related, scalers, sync
-from hooks.server import bodies, isolation, observability, revisions
+from hooks.server import bodies, isolation, observability, revisions, settings
 from hooks.server.settings import MIB, Limits
 from hooks.wire import answers, envelope, values
 
-MAX_ERROR_MESSAGE: Final = 500
 DEFAULT_LIMITS: Final = Limits()
 _JSON: Final = "application/json"
 
@@ -39,11 +36,8 @@ _JSON: Final = "application/json"
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One hook endpoint: its name (log and metric label) and the pure call behind it.
-
-    `run(body, now)` gets the decoded JSON body and the call's timestamp; it parses the body with
-    `envelope` and calls the hook function.
-    """
+    """One hook endpoint: its name (log and metric label) and `run(body, now)`, the pure call on
+    the decoded body at the call's timestamp."""
 
     name: str
     run: Callable[[object, str], records.HookResult]
@@ -99,7 +93,7 @@ class Failure:
     message: str
 
 
-_BODY_FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
+_FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (bodies.BodyTooLarge, 413, "body_too_large"),
     (bodies.BodyTooComplex, 413, "body_too_complex"),
     (bodies.BodyTimeout, 408, "body_timeout"),
@@ -108,30 +102,22 @@ _BODY_FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (bodies.InvalidJson, 400, "invalid_json"),
     (isolation.CallTimeout, 503, "call_timeout"),
     (isolation.CallFailed, 500, "call_failed"),
+    (values.RequestError, 400, "invalid_request"),
+    (desired.UnsafeDeletionError, 500, "unsafe_deletion"),
 )
 
 
 def failure_for(error: Exception) -> Failure:
     """The one exception→HTTP map of the hook server."""
-    for cls, status, kind in _BODY_FAILURES:
+    for cls, status, kind in _FAILURES:
         if isinstance(error, cls):
             return Failure(status, kind, str(error))
-    if isinstance(error, values.RequestError):
-        return Failure(400, "invalid_request", str(error))
     if isinstance(error, HTTPException):
         # Werkzeug's own (for example a client that disconnects while sending the body).
         return Failure(error.code or 500, "http", error.description or error.name)
-    if isinstance(error, desired.UnsafeDeletionError):
-        return Failure(500, "unsafe_deletion", str(error))
     return Failure(
         500, "internal", f"internal error ({type(error).__name__}); see the hook server log"
     )
-
-
-def cap_message(text: str) -> str:
-    """An error message short enough to answer and log (a request can hold megabytes in a field
-    that an error names)."""
-    return problems.cut(text, MAX_ERROR_MESSAGE)
 
 
 # --- the app -------------------------------------------------------------------------------------
@@ -146,35 +132,25 @@ def create_app(
     metrics_port: int | None = None,
     server_pid: int | None = None,
 ) -> flask.Flask:
-    """The hook server: one POST route per entry of `hooks` (path → Hook; by default
-    `default_hooks()`), /healthz, /metrics.
-
-    Installs the JSON log handler. Metrics use multiprocess mode when PROMETHEUS_MULTIPROC_DIR is
-    set in the environment at this point, a registry of this app otherwise; `server_pid` (the
-    gunicorn arbiter) adds the memory of it and of its worker processes. With `metrics_port`,
-    requests that arrive on that port reach only /metrics and /healthz (a network policy can then
-    admit Prometheus there without admitting it to the hooks).
-    """
+    """The hook server: one POST route per entry of `hooks` (by default `default_hooks()`),
+    /healthz and /metrics (alone on `metrics_port`); installs the JSON log handler. `server_pid`
+    (gunicorn's arbiter) adds the memory of the server's processes to the metrics."""
     if min(limits.max_body_bytes, limits.max_parse_bytes, limits.isolate_above_bytes + 1) < 1:
         raise ValueError(f"limits must be positive, got {limits}")
     observability.configure_logging(log_level)
-    metrics = observability.Metrics.create(server_pid=server_pid)
-    transport = _Transport(
-        limits=limits,
-        buffered=bodies.BufferedBodies(limits.buffered_bytes),
-        calls=isolation.Calls(limits),
-        clock=clock,
+    metrics = observability.Metrics(server_pid=server_pid)
+    views = _Views(
+        limits,
+        bodies.BufferedBodies(limits.buffered_bytes),
+        isolation.Calls(limits),
+        clock,
+        metrics,
     )
     app = flask.Flask(__name__)
-
     for path, hook in (default_hooks() if hooks is None else hooks).items():
         app.add_url_rule(
-            path,
-            endpoint=f"hook:{hook.name}",
-            view_func=_hook_view(hook, metrics=metrics, transport=transport),
-            methods=["POST"],
+            path, endpoint=f"hook:{hook.name}", view_func=views.view(hook), methods=["POST"]
         )
-
     _add_plain_routes(app, metrics=metrics, metrics_port=metrics_port)
     return app
 
@@ -182,8 +158,8 @@ def create_app(
 def _add_plain_routes(
     app: flask.Flask, *, metrics: observability.Metrics, metrics_port: int | None
 ) -> None:
-    """/healthz, /metrics, JSON answers for unknown paths and methods, and (with
-    `metrics_port`) nothing but those two on the metrics port."""
+    """/healthz, /metrics, JSON answers for unknown paths and methods, and nothing but the first
+    two on `metrics_port`."""
     if metrics_port is not None:
 
         @app.before_request
@@ -210,68 +186,63 @@ def _add_plain_routes(
 
 
 @dataclass(frozen=True, slots=True)
-class _Transport:
-    """What every hook view of one app shares: the limits, the bytes of bodies held, the runner
-    of calls (in this process or a child), the clock."""
+class _Views:
+    """The hook views of one app, and what they share."""
 
     limits: Limits
     buffered: bodies.BufferedBodies
     calls: isolation.Calls
     clock: Callable[[], str]
+    metrics: observability.Metrics
 
-
-def _hook_view(
-    hook: Hook, *, metrics: observability.Metrics, transport: _Transport
-) -> Callable[[], flask.Response]:
-    def view() -> flask.Response:
-        started = time.perf_counter()
-        try:
-            summary, payload = _answer(hook, flask.request, transport)
-        except Exception as error:
-            failure = failure_for(error)
-            message = cap_message(failure.message)
-            metrics.failed(
-                hook.name,
-                status=failure.status,
-                kind=failure.kind,
-                message=message,
-                seconds=time.perf_counter() - started,
-                error=error,
+    def view(self, hook: Hook) -> Callable[[], flask.Response]:
+        def view() -> flask.Response:
+            started = time.perf_counter()
+            try:
+                summary, payload = self._answer(hook, flask.request)
+            except Exception as error:
+                failure = failure_for(error)
+                message = problems.cut(failure.message, settings.MAX_ERROR_MESSAGE)
+                self.metrics.failed(
+                    hook.name,
+                    status=failure.status,
+                    kind=failure.kind,
+                    message=message,
+                    seconds=time.perf_counter() - started,
+                    error=error,
+                )
+                return _json_response({"error": message, "hook": hook.name}, status=failure.status)
+            seconds = time.perf_counter() - started
+            response = flask.Response(payload, status=200, mimetype=_JSON)
+            # Counted and logged once the answer is sent: Metacontroller does not wait for it.
+            response.call_on_close(
+                lambda: self.metrics.answered(hook.name, summary, seconds=seconds)
             )
-            return _json_response({"error": message, "hook": hook.name}, status=failure.status)
-        seconds = time.perf_counter() - started
-        response = flask.Response(payload, status=200, mimetype=_JSON)
-        # Counted and logged once the answer is sent: Metacontroller does not wait for it.
-        response.call_on_close(lambda: metrics.answered(hook.name, summary, seconds=seconds))
-        return response
+            return response
 
-    return view
+        return view
 
-
-def _answer(
-    hook: Hook, request: flask.Request, transport: _Transport
-) -> tuple[Mapping[str, object], bytes]:
-    """Read one call's body, then decode, run and serialise it (`isolation.Calls`): the summary for
-    the log line, and the answer's bytes."""
-    received = bodies.read(
-        request.stream,
-        declared=request.content_length,
-        limits=transport.limits,
-        buffered=transport.buffered,
-    )
-    try:
-        answered = transport.calls.answer(received.data, work(hook, transport.clock()))
-    finally:
-        transport.buffered.release(received.held)
-    summary, payload = answered.value
-    if answered.child_peak_bytes is not None:
-        summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
-    return summary, payload
+    def _answer(self, hook: Hook, request: flask.Request) -> tuple[Mapping[str, object], bytes]:
+        """One call's summary for the log line, and the answer's bytes."""
+        received = bodies.read(
+            request.stream,
+            declared=request.content_length,
+            limits=self.limits,
+            buffered=self.buffered,
+        )
+        try:
+            answered = self.calls.answer(received.data, work(hook, self.clock()))
+        finally:
+            self.buffered.release(received.held)
+        summary, payload = answered.value
+        if answered.child_peak_bytes is not None:
+            summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
+        return summary, payload
 
 
 def work(hook: Hook, now: str) -> Callable[[object], tuple[Mapping[str, object], bytes]]:
-    """The pure part of a call: the decoded body to the summary (with a sync's `writes`, counted
-    from the answer as it goes out) and the serialised answer."""
+    """The pure part of a call: the decoded body to the summary (with a sync's `writes`) and the
+    serialised answer."""
 
     def work(body: object) -> tuple[Mapping[str, object], bytes]:
         result = hook.run(body, now)

@@ -1,9 +1,7 @@
-"""Request bodies within limits (`settings.Limits`): read, bounded, decoded once; each exception
-says which limit a body broke (the rules and numbers: docs/operations.md, "The hook server").
-
-The call on a body is `hooks.server.isolation`'s. The exceptions are mapped to HTTP answers in
-`hooks.server.app`, the one place that does that. This module turns the transport's exceptions
-(gunicorn's, werkzeug's) into its own; it knows nothing of hooks, Flask routes, logging or metrics.
+"""Request bodies within limits (`settings.Limits`; rules and numbers: docs/operations.md, "The
+hook server"): read, bounded and decoded, the transport's failures turned into exceptions that say
+which limit a body broke (`hooks.server.app` maps them to HTTP answers). Knows nothing of hooks,
+routes, logging or metrics; the call on a body is `hooks.server.isolation`'s.
 """
 
 from __future__ import annotations
@@ -16,9 +14,6 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 import gevent  # type: ignore[import-untyped]
-import gevent.lock  # type: ignore[import-untyped]
-import gevent.monkey  # type: ignore[import-untyped]
-import gevent.os  # type: ignore[import-untyped]
 import orjson
 from gunicorn.http import errors as http_errors  # type: ignore[import-untyped]
 from werkzeug.exceptions import ClientDisconnected
@@ -71,23 +66,17 @@ class Stream(Protocol):
     def read(self, size: int = ..., /) -> bytes: ...
 
 
-# --- reading -------------------------------------------------------------------------------------
-
-
 class BufferedBodies:
-    """Bytes of request bodies this process holds right now, against `Limits.buffered_bytes`.
-
-    Calls share one process (the async worker serves many connections); taking and releasing
-    happen between reads, never concurrently with each other in one process. When the last body
-    is let go after `TRIM_AFTER_BYTES` were taken, free heap memory goes back to the operating
-    system (`trim`: glibc's `malloc_trim` by default, where there is one).
+    """Bytes of request bodies this process holds, against `Limits.buffered_bytes`; taken and
+    released between reads of the one event loop. Once none is held after `TRIM_AFTER_BYTES` were
+    taken, free heap goes back to the system (`trim`: by default glibc's `malloc_trim`, if any).
     """
 
     def __init__(self, limit: int, *, trim: Callable[[int], int] | None = None) -> None:
         self._limit = limit
         self.held = 0
         self._since_trim = 0
-        self._trim = trim or _malloc_trim()
+        self._trim = trim or libc_function("malloc_trim")
 
     def take(self, size: int) -> None:
         if self.held + size > self._limit:
@@ -108,10 +97,6 @@ def libc_function(name: str) -> Callable[..., int] | None:
     return function
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    return libc_function("malloc_trim")
-
-
 @dataclass(frozen=True, slots=True)
 class Received:
     """A body read whole, and the bytes of `BufferedBodies` it holds (its buffer's capacity)."""
@@ -125,10 +110,8 @@ def read(
 ) -> Received:
     """The raw body, within the size, time and buffering limits.
 
-    While it arrives, the body's buffer (its capacity, not just its length) and the transport's
-    own buffers of a body being read (`READ_OVERHEAD`) are taken from `buffered`; the caller
-    releases `held` once it is done with the body. On a failure here everything is released
-    before raising.
+    While it arrives, its buffer's capacity and `READ_OVERHEAD` are taken from `buffered`; the
+    caller releases `held` once done with the body. A failure here releases everything first.
     """
     limit = limits.max_body_bytes
     if declared is not None and declared > limit:
@@ -193,13 +176,9 @@ def decode(body: bytes | bytearray) -> object:
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Keep Python's cyclic garbage collector from running during one hook call.
-
-    A large request parses into millions of containers; each allocation burst would trigger
-    collections that walk the whole heap and find nothing (parsed JSON has no reference cycles;
-    reference counting frees it), which made large syncs about 4x slower in the benchmark.
-    Only pure computation runs inside (no I/O, so no other call of this process can interleave).
-    """
+    """Keep Python's cyclic garbage collector from running during one hook call (pure, so no
+    other call interleaves): the millions of containers a large request parses into would trigger
+    collections that find nothing (parsed JSON has no cycles), making large syncs ~4x slower."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

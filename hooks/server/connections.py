@@ -1,6 +1,6 @@
-"""The connection policy (docs/operations.md, "The hook server", Connections), without gevent:
-one worker's connections, which are shed first for new ones, when a body counts as unread, and
-the answer to gunicorn's own request errors. `hooks.server.worker` applies it inside gevent.
+"""The connection policy, without gevent (docs/operations.md, "The hook server", Connections):
+which connections are shed first, when a body counts as unread, the answer to gunicorn's request
+errors. `hooks.server.worker` applies it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import gunicorn.http.body  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 import orjson
 
+from hooks.core import problems
 from hooks.server import settings
 
 # gunicorn's request errors → (status, reason); anything else it raises is a 500.
@@ -27,10 +28,8 @@ _CLIENT_ERRORS: Final[tuple[tuple[str, int, str], ...]] = (
 
 
 class Dropped(BaseException):
-    """Raised in a connection's greenlet to end it: shed for a newer one, or shut down.
-
-    Not an `Exception`, so that nothing on the way (Flask, gunicorn's request handling) turns it
-    into an answer of its own."""
+    """Raised in a connection's greenlet to end it (shed, or shut down); not an `Exception`, so
+    that nothing on the way (Flask, gunicorn) turns it into an answer of its own."""
 
 
 @dataclass(slots=True)
@@ -60,10 +59,9 @@ def body_left(body: Any) -> bool:
 
 
 def shed_candidates(connections: Mapping[Any, Connection], *, now: float) -> list[Any]:
-    """The connections to close for new ones, best first: kept-alive ones waiting for their
-    next request (oldest first), then those still sending their body, then those that have sent
-    nothing for `settings.FRESH_SECONDS` (one just accepted has had no chance to send its
-    request yet: a probe must not be shed before its greenlet first runs)."""
+    """The connections to close for new ones, best first (oldest first within each rank): idle
+    kept-alive ones, those still sending their body, those silent for `settings.FRESH_SECONDS`
+    (one just accepted may not have run yet: a probe must not be shed before it can speak)."""
     ranked = []
     for greenlet, connection in connections.items():
         if connection.dropped:
@@ -97,9 +95,7 @@ def error_status(error: BaseException) -> tuple[int, str]:
 
 def error_response(status: int, reason: str, message: str) -> bytes:
     """A complete HTTP/1.1 error response with the app's JSON error body."""
-    from hooks.server import app  # imported late: flask, and the metrics behind it
-
-    body = orjson.dumps({"error": app.cap_message(message)})
+    body = orjson.dumps({"error": problems.cut(message, settings.MAX_ERROR_MESSAGE)})
     head = (
         f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"

@@ -1,12 +1,7 @@
-"""The call on a request body, run within a memory bound (the rules and numbers:
-docs/operations.md, "The hook server", `--max-parse-bytes`).
-
-A body of up to `isolate_above_bytes` is decoded and answered in this process; a larger one in a
-forked child (`Calls.answer`) whose RLIMIT_DATA is `max_parse_bytes` over what it inherited (less
-what it inherited mapped but not resident), plus the part of orjson's parse buffer it never
-writes (`parse_buffer`). The child sends its value back pickled over a pipe; the kernel reports
-its peak memory. Its exceptions are mapped to HTTP answers in `hooks.server.app`; it knows nothing
-of hooks, Flask routes, logging or metrics.
+"""The call on a request body within a memory bound: in this process up to `isolate_above_bytes`,
+else in a forked child whose RLIMIT_DATA the kernel enforces (rules and numbers:
+docs/operations.md, "The hook server", `--max-parse-bytes`). Knows nothing of hooks, routes,
+logging or metrics; `hooks.server.app` maps its exceptions to HTTP answers.
 """
 
 from __future__ import annotations
@@ -26,14 +21,14 @@ from typing import Final, Generic, NoReturn, TypeVar, cast
 
 import gevent  # type: ignore[import-untyped]
 import gevent.lock  # type: ignore[import-untyped]
+import gevent.monkey  # type: ignore[import-untyped]
 import gevent.os  # type: ignore[import-untyped]
 
-from hooks.server import bodies
+from hooks.server import bodies, observability
 from hooks.server.settings import MIB, Limits
 
-# orjson parses into one buffer of 12 bytes per byte of the body (plus a page), allocated whole;
-# what it writes there is a copy of the body and 16 bytes per JSON value (keys included). The
-# bound below counts 24 per value, half again as much, for the buffer's growth.
+# orjson's parse buffer, allocated whole, and a bound of what it writes there (16 bytes per value,
+# counted as 24 for its growth; docs/operations.md, `--max-parse-bytes`).
 _BUFFER_PER_BYTE: Final = 12
 _BUFFER_SLACK: Final = 64 * 1024
 _TOUCHED_PER_VALUE: Final = 24
@@ -67,9 +62,8 @@ class ParseBuffer:
 
 
 def parse_buffer(body: bytes | bytearray) -> ParseBuffer:
-    """What `orjson.loads(body)` maps for its parse buffer, and an upper bound of what it writes
-    there: a copy of the body and 24 bytes per value (a value starts the body, or follows a `[`,
-    `{`, `,` or `:`; those inside strings are counted too, which only raises the bound)."""
+    """What `orjson.loads(body)` maps for its parse buffer, and a bound of what it writes there
+    (a value starts the body or follows `[`, `{`, `,` or `:`, counted inside strings too)."""
     mapped = _BUFFER_PER_BYTE * len(body) + _BUFFER_SLACK
     values = 1 + body.count(b"[") + body.count(b"{") + body.count(b",") + body.count(b":")
     touched = len(body) + _TOUCHED_PER_VALUE * values + _BUFFER_SLACK
@@ -78,8 +72,8 @@ def parse_buffer(body: bytes | bytearray) -> ParseBuffer:
 
 @dataclass(frozen=True, slots=True)
 class Answered(Generic[T]):
-    """What `work` returned, and, for a call answered in a child, the child's peak memory (the
-    resident bytes it added to what it inherited)."""
+    """What `work` returned and, for a call answered in a child, the resident bytes the child
+    added to what it inherited."""
 
     value: T
     child_peak_bytes: int | None
@@ -102,11 +96,11 @@ class Calls:
         self._turn = gevent.lock.BoundedSemaphore(1)
 
     def answer(self, body: bytearray, work: Callable[[object], T]) -> Answered[T]:
-        """`work(bodies.decode(body))`, within the memory bound; see the module docstring.
+        """`work(bodies.decode(body))` within the memory bound.
 
-        Takes the body over: it is emptied (its memory let go) once decoded here or handed to
-        the child. `work` must be pure: in a child, nothing it changes outside its value reaches
-        this process. Raises what decoding or `work` raised (re-raised from the child's copy).
+        Takes the body over: it is emptied once decoded here or handed to the child. `work` must
+        be pure: in a child, nothing it changes outside its value reaches this process. Raises
+        what decoding or `work` raised (re-raised from the child's copy).
         """
         if len(body) <= self._limits.isolate_above_bytes:
             with bodies.collector_paused():
@@ -118,12 +112,11 @@ class Calls:
         if not self._turn.acquire(timeout=deadline):
             raise bodies.Busy("another large request is being answered; retry shortly")
         try:
-            left = deadline - (time.monotonic() - started)
             outcome = run_in_child(
                 body,
                 work,
                 budget=self._limits.max_parse_bytes,
-                seconds=left,
+                seconds=deadline - (time.monotonic() - started),
                 max_message_bytes=self._limits.max_body_bytes,
             )
         finally:
@@ -142,18 +135,16 @@ def run_in_child(
     seconds: float,
     max_message_bytes: int,
 ) -> ChildOutcome[T]:
-    """`work(bodies.decode(body))` in a forked child whose memory may grow by at most `budget`.
+    """`work(bodies.decode(body))` in a forked child whose memory may grow by at most `budget`,
+    waited for cooperatively. Takes the body over (see `Calls.answer`).
 
-    Takes the body over (see `Calls.answer`). Waits for the child cooperatively (the event loop
-    keeps running). The outcome's error is what the child raised (`bodies.BodyTooComplex` when an
-    allocation failed, or when the child died while parsing: orjson does not survive an
-    allocation that fails halfway), `CallTimeout` when it was killed after `seconds`, or
-    `CallFailed` when it ended otherwise without an answer or sent back more than
-    `max_message_bytes`. Its peak is what the kernel measured (the child's peak resident
-    memory less what it inherited).
+    The outcome's error is what the child raised (`bodies.BodyTooComplex` when an allocation
+    failed or the child died while parsing: orjson does not survive an allocation that fails
+    halfway), `CallTimeout` when it was killed after `seconds`, or `CallFailed` when it ended
+    otherwise without an answer or sent more than `max_message_bytes`.
     """
     readable, writable = os.pipe()
-    inherited = _memory().resident
+    inherited = observability.process_memory("self", ("VmRSS",))["VmRSS"]
     # The unpatched fork: the child never runs the event loop, and the parent needs no watcher.
     pid = gevent.monkey.get_original("os", "fork")()
     if pid == 0:
@@ -162,10 +153,10 @@ def run_in_child(
     os.close(writable)
     body.clear()  # the child has its own copy of the pages, this process needs none
     failure: Exception | None = None
-    received = _Received(b"", None)
+    phase, message = b"", None
     try:
         with gevent.Timeout(max(seconds, 0.0), CallTimeout("the call did not end in time")):
-            received = _receive(readable, max_message_bytes + _BUFFER_SLACK)
+            phase, message = _receive(readable, max_message_bytes + _BUFFER_SLACK)
     except (CallTimeout, CallFailed) as error:
         _kill(pid)
         failure = error
@@ -174,55 +165,42 @@ def run_in_child(
         raise
     finally:
         os.close(readable)
-        ended = _reap(pid)
-    peak = None if ended.peak_resident is None else max(0, ended.peak_resident - inherited)
-    if received.message is not None:
-        outcome: ChildOutcome[T] = pickle.loads(received.message)
+        how, killed_by, peak_resident = _reap(pid)
+    peak = None if peak_resident is None else max(0, peak_resident - inherited)
+    if message is not None:
+        outcome: ChildOutcome[T] = pickle.loads(message)
         return ChildOutcome(
             outcome.value, outcome.error, outcome.peak_bytes if peak is None else peak
         )
-    if failure is None and received.phase == _PARSING and ended.signal is not None:
+    if failure is None and phase == _PARSING and killed_by is not None:
         failure = bodies.BodyTooComplex(bodies.TOO_MUCH_MEMORY)
     if failure is None:
-        failure = CallFailed(f"the call's child process ended without an answer ({ended.how})")
+        failure = CallFailed(f"the call's child process ended without an answer ({how})")
     return ChildOutcome(None, failure, peak or 0)
 
 
-@dataclass(frozen=True, slots=True)
-class _Received:
-    phase: bytes
-    message: bytearray | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Ended:
-    how: str
-    signal: int | None
-    peak_resident: int | None
-
-
-def _receive(fd: int, most: int) -> _Received:
-    """What the child wrote: the phase it reached and its message (length-prefixed, None when
-    incomplete), read without blocking the event loop."""
+def _receive(fd: int, most: int) -> tuple[bytes, bytearray | None]:
+    """What the child wrote, read without blocking the event loop: the last phase it reached,
+    and its message (None when incomplete)."""
     gevent.os.make_nonblocking(fd)
     data = bytearray()
     while chunk := gevent.os.nb_read(fd, MIB):
         data += chunk
-        gevent.sleep(0)  # as in `read`
+        gevent.sleep(0)  # as in `bodies.read`
         if len(data) > most + _MESSAGE_HEADER.size + 3:
             raise CallFailed(f"the call's answer is larger than {most} bytes")
     start = data.find(_MESSAGE, 0, 3)
     if start < 0:
-        return _Received(bytes(data[-1:]), None)
+        return bytes(data[-1:]), None
     phase = bytes(data[start - 1 : start]) if start else b""
     del data[: start + 1]
     if len(data) < _MESSAGE_HEADER.size:
-        return _Received(phase, None)
+        return phase, None
     (length,) = _MESSAGE_HEADER.unpack_from(data)
     if len(data) != _MESSAGE_HEADER.size + length:
-        return _Received(phase, None)
+        return phase, None
     del data[: _MESSAGE_HEADER.size]
-    return _Received(phase, data)
+    return phase, data
 
 
 def _kill(pid: int) -> None:
@@ -230,19 +208,20 @@ def _kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def _reap(pid: int) -> _Ended:
-    """Wait for the child without blocking the event loop: how it ended, its peak memory."""
+def _reap(pid: int) -> tuple[str, int | None, int | None]:
+    """Wait for the child without blocking the event loop: how it ended, the signal that killed
+    it, its peak resident memory."""
     while True:
         try:
             done, status, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
-            return _Ended("already reaped", None, None)
+            return "already reaped", None, None
         if done:
             peak = usage.ru_maxrss * 1024
             if os.WIFSIGNALED(status):
                 number = os.WTERMSIG(status)
-                return _Ended(f"killed by signal {number}", number, peak)
-            return _Ended(f"exit status {os.waitstatus_to_exitcode(status)}", None, peak)
+                return f"killed by signal {number}", number, peak
+            return f"exit status {os.waitstatus_to_exitcode(status)}", None, peak
         gevent.sleep(_REAP_POLL_SECONDS)
 
 
@@ -253,7 +232,7 @@ def _child(
     the phase it enters (parsing, working) so that the parent knows where it died, if it does."""
     try:
         _detach(out, seconds)
-        inherited = _memory()
+        inherited = observability.process_memory("self", ("VmData", "VmRSS", "RssAnon"))
         buffer = parse_buffer(body)
         gc.disable()
         value: T | None = None
@@ -262,8 +241,10 @@ def _child(
             if buffer.touched > budget:
                 raise bodies.BodyTooComplex(bodies.TOO_MUCH_MEMORY)
             # The parse may also map the part of its buffer it never writes to; pages inherited
-            # mapped but not resident count against the budget as if they were new.
-            allowed = inherited.data + budget - inherited.unbacked
+            # mapped but not resident (free heap returned to the system) count against the
+            # budget as if they were new: touching them again escapes RLIMIT_DATA.
+            unbacked = max(0, inherited["VmData"] - inherited["RssAnon"])
+            allowed = inherited["VmData"] + budget - unbacked
             _limit_data(allowed + buffer.mapped - buffer.touched)
             os.write(out, _PARSING)
             decoded = bodies.decode(body)
@@ -276,8 +257,8 @@ def _child(
             else:
                 raised.add_note("in the call's child process:\n" + traceback.format_exc().rstrip())
                 error = raised
-        peak = max(0, _memory().peak_resident - inherited.resident)
-        _send(out, ChildOutcome(value, error, peak))
+        peak = observability.process_memory("self", ("VmHWM",))["VmHWM"] - inherited["VmRSS"]
+        _send(out, ChildOutcome(value, error, max(0, peak)))
     finally:
         os._exit(0)
 
@@ -296,9 +277,9 @@ def _out_of_memory(error: BaseException) -> bool:
 
 
 def _detach(out: int, seconds: float) -> None:
-    """Drop what the child inherited and does not need: other descriptors (client sockets
-    would stay open while it runs), the worker's signal handlers; die with the parent; stop
-    after the deadline in CPU time, should the parent be gone."""
+    """Drop what the child inherited and does not need (client sockets would stay open while it
+    runs; the worker's signal handlers), die with the parent, and stop after the deadline in CPU
+    time should the parent be gone."""
     os.closerange(3, out)
     os.closerange(out + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     for name in _CHILD_SIGNALS:
@@ -331,36 +312,6 @@ def _send(out: int, outcome: ChildOutcome[T]) -> None:
     view = memoryview(_MESSAGE + _MESSAGE_HEADER.pack(len(message)) + message)
     while view:
         view = view[os.write(out, view) :]
-
-
-@dataclass(frozen=True, slots=True)
-class _Memory:
-    data: int
-    resident: int
-    anonymous: int
-    peak_resident: int
-
-    @property
-    def unbacked(self) -> int:
-        """Mapped data not resident: free heap pages returned to the system, for example.
-        Touching them again takes memory that RLIMIT_DATA does not see."""
-        return max(0, self.data - self.anonymous)
-
-
-_STATUS_FIELDS: Final = {b"VmData": "data", b"VmRSS": "resident", b"RssAnon": "anonymous"}
-
-
-def _memory() -> _Memory:
-    """This process's mapped data, resident, anonymous resident and peak resident memory
-    (/proc/self/status)."""
-    fields: dict[str, int] = {}
-    with open("/proc/self/status", "rb") as status:
-        for line in status:
-            name, _, value = line.partition(b":")
-            key = _STATUS_FIELDS.get(name, "peak_resident" if name == b"VmHWM" else None)
-            if key is not None:
-                fields[key] = int(value.split()[0]) * 1024
-    return _Memory(**fields)
 
 
 def _limit_data(size: int) -> None:

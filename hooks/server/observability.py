@@ -1,12 +1,7 @@
-"""What the hook server tells its operators: the JSON log line of every call, and the metrics
-(what each says: docs/operations.md, "The hook server", Logs and Metrics).
-
-The line is written through the `hooks` logger by the handler `configure_logging` installs;
-`/healthz` and `/metrics` are not logged. prometheus_client chooses its value storage when it is
-first imported, so PROMETHEUS_MULTIPROC_DIR must be set before this module (its only importer) is
-imported: `python -m hooks serve` does so. Its own process metrics describe only the process that
-answers the scrape and are not collected in multiprocess mode, hence `ServerMemory`, read from
-/proc at each scrape.
+"""What the hook server tells its operators: the JSON log line of every call and the metrics
+(what each says: docs/operations.md, "The hook server", Logs and Metrics). prometheus_client
+chooses its value storage when first imported, so PROMETHEUS_MULTIPROC_DIR must be set before this
+module (its only importer) is imported, as `python -m hooks serve` does.
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ import os
 import platform
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -50,6 +44,7 @@ LATENCY_BUCKETS: Final = (
     7.5,
     10.0,
 )
+_RESIDENT: Final = ("VmRSS", "VmHWM")
 
 _log = logging.getLogger(f"{LOGGER_NAME}.app")
 _server_log = logging.getLogger(f"{LOGGER_NAME}.server")
@@ -113,58 +108,44 @@ def log_start(fields: Mapping[str, object]) -> None:
 # --- metrics -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class Metrics:
     """The app's metric objects, how to expose them, and the record of each call."""
 
-    registry: prometheus_client.CollectorRegistry
-    calls: prometheus_client.Counter
-    errors: prometheus_client.Counter
-    duration: prometheus_client.Histogram
-    unchanged: prometheus_client.Counter
-    multiprocess_dir: str | None
-    server_pid: int | None
-
-    @classmethod
-    def create(cls, *, server_pid: int | None = None) -> Metrics:
+    def __init__(self, *, server_pid: int | None = None) -> None:
         """Multiprocess metrics when PROMETHEUS_MULTIPROC_DIR is set now, else a registry of
         this app's own (several apps in one process, as in tests, never clash). With
         `server_pid`, the memory of that process and of its descendants too."""
-        multiprocess_dir = os.environ.get(settings.MULTIPROC_ENV) or None
-        registry = prometheus_client.CollectorRegistry()
-        if multiprocess_dir is None:
+        self.multiprocess_dir = os.environ.get(settings.MULTIPROC_ENV) or None
+        self.server_pid = server_pid
+        self.registry = registry = prometheus_client.CollectorRegistry()
+        if self.multiprocess_dir is None:
             prometheus_client.ProcessCollector(registry=registry)
             prometheus_client.PlatformCollector(registry=registry)
             _register_own(registry, server_pid)
-        return cls(
+        self.calls = prometheus_client.Counter(
+            "disaggregatedset_hook_calls",
+            "Hook calls answered, by hook, HTTP status code and outcome.",
+            ["hook", "code", "outcome"],
             registry=registry,
-            calls=prometheus_client.Counter(
-                "disaggregatedset_hook_calls",
-                "Hook calls answered, by hook, HTTP status code and outcome.",
-                ["hook", "code", "outcome"],
-                registry=registry,
-            ),
-            errors=prometheus_client.Counter(
-                "disaggregatedset_hook_errors",
-                "Hook calls answered with a non-200 status, by hook and kind of error.",
-                ["hook", "error"],
-                registry=registry,
-            ),
-            duration=prometheus_client.Histogram(
-                "disaggregatedset_hook_duration_seconds",
-                "Time to answer a hook call, from the first byte read to the serialised answer.",
-                ["hook"],
-                buckets=LATENCY_BUCKETS,
-                registry=registry,
-            ),
-            unchanged=prometheus_client.Counter(
-                "disaggregatedset_sync_unchanged",
-                "DisaggregatedSet syncs answered with the observed state (children as last"
-                " applied, the same status): Metacontroller writes nothing for them.",
-                registry=registry,
-            ),
-            multiprocess_dir=multiprocess_dir,
-            server_pid=server_pid,
+        )
+        self.errors = prometheus_client.Counter(
+            "disaggregatedset_hook_errors",
+            "Hook calls answered with a non-200 status, by hook and kind of error.",
+            ["hook", "error"],
+            registry=registry,
+        )
+        self.duration = prometheus_client.Histogram(
+            "disaggregatedset_hook_duration_seconds",
+            "Time to answer a hook call, from the first byte read to the serialised answer.",
+            ["hook"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.unchanged = prometheus_client.Counter(
+            "disaggregatedset_sync_unchanged",
+            "DisaggregatedSet syncs answered with the observed state (children as last"
+            " applied, the same status): Metacontroller writes nothing for them.",
+            registry=registry,
         )
 
     def exposition(self) -> bytes:
@@ -178,18 +159,11 @@ class Metrics:
 
     def answered(self, hook: str, summary: Mapping[str, object], *, seconds: float) -> None:
         """The metrics and the log line of a call answered 200."""
-        outcome = str(summary.get("outcome", "ok"))
-        self._count(hook, status=200, outcome=outcome, seconds=seconds)
         writes = summary.get("writes")
         if isinstance(writes, Mapping) and not any(writes.values()):
             self.unchanged.inc()
-        fields = {
-            **summary,
-            "hook": hook,
-            "status": 200,
-            "outcome": outcome,
-            "duration_ms": _ms(seconds),
-        }
+        outcome = str(summary.get("outcome", "ok"))
+        fields = self._count(hook, 200, outcome, seconds, summary)
         _log.info("%s %d", hook, 200, extra={"hook_fields": fields})
 
     def failed(
@@ -202,26 +176,28 @@ class Metrics:
         seconds: float,
         error: BaseException,
     ) -> None:
-        """The metrics and the log line (with the traceback for a 5xx) of a failed call."""
-        self._count(hook, status=status, outcome=kind, seconds=seconds)
+        """The metrics and the log line of a failed call: a 4xx is a WARNING, a 5xx an ERROR,
+        with the traceback only for a 500 (a 503, overloaded or too slow, has no fault to trace)."""
         self.errors.labels(hook=hook, error=kind).inc()
-        fields = {
-            "hook": hook,
-            "status": status,
-            "outcome": kind,
-            "duration_ms": _ms(seconds),
-            "error": message,
-        }
-        if status == 500:
-            _log.error("%s %d", hook, status, extra={"hook_fields": fields}, exc_info=error)
-        elif status >= 500:  # overloaded or too slow (503): no fault to trace
-            _log.error("%s %d", hook, status, extra={"hook_fields": fields})
-        else:
-            _log.warning("%s %d", hook, status, extra={"hook_fields": fields})
+        fields = {**self._count(hook, status, kind, seconds, {}), "error": message}
+        level = logging.WARNING if status < 500 else logging.ERROR
+        trace = error if status == 500 else None
+        _log.log(level, "%s %d", hook, status, extra={"hook_fields": fields}, exc_info=trace)
 
-    def _count(self, hook: str, *, status: int, outcome: str, seconds: float) -> None:
+    def _count(
+        self, hook: str, status: int, outcome: str, seconds: float, summary: Mapping[str, object]
+    ) -> dict[str, object]:
+        """Count one call; the fields of its log line."""
         self.calls.labels(hook=hook, code=str(status), outcome=outcome).inc()
         self.duration.labels(hook=hook).observe(seconds)
+        duration_ms = round(seconds * 1000, 3)
+        return {
+            **summary,
+            "hook": hook,
+            "status": status,
+            "outcome": outcome,
+            "duration_ms": duration_ms,
+        }
 
 
 def _register_own(registry: prometheus_client.CollectorRegistry, server_pid: int | None) -> None:
@@ -244,9 +220,9 @@ class BuildInfo(Collector):
 
 
 class ServerMemory(Collector):
-    """Resident and peak resident memory of the server's processes, read from /proc at each
-    scrape: the arbiter (`server_pid`), each of its workers, and the children of the workers
-    (the processes that answer large bodies), summed into one series."""
+    """Resident and peak resident memory of the arbiter (`server_pid`), each of its workers and,
+    summed, the workers' children, read from /proc at each scrape (prometheus_client's process
+    metrics describe only the process scraped, and none in multiprocess mode)."""
 
     def __init__(self, server_pid: int) -> None:
         self._server_pid = server_pid
@@ -266,13 +242,13 @@ class ServerMemory(Collector):
         )
         workers = _children(self._server_pid)
         for role, pid in [("arbiter", self._server_pid), *(("worker", w) for w in workers)]:
-            memory = _resident(pid)
-            if memory is not None:
-                resident.add_metric([role, str(pid)], memory[0])
-                peak.add_metric([role, str(pid)], memory[1])
-        calls = [m for w in workers for c in _children(w) if (m := _resident(c)) is not None]
-        resident.add_metric(["call", ""], sum(m[0] for m in calls))
-        peak.add_metric(["call", ""], max((m[1] for m in calls), default=0))
+            if len(memory := process_memory(pid, _RESIDENT)) == 2:
+                resident.add_metric([role, str(pid)], memory["VmRSS"])
+                peak.add_metric([role, str(pid)], memory["VmHWM"])
+        calls = [process_memory(c, _RESIDENT) for w in workers for c in _children(w)]
+        calls = [memory for memory in calls if len(memory) == 2]
+        resident.add_metric(["call", ""], sum(memory["VmRSS"] for memory in calls))
+        peak.add_metric(["call", ""], max((memory["VmHWM"] for memory in calls), default=0))
         yield resident
         yield peak
 
@@ -286,20 +262,18 @@ def _children(pid: int) -> list[int]:
     return [int(child) for child in text.split()]
 
 
-def _resident(pid: int) -> tuple[int, int] | None:
-    """(VmRSS, VmHWM) of a process in bytes; None once it is gone."""
+def process_memory(pid: int | str, names: tuple[str, ...]) -> dict[str, int]:
+    """The fields `names` of /proc/PID/status in bytes: none once the process is gone, and no
+    memory fields for a zombie."""
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
-        return None
-    fields = {
+        return {}
+    return {
         name: int(value.split()[0]) * 1024
         for name, _, value in (line.partition(":") for line in lines)
-        if name in ("VmRSS", "VmHWM")
+        if name in names
     }
-    if len(fields) < 2:  # a zombie has no memory left
-        return None
-    return fields["VmRSS"], fields["VmHWM"]
 
 
 def mark_process_dead(pid: int) -> None:
@@ -307,7 +281,3 @@ def mark_process_dead(pid: int) -> None:
     directory = os.environ.get(settings.MULTIPROC_ENV)
     if directory:
         multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)

@@ -1,16 +1,7 @@
-"""The revisions one hook server process has computed, remembered.
-
-Every sync of a set hashes the same templates again, and the Go-compatible encoding is most of a
-small sync's cost, so each worker keeps the last `MEMO_SIZE` revisions it computed
-(`hooks.gocompat.revision`, which keeps no state). The key is a digest of the roles' exact values,
-their pickle: unlike a JSON dump it tells apart every value a decoded body can hold (1, 1.0 and
-true, say). It changes how fast an answer comes, never what it is: roles too deeply nested to
-pickle are hashed without the memo, and a template the encoder refuses is refused every time.
-
-The memo belongs to one app (`hooks.server.app.default_hooks` makes one per app), never to the
-module: a worker forks with none, and tests start clean.
-A body answered in a child process (`hooks.server.isolation`, bodies above its size) hashes
-without teaching the worker's memo: what the child learns ends with it.
+"""The revisions one app has computed (`hooks.gocompat.revision` keeps no state), remembered:
+every sync of a set hashes the same templates, and the Go-compatible encoding is most of a small
+sync's cost. It changes how fast an answer comes, never what it is. One memo per app, never per
+module (a worker forks with none); what a call's child process learns ends with it.
 """
 
 from __future__ import annotations
@@ -24,14 +15,13 @@ from typing import Final
 from hooks import api
 from hooks.gocompat import revision
 
+# One per set and revision in flight, about a hundred bytes each: a rollout of 1,000 sets fits.
 MEMO_SIZE: Final = 4096
-"""Revisions remembered per app (least recently used first out): one per set and revision in
-flight (a spec and the history records of a set share theirs), so a rollout of 1,000 sets, two
-revisions each, fits; about a hundred bytes each."""
 
 
 class RevisionMemo:
-    """`of_roles` and `of_spec` with the last `size` answers remembered."""
+    """`of_roles` and `of_spec` with the last `size` answers remembered (least recently used
+    first out)."""
 
     def __init__(self, size: int = MEMO_SIZE) -> None:
         self._size = size
@@ -46,6 +36,7 @@ class RevisionMemo:
 
     def of_roles(self, roles: Sequence[tuple[str, api.JsonObject]]) -> str:
         """`revision.compute_revision(roles)`, from the memo when they were hashed before."""
+        # Keyed by the pickle, which tells apart every value a decoded body holds (1, 1.0, true).
         try:
             key = hashlib.sha256(
                 pickle.dumps(list(roles), protocol=pickle.HIGHEST_PROTOCOL)

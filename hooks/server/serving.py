@@ -1,8 +1,5 @@
 """Running the hook server: gunicorn configured in code around the Flask app of `hooks.server.app`
-(what it does, its timeouts and limits: docs/operations.md, "The hook server").
-
-Every number is `hooks.server.settings`'s; the connection policy is `hooks.server.connections`'s,
-applied by the gevent worker of `hooks.server.worker`.
+(docs/operations.md, "The hook server"), with the worker of `hooks.server.worker`.
 """
 
 from __future__ import annotations
@@ -52,8 +49,8 @@ def parse_address(text: str) -> Address:
 
 
 def check_can_listen(address: Address) -> None:
-    """Raise `ServerError` when the server could not listen at `address` (a name that does not
-    resolve, a port in use or not allowed), before gunicorn tries and retries."""
+    """Raise `ServerError` when the server could not listen at `address`, before gunicorn tries
+    and retries."""
     host = address.host.removeprefix("[").removesuffix("]")
     try:
         family, kind, proto, _, where = socket.getaddrinfo(
@@ -92,12 +89,8 @@ def serve(
     limits: Limits,
     metrics_bind: Address | None = None,
 ) -> None:
-    """Run the hook server until gunicorn's arbiter exits.
-
-    With `metrics_bind`, the server also listens there, and serves only /metrics and /healthz on
-    that address. Raises `ServerError` when it cannot start (one of the addresses cannot be
-    listened on, for example).
-    """
+    """Run the hook server until gunicorn's arbiter exits (with `metrics_bind`, serving only
+    /metrics and /healthz there); `ServerError` when it cannot start."""
     if "prometheus_client" in sys.modules:
         raise ServerError("serve must start in a fresh process (prometheus_client already loaded)")
     addresses = [bind] if metrics_bind is None else [bind, metrics_bind]
@@ -126,12 +119,11 @@ def serve(
         observability.log_start(_start_fields(options, limits))
         return wsgi
 
-    _GunicornServer(_supported_options(options), load).run()
+    _GunicornServer(options, load).run()
 
 
 def _use_multiprocess_metrics(arbiter_pid: int) -> None:
-    """A fresh directory for the workers' metrics, named in the environment and removed when
-    the arbiter exits."""
+    """A fresh directory for the workers' metrics, in the environment until the arbiter exits."""
     metrics_dir = tempfile.mkdtemp(prefix="hooks-metrics-")
     os.environ[settings.MULTIPROC_ENV] = metrics_dir
 
@@ -147,7 +139,9 @@ def _options(
     addresses: Sequence[Address], *, workers: int, timeout: int, log_level: str, worker: Any
 ) -> dict[str, object]:
     """gunicorn's settings (`worker`: `hooks.server.worker`, imported by the caller)."""
-    return {
+    shm = "/dev/shm"
+    in_memory = os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK)
+    options: dict[str, object] = {
         "bind": [str(address) for address in addresses],
         "workers": workers,
         "worker_class": worker.HookWorker,
@@ -158,12 +152,16 @@ def _options(
         "limit_request_field_size": settings.MAX_HEADER_FIELD_BYTES,
         "loglevel": log_level,
         "logger_class": worker.JsonLogger,
-        "worker_tmp_dir": _worker_tmp_dir(),
+        "worker_tmp_dir": shm if in_memory else tempfile.gettempdir(),
         # Import and build the app once in the arbiter: a broken install fails at start-up.
         "preload_app": True,
         "proc_name": "disaggregatedset-hooks",
         "child_exit": worker.child_exit,
     }
+    if "control_socket_disable" in gunicorn.config.Config().settings:
+        # Else gunicorn creates one under $HOME or $XDG_RUNTIME_DIR, which may be read-only.
+        options["control_socket_disable"] = True
+    return options
 
 
 def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, object]:
@@ -184,21 +182,3 @@ def _start_fields(options: Mapping[str, object], limits: Limits) -> dict[str, ob
         "body_deadline_seconds": limits.body_deadline_seconds,
         "call_deadline_seconds": limits.call_deadline_seconds,
     }
-
-
-def _supported_options(options: dict[str, object]) -> dict[str, object]:
-    """The options plus, on gunicorn versions that have one, a disabled control socket.
-
-    The control socket would be created under $HOME or $XDG_RUNTIME_DIR, which may be read-only.
-    """
-    known = gunicorn.config.Config().settings
-    if "control_socket_disable" in known:
-        return {**options, "control_socket_disable": True}
-    return options
-
-
-def _worker_tmp_dir() -> str:
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
-    return tempfile.gettempdir()

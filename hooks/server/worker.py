@@ -1,10 +1,6 @@
-"""The gunicorn side of the hook server that needs gevent and the metrics: the worker class
-with the connection policy of `hooks.server.connections`, and gunicorn's own log lines in the
-hooks' JSON format.
-
-Imported only by `serving.serve`, after gevent has patched the standard library and
-PROMETHEUS_MULTIPROC_DIR is set: importing it imports gevent and `hooks.server.observability`, and
-with it prometheus_client.
+"""gunicorn's gevent worker applying the connection policy of `hooks.server.connections`, and
+gunicorn's own log lines in the hooks' JSON format. Imported only by `serving.serve`, once gevent
+has patched the standard library and PROMETHEUS_MULTIPROC_DIR is set (it loads prometheus_client).
 """
 
 from __future__ import annotations
@@ -117,7 +113,7 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
             connection.request = None
 
     def _make_room(self) -> None:
-        """Shed `settings.SPARE_CONNECTIONS` connections when fewer are free (module docstring)."""
+        """Shed `settings.SPARE_CONNECTIONS` connections when fewer are free."""
         staying = len(self.connections) - self.dropping
         if staying < self.worker_connections - settings.SPARE_CONNECTIONS:
             return

@@ -90,7 +90,7 @@ def test_server_memory_of_a_process_that_is_gone_is_empty() -> None:
 
 
 def test_single_process_metrics_include_the_build_info() -> None:
-    text = observability.Metrics.create().exposition().decode()
+    text = observability.Metrics().exposition().decode()
 
     assert 'disaggregatedset_build_info{python="' in text
     assert "process_resident_memory_bytes" in text  # prometheus_client's own, one process

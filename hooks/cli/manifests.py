@@ -27,7 +27,7 @@ import yaml
 
 from hooks import api
 from hooks.api import naming, rules
-from hooks.cli import crdgen, defaults, pruning
+from hooks.cli import console, crdgen, defaults, pruning
 from hooks.core import records, validation
 from hooks.wire import parents, values
 
@@ -38,12 +38,8 @@ if TYPE_CHECKING:
 JsonObject = api.JsonObject
 
 
-class ManifestError(Exception):
+class ManifestError(console.CliError):
     """A file holds no usable DisaggregatedSet manifest; `lines` says why, one problem a line."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
 
 
 STDIN: Final = "-"

@@ -76,8 +76,7 @@ def _roles_from_vectors(args: argparse.Namespace) -> list[trajectory.Role]:
 def _fold_budget(
     values: Sequence[Sequence[tuple[str | None, int | str]]] | None,
 ) -> tuple[_Value, dict[str, int | str]]:
-    """Repeated options combined: the value for every role, and per-role overrides; a later
-    value for the same role (or for all) wins."""
+    """The value for every role and the per-role ones; a later one for the same role wins."""
     default: _Value = None
     per_role: dict[str, int | str] = {}
     for items in values or ():
@@ -90,9 +89,8 @@ def _fold_budget(
 
 
 def _budget_problems(role: str, surge: _Value, unavailable: _Value, *, replicas: int) -> list[str]:
-    """The API's rule for maxSurge and maxUnavailable, with its messages, for a role given
-    either. A value given for only one of the two leaves the other at 0, so `--max-surge 0` alone
-    is refused like both at 0; a role with target 0 is exempt, as in the API."""
+    """The API's rule for maxSurge and maxUnavailable, with its messages, for a role given either
+    (the other then 0, so `--max-surge 0` alone is refused); a role with target 0 is exempt."""
     if (surge is None and unavailable is None) or replicas <= 0:
         return []
     violations = validation.budget_violations(
@@ -112,9 +110,8 @@ def _config_for(surge: _Value, unavailable: _Value) -> Callable[[int], planner.R
 
 
 def _roles_from_files(args: argparse.Namespace) -> tuple[list[trajectory.Role], list[str]] | None:
-    """The roles of a rollout from --from to --to, and notes on them (None: the two have one
-    revision, no rollout); the --to manifest's hold annotation becomes --hold-at when that is
-    not given."""
+    """The roles of a rollout from --from to --to and notes on them, None when both have one
+    revision; the --to manifest's hold annotation stands in for a missing --hold-at."""
     if args.from_file is None or args.to_file is None:
         raise console.CliError("--from and --to go together", exit_code=2)
     if args.max_surge or args.max_unavailable:
@@ -202,8 +199,7 @@ def _default_max_passes(roles: Sequence[trajectory.Role]) -> int:
 
 
 def _sequence(args: argparse.Namespace, roles: Sequence[trajectory.Role]) -> int:
-    """The table of `planner.rollout_sequence`, with the pass where a hold at --hold-at stands
-    still marked."""
+    """The table of `planner.rollout_sequence`, the pass where --hold-at stands still marked."""
     max_passes = args.max_passes or _default_max_passes(roles)
     sequence = planner.rollout_sequence(
         initial_old=[role.initial_old for role in roles],
@@ -241,9 +237,8 @@ def _sequence(args: argparse.Namespace, roles: Sequence[trajectory.Role]) -> int
 def _hold_pass(
     roles: Sequence[trajectory.Role], sequence: Sequence[planner.Step], *, percent: int
 ) -> int | None:
-    """The pass at which a rollout held at `percent` stands still: the first whose new replicas
-    reach that share of every role's target (`rollout.has_reached`), while the old revision
-    still serves. None when the rollout ends before."""
+    """The first pass whose new replicas reach `percent` of every role's target while the old
+    revision still serves (`rollout.has_reached`); None when the rollout ends before."""
     targets = [role.target for role in roles]
     for index, step in enumerate(sequence):
         if not any(step.old):
@@ -274,9 +269,8 @@ def _passes(count: int) -> str:
 
 
 def _simulated(args: argparse.Namespace, roles: Sequence[trajectory.Role]) -> int:
-    """The slice pass by pass through the reconcile's planner (`trajectory.simulate`): the
-    targets each pass read, old and new replicas per role (new ones not yet Ready in
-    parentheses), and what the pass did."""
+    """The table of `trajectory.simulate`: per pass the targets read, old and new replicas (new
+    ones not yet Ready in parentheses), and what the pass did."""
     rescale: dict[int, dict[str, int]] = {}
     for at, pairs in args.rescale or ():
         rescale.setdefault(at, {}).update(pairs)

@@ -102,8 +102,7 @@ def _in_resource(
     group: int,
     preserve: bool,
 ) -> None:
-    """A resource (the manifest, or an embedded one): its metadata as ObjectMeta, the rest by
-    the schema."""
+    """A resource (the manifest or an embedded one): metadata as ObjectMeta, the rest by schema."""
     meta = value.get("metadata")
     if isinstance(meta, dict):
         where = _join(path, "metadata")
@@ -124,10 +123,9 @@ def _add_unknown_keys(
 def _in(
     value: Any, schema: JsonObject | None, path: str, found: list[_Field], *, preserve: bool
 ) -> None:
-    """Record every unknown field at and below `value`, whose schema is `schema` (None: no
-    schema, so every key of an object below is unknown). Below
-    `x-kubernetes-preserve-unknown-fields` (`preserve`), the object's unknown keys, and those of
-    the list items under it, are kept, while declared properties are checked as usual."""
+    """Record every unknown field at and below `value` (`schema` None: every key of an object is
+    unknown). `preserve` (x-kubernetes-preserve-unknown-fields) keeps the unknown keys of this
+    object and of the list items under it; declared properties are still checked."""
     preserve = preserve or (schema is not None and schema.get(_PRESERVE) is True)
     if isinstance(value, dict):
         if schema is not None and schema.get(_EMBEDDED) is True:

@@ -120,17 +120,17 @@ def _convert(
         described = {"description": node["description"]} if "description" in node else {}
         return {**embedded[name], **described}
     if "$ref" in node:
-        target = _convert(definitions[node.pop("$ref")], definitions, embedded)
-        return {**target, **_convert(node, definitions, embedded)}
-    if "anyOf" in node:
+        base = definitions[node.pop("$ref")]
+    elif "anyOf" in node:
         branches = [branch for branch in node.pop("anyOf") if branch != {"type": "null"}]
         if len(branches) != 1:
             raise lwsspec.CrdGenError(
                 f"unions other than `X | None` have no structural schema: {node}"
             )
-        base = _convert(branches[0], definitions, embedded)
-        return {**base, **_convert(node, definitions, embedded)}
-    return _convert_keywords(node, definitions, embedded)
+        base = branches[0]
+    else:
+        return _convert_keywords(node, definitions, embedded)
+    return {**_convert(base, definitions, embedded), **_convert(node, definitions, embedded)}
 
 
 def _convert_keywords(

@@ -29,7 +29,7 @@ from celpy import celtypes
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen, defaults
+from hooks.cli import crdgen, manifests
 
 JsonObject = dict[str, Any]
 
@@ -106,7 +106,7 @@ class CrdHarness:
     def default(self, obj: JsonObject) -> JsonObject:
         """A defaulted copy, as structural defaulting does it (defaults, then recurse)."""
         result = copy.deepcopy(obj)
-        defaults.apply_schema_defaults(result, self.root)
+        manifests.apply_schema_defaults(result, self.root)
         return result
 
     def pruned_paths(self, obj: JsonObject) -> list[str]:

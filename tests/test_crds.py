@@ -11,7 +11,7 @@ import pytest
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen, defaults, lwsspec
+from hooks.cli import crdgen, lwsspec, manifests
 from tests import cel_eval
 from tests.shared import REPO_ROOT, by_name, golden_params, load_golden_or_empty, shared_path
 
@@ -120,7 +120,7 @@ def test_defaults_are_applied_as_the_api_server_stores_objects() -> None:
             ]
         },
     }
-    stored = defaults.apply_defaults(manifest)
+    stored = manifests.apply_defaults(manifest)
     role = stored["spec"]["roles"][0]
     assert stored["spec"]["slices"] == 1
     assert role["spec"]["replicas"] == 1

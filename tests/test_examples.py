@@ -11,7 +11,7 @@ import yaml
 
 from hooks import api
 from hooks.api import naming
-from hooks.cli import defaults, manifests
+from hooks.cli import manifests
 from hooks.core import validation
 from hooks.gocompat import revision
 from hooks.wire import parents
@@ -51,7 +51,7 @@ def test_there_are_examples() -> None:
 def test_each_example_holds_one_valid_set(path: Path) -> None:
     sets = [document for document in documents(path) if document["kind"] == api.DS_KIND]
     assert len(sets) == 1
-    parent = parents.parse_parent(defaults.stored(sets[0]))
+    parent = parents.parse_parent(manifests.stored(sets[0]))
     assert parent.spec is not None, parent.spec_violations
     assert validation.check(name=parent.name, spec=parent.spec) == ()
     assert manifests.check(sets[0]).problems == ()
@@ -83,7 +83,7 @@ def test_a_next_version_is_a_new_revision_of_the_same_set(path: Path) -> None:
     """`X-v2.yaml`, applied over `X.yaml` (the README's walk-throughs), changes its set's
     templates, so it starts a rollout of the same set."""
     base = EXAMPLES / path.name.replace("-v2.yaml", ".yaml")
-    before, after = (defaults.stored(_set_of(file)) for file in (base, path))
+    before, after = (manifests.stored(_set_of(file)) for file in (base, path))
     old, new = (parents.parse_parent(stored).spec for stored in (before, after))
 
     assert before["metadata"]["name"] == after["metadata"]["name"]

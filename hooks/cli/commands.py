@@ -1,10 +1,6 @@
-"""The commands that need neither a cluster nor the hook server, `render` and `plan`, which both
-`python -m hooks` (`hooks.cli.main`) and `kubectl ds` (`hooks.kubectl.plugin`) offer: their
-arguments here, their work in `hooks.cli.render` and `hooks.cli.plans`.
-
-Registering them costs only argparse: what checks an argument's value is imported when the
-argument is given, and a command's work (manifests, the reconcile, the planner) when the command
-runs, so that `kubectl ds --help` and the plugin's other commands start without them.
+"""The arguments of `render` and `plan`, which both `python -m hooks` and `kubectl ds` offer; their
+work is `hooks.cli.render`'s and `hooks.cli.plans`'s. Registering them costs only argparse: what
+checks a value is imported when the argument is given, a command's work when it runs.
 """
 
 from __future__ import annotations
@@ -62,13 +58,13 @@ def _add_render(commands: _Subcommands) -> None:
 
 
 def _run_render(args: argparse.Namespace) -> int:
-    from hooks.cli import render  # the command's work, loaded when it runs (see the module)
+    from hooks.cli import render
 
     return render.run(args)
 
 
 def _rfc3339(text: str) -> str:
-    from hooks.api import times  # loaded when the argument is given (see the module)
+    from hooks.api import times
 
     if times.parse(text) is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time")
@@ -188,7 +184,7 @@ def _rescale_item(text: str) -> tuple[int, tuple[tuple[str, int], ...]]:
 
 
 def _hold_share(text: str) -> int:
-    from hooks.core import controls  # loaded when the argument is given (see the module)
+    from hooks.core import controls
 
     share = controls.percent(text)
     if share is None:
@@ -197,7 +193,7 @@ def _hold_share(text: str) -> int:
 
 
 def _run_plan(args: argparse.Namespace) -> int:
-    from hooks.cli import plans  # the command's work, loaded when it runs (see the module)
+    from hooks.cli import plans
 
     return plans.run(args)
 

@@ -1,11 +1,7 @@
-"""What both command lines (`python -m hooks` and `kubectl ds`) share: how a command fails, how a
-line reaches stderr, and how a parsed command runs.
-
-Every message on stderr is one line, `PROG COMMAND: severity: text` (severity `error`, `warning`
-or `note`), as argparse writes usage errors; `report_as` on the parsed arguments is the
-subcommand's prog. A command that cannot do what was asked raises `CliError`, never prints a
-traceback. Standard library only, so that a command line starts without loading what it does not
-run.
+"""What both command lines (`python -m hooks` and `kubectl ds`) share: every message on stderr is
+one line, `PROG COMMAND: severity: text`, as argparse writes usage errors; a command that fails
+raises `CliError` (never a traceback); exit codes 0 done (also when the reader of the output goes
+away), 1 failed, 2 usage error. Standard library only, for a quick start.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ def positive_int(text: str) -> int:
 
 
 class Version(argparse.Action):
-    """`--version`: `PROG VERSION` on stdout, the version read from the package's metadata only
-    when asked (`importlib.metadata` is a good part of a command line's start-up)."""
+    """`--version`: `PROG VERSION` on stdout, the package's metadata read only when asked."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         kwargs.setdefault("help", "show program's version number and exit")
@@ -56,7 +51,7 @@ class Version(argparse.Action):
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed command (`args.run`); a `CliError` is reported as `args.report_as: error:
-    ...` and gives its exit code."""
+    ...` (the subcommand's prog) and gives its exit code."""
     command: Callable[[argparse.Namespace], int] = args.run
     try:
         return command(args)

@@ -1,14 +1,9 @@
-"""The CustomResourceDefinitions in `crds/`, generated from the API (`hooks.api`).
+"""The CustomResourceDefinitions in `crds/`, generated from the API (`hooks.api`): the pydantic
+models (field docstrings become descriptions), the CEL rule tables and the embedded LeaderWorkerSet
+`spec` schema (`hooks.cli.lwsspec`). No I/O except in `write_crds` and `check_crds`.
 
-This module owns the translation of the pydantic models (field docstrings become descriptions,
-field constraints and `json_schema_extra` become OpenAPI keywords), the CEL rule table
-`rules.CEL_RULES` and the embedded LeaderWorkerSet `spec` schema (`hooks.cli.lwsspec`) into
-`apiextensions.k8s.io/v1` YAML, plus the `--check` that keeps the committed files in step. It
-performs no I/O except in `write_crds` and `check_crds`.
-
-Output is deterministic: keys sorted (as controller-gen writes CRDs, so a regenerated file diffs
-only where the schema changed), lists in their defined order, no YAML anchors, multi-line text as
-literal blocks.
+Output is deterministic: keys sorted (as controller-gen writes them, so a regenerated file diffs
+only where the schema changed), no YAML anchors, multi-line text as literal blocks.
 """
 
 from __future__ import annotations
@@ -82,10 +77,9 @@ _REVISION_DESCRIPTION: Final = (
     " <set>-<revision>, owned by the set; `kubectl ds rollout history` lists them and `kubectl ds"
     " rollout undo` restores one."
 )
-# A recorded role, stored exactly as written: no pruning, no defaults (a default the API server
-# added on reading a record back would change what its roles hash to); only its name is checked
-# (a CEL rule keeps it unique: Metacontroller merges a list of named objects by name, and would
-# fold two roles of one name into one).
+# A recorded role, stored as written: no pruning, no defaults (one added on reading a record back
+# would change what its roles hash to); only its name is checked, and a CEL rule keeps it unique
+# (Metacontroller merges a list of named objects by name).
 _STORED_ROLE: Final = {
     "type": "object",
     "x-kubernetes-preserve-unknown-fields": True,
@@ -98,26 +92,15 @@ _STORED_ROLE: Final = {
         }
     },
 }
-_API_VERSION_PROPERTY: Final = {
-    "description": "The versioned schema of this representation of an object.",
-    "type": "string",
-}
-_KIND_PROPERTY: Final = {
-    "description": "The REST resource this object represents, in CamelCase.",
-    "type": "string",
-}
 
 
 # --- Models to OpenAPI ------------------------------------------------------------------------
 
 
 def model_schema(model: type[BaseModel], *, embedded: dict[str, JsonObject]) -> JsonObject:
-    """The structural OpenAPI schema of a model, from pydantic's JSON schema.
-
-    `$ref`s are inlined, `X | None` becomes `X` (absent, not null), titles go, a field's
-    docstring wins over its type's docstring, and `x-crdgen-embed` nodes are replaced by the named
-    schema from `embedded` (keeping the field's description).
-    """
+    """The structural OpenAPI schema of a model: `$ref`s inlined, `X | None` as `X` (absent, not
+    null), no titles, a field's docstring over its type's, and `x-crdgen-embed` nodes replaced
+    by the named schema from `embedded` (keeping the field's description)."""
     raw = model.model_json_schema(by_alias=True, ref_template="{model}")
     definitions: dict[str, JsonObject] = raw.pop("$defs", {})
     return _convert(raw, definitions, embedded)
@@ -134,19 +117,20 @@ def _convert(
         name = node.pop(api.EMBED_KEY)
         if name not in embedded:
             raise lwsspec.CrdGenError(f"no embedded schema named {name!r}")
-        return {**embedded[name], **_only(node, {"description"})}
+        described = {"description": node["description"]} if "description" in node else {}
+        return {**embedded[name], **described}
     if "$ref" in node:
-        target = _convert(definitions[node.pop("$ref")], definitions, embedded)
-        return {**target, **_convert(node, definitions, embedded)}
-    if "anyOf" in node:
+        base = definitions[node.pop("$ref")]
+    elif "anyOf" in node:
         branches = [branch for branch in node.pop("anyOf") if branch != {"type": "null"}]
         if len(branches) != 1:
             raise lwsspec.CrdGenError(
                 f"unions other than `X | None` have no structural schema: {node}"
             )
-        base = _convert(branches[0], definitions, embedded)
-        return {**base, **_convert(node, definitions, embedded)}
-    return _convert_keywords(node, definitions, embedded)
+        base = branches[0]
+    else:
+        return _convert_keywords(node, definitions, embedded)
+    return {**_convert(base, definitions, embedded), **_convert(node, definitions, embedded)}
 
 
 def _convert_keywords(
@@ -176,20 +160,6 @@ def _convert_keywords(
     return result
 
 
-def _only(node: JsonObject, keys: set[str]) -> JsonObject:
-    return {key: value for key, value in node.items() if key in keys}
-
-
-def _without_defaults(schema: JsonObject) -> JsonObject:
-    """A copy with every `default` removed from our own nodes.
-
-    Used for status: Metacontroller replaces the whole status with what the hook returns and
-    skips the write when it is unchanged; a server-side default would make the stored status
-    differ from the returned one and turn every sync into a write.
-    """
-    return lwsspec.without_keyword(schema, "default")
-
-
 # --- CEL rules ----------------------------------------------------------------------------------
 
 
@@ -206,20 +176,19 @@ def schema_node(root: JsonObject, path: rules.RuleNode) -> JsonObject:
     return node
 
 
-def render_rule(rule: rules.CelRule) -> JsonObject:
-    """One `x-kubernetes-validations` entry."""
-    entry: JsonObject = {"rule": rule.rule, "message": rule.message, "reason": rule.reason.value}
-    if rule.message_expression is not None:
-        entry["messageExpression"] = rule.message_expression
-    if rule.field_path is not None:
-        entry["fieldPath"] = rule.field_path
-    return entry
-
-
 def _attach_rules(root: JsonObject, rules: Sequence[rules.CelRule]) -> None:
+    """Each rule as an `x-kubernetes-validations` entry of the node its path names."""
     for rule in rules:
-        node = schema_node(root, rule.path)
-        node.setdefault("x-kubernetes-validations", []).append(render_rule(rule))
+        entry: JsonObject = {
+            "rule": rule.rule,
+            "message": rule.message,
+            "reason": rule.reason.value,
+        }
+        if rule.message_expression is not None:
+            entry["messageExpression"] = rule.message_expression
+        if rule.field_path is not None:
+            entry["fieldPath"] = rule.field_path
+        schema_node(root, rule.path).setdefault("x-kubernetes-validations", []).append(entry)
 
 
 # --- The CRDs -----------------------------------------------------------------------------------
@@ -229,19 +198,34 @@ def _crd(
     *,
     kind: str,
     plural: str,
-    short_names: Sequence[str],
-    root: JsonObject,
+    short_name: str,
+    description: str,
+    properties: JsonObject,
+    required: Sequence[str],
+    cel_rules: Sequence[rules.CelRule] = (),
     columns: list[JsonObject],
-    subresources: JsonObject | None,
+    subresources: JsonObject | None = None,
 ) -> JsonObject:
-    names: JsonObject = {
-        "kind": kind,
-        "listKind": f"{kind}List",
-        "plural": plural,
-        "singular": kind.lower(),
+    """A CRD of one namespaced kind: its properties beside apiVersion, kind and metadata."""
+    root: JsonObject = {
+        "description": description,
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "The versioned schema of this representation of an object.",
+                "type": "string",
+            },
+            "kind": {
+                "description": "The REST resource this object represents, in CamelCase.",
+                "type": "string",
+            },
+            "metadata": {"type": "object"},
+            **properties,
+        },
     }
-    if short_names:
-        names["shortNames"] = list(short_names)
+    if required:
+        root["required"] = list(required)
+    _attach_rules(root, cel_rules)
     version: JsonObject = {
         "name": api.VERSION,
         "served": True,
@@ -251,17 +235,24 @@ def _crd(
     }
     if subresources is not None:
         version["subresources"] = subresources
+    names = {"kind": kind, "listKind": f"{kind}List", "plural": plural}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{api.GROUP}"},
         "spec": {
             "group": api.GROUP,
-            "names": names,
+            "names": {**names, "singular": kind.lower(), "shortNames": [short_name]},
             "scope": "Namespaced",
             "versions": [version],
         },
     }
+
+
+def _spec_and_status(spec: JsonObject, status: JsonObject) -> JsonObject:
+    # No defaults in a status: Metacontroller replaces the whole status with the hook's and skips
+    # the write when it is unchanged; a server-side default would turn every sync into a write.
+    return {"spec": spec, "status": lwsspec.without_keyword(status, "default")}
 
 
 def _condition(kind: api.ConditionType, field: str) -> str:
@@ -279,35 +270,9 @@ def _column(name: str, json_path: str, column_type: str, *, priority: int = 0) -
 _AGE_COLUMN: Final = _column("Age", ".metadata.creationTimestamp", "date")
 
 
-def _root(
-    *, description: str, spec: JsonObject, status: JsonObject, required: Sequence[str]
-) -> JsonObject:
-    root: JsonObject = {
-        "description": description,
-        "type": "object",
-        "properties": {
-            "apiVersion": dict(_API_VERSION_PROPERTY),
-            "kind": dict(_KIND_PROPERTY),
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": _without_defaults(status),
-        },
-    }
-    if required:
-        root["required"] = list(required)
-    return root
-
-
 def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
     """The DisaggregatedSet CRD as a JSON object."""
     embedded = {api.EMBED_LWS_SPEC: lwsspec.bounded_lws_spec_schema(lws_spec_schema)}
-    root = _root(
-        description=_DS_DESCRIPTION,
-        spec=model_schema(api.DisaggregatedSetSpec, embedded=embedded),
-        status=model_schema(api.DisaggregatedSetStatus, embedded=embedded),
-        required=["spec"],
-    )
-    _attach_rules(root, rules.CEL_RULES)
     columns = [
         _column("Slices", ".spec.slices", "integer"),
         _column("Ready", ".status.ready", "string"),
@@ -317,10 +282,8 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
         # stands out in `kubectl get`.
         _column("Rollout", _condition(api.ConditionType.PROGRESSING, "reason"), "string"),
         _column("Degraded", ".status.degraded", "string"),
-        # The spec's generation beside the one the controller last synced: the columns before
-        # describe the latter. A column shows one JSONPath and none compares two, and no status
-        # field can say more: a sync that never runs (Metacontroller cannot reach the hooks)
-        # writes nothing, so only the two numbers side by side show that it is behind.
+        # Side by side, as no column compares two paths: a sync that never runs writes no status,
+        # so only these two numbers show that the columns before describe an older spec.
         _column("Generation", ".metadata.generation", "integer"),
         _column("Observed", ".status.observedGeneration", "integer"),
         _AGE_COLUMN,
@@ -331,8 +294,14 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
     return _crd(
         kind=api.DS_KIND,
         plural=api.DS_PLURAL,
-        short_names=(api.DS_SHORT_NAME,),
-        root=root,
+        short_name=api.DS_SHORT_NAME,
+        description=_DS_DESCRIPTION,
+        properties=_spec_and_status(
+            model_schema(api.DisaggregatedSetSpec, embedded=embedded),
+            model_schema(api.DisaggregatedSetStatus, embedded=embedded),
+        ),
+        required=["spec"],
+        cel_rules=rules.CEL_RULES,
         columns=columns,
         subresources={"status": {}},
     )
@@ -340,17 +309,6 @@ def build_ds_crd(lws_spec_schema: JsonObject) -> JsonObject:
 
 def build_scaler_crd() -> JsonObject:
     """The DisaggregatedSetRoleScaler CRD as a JSON object."""
-    root = _root(
-        description=_SCALER_DESCRIPTION,
-        spec=model_schema(api.DisaggregatedSetRoleScalerSpec, embedded={}),
-        status=model_schema(api.DisaggregatedSetRoleScalerStatus, embedded={}),
-        required=(),
-    )
-    columns = [
-        _column("Desired", ".spec.replicas", "integer"),
-        _column("Current", ".status.replicas", "integer"),
-        _AGE_COLUMN,
-    ]
     scale = {
         "specReplicasPath": ".spec.replicas",
         "statusReplicasPath": ".status.replicas",
@@ -359,9 +317,18 @@ def build_scaler_crd() -> JsonObject:
     return _crd(
         kind=api.SCALER_KIND,
         plural=api.SCALER_PLURAL,
-        short_names=(api.SCALER_SHORT_NAME,),
-        root=root,
-        columns=columns,
+        short_name=api.SCALER_SHORT_NAME,
+        description=_SCALER_DESCRIPTION,
+        properties=_spec_and_status(
+            model_schema(api.DisaggregatedSetRoleScalerSpec, embedded={}),
+            model_schema(api.DisaggregatedSetRoleScalerStatus, embedded={}),
+        ),
+        required=(),
+        columns=[
+            _column("Desired", ".spec.replicas", "integer"),
+            _column("Current", ".status.replicas", "integer"),
+            _AGE_COLUMN,
+        ],
         subresources={"status": {}, "scale": scale},
     )
 
@@ -370,33 +337,21 @@ def build_revision_crd() -> JsonObject:
     """The DisaggregatedSetRevision CRD as a JSON object: the record's fields at the top level
     (as a ControllerRevision has them), no spec and no status."""
     fields = model_schema(api.RevisionRecord, embedded={api.EMBED_STORED_ROLE: _STORED_ROLE})
-    root: JsonObject = {
-        "description": _REVISION_DESCRIPTION,
-        "type": "object",
-        "properties": {
-            "apiVersion": dict(_API_VERSION_PROPERTY),
-            "kind": dict(_KIND_PROPERTY),
-            "metadata": {"type": "object"},
-            **fields["properties"],
-        },
-        "required": fields["required"],
-    }
-    _attach_rules(root, rules.RECORD_CEL_RULES)
-    columns = [
-        _column("Revision", ".revision", "integer"),
-        _column("Hash", _metadata_path("labels", api.LABEL_REVISION), "string"),
-        _column(
-            "Change-Cause", _metadata_path("annotations", api.CHANGE_CAUSE_ANNOTATION), "string"
-        ),
-        _AGE_COLUMN,
-    ]
+    change_cause = _metadata_path("annotations", api.CHANGE_CAUSE_ANNOTATION)
     return _crd(
         kind=api.REVISION_KIND,
         plural=api.REVISION_PLURAL,
-        short_names=(api.REVISION_SHORT_NAME,),
-        root=root,
-        columns=columns,
-        subresources=None,
+        short_name=api.REVISION_SHORT_NAME,
+        description=_REVISION_DESCRIPTION,
+        properties=fields["properties"],
+        required=fields["required"],
+        cel_rules=rules.RECORD_CEL_RULES,
+        columns=[
+            _column("Revision", ".revision", "integer"),
+            _column("Hash", _metadata_path("labels", api.LABEL_REVISION), "string"),
+            _column("Change-Cause", change_cause, "string"),
+            _AGE_COLUMN,
+        ],
     )
 
 
@@ -457,11 +412,10 @@ def render_crds() -> dict[str, str]:
 def write_crds(directory: Path) -> list[str]:
     """Write every CRD into `directory` (created if needed); returns the names written."""
     directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in render_crds().items():
+    texts = render_crds()
+    for name, text in texts.items():
         (directory / name).write_text(text, encoding="utf-8")
-        written.append(name)
-    return written
+    return list(texts)
 
 
 def check_crds(directory: Path) -> list[str]:

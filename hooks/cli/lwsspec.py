@@ -1,10 +1,8 @@
 """The LeaderWorkerSet `spec` schema the DisaggregatedSet CRD embeds in each role
 (`hooks.cli.crdgen`), and the walk over OpenAPI schema nodes both use.
 
-The CRD generator must not need anything outside the package at run time: the schema comes from
-the committed `lws_spec_schema.json`, which `python -m hooks crds --import-lws PATH` regenerates
-from an LWS CRD (descriptions dropped, every other keyword, default included, kept as is). Bounds
-the LWS CRD lacks are added where the CEL cost budget needs them (`bounded_lws_spec_schema`).
+The schema ships in the package as `lws_spec_schema.json`, which `python -m hooks crds
+--import-lws PATH` regenerates from an LWS CRD (descriptions dropped, every other keyword kept).
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ def strip_descriptions(schema: JsonObject) -> JsonObject:
 
 
 def without_keyword(schema: JsonObject, keyword: str) -> JsonObject:
-    """A copy of an OpenAPI schema without `keyword` in any of its nodes; the values of
-    `default`, `enum` and the other data keywords are left as they are."""
+    """A copy of an OpenAPI schema without `keyword` in any of its nodes (data values untouched)."""
     result: JsonObject = {}
     for key, value in schema.items():
         if key == keyword:
@@ -67,9 +64,8 @@ def extract_lws_spec_schema(lws_crd: JsonObject) -> JsonObject:
     return strip_descriptions(schema)
 
 
-# Bounds added to the embedded LWS spec schema (the LWS CRD has none), where the API server's
-# CEL cost budget or the hook's cost per sync needs them; values upstream accepts in practice all
-# fit. By property path from the role's `spec`:
+# Bounds the LWS CRD lacks, where the API server's CEL cost budget or the hook's cost per sync
+# needs them (values upstream accepts in practice all fit). By property path from the role's spec:
 _LWS_SPEC_BOUNDS: Final[dict[tuple[str, ...], JsonObject]] = {
     ("rolloutStrategy", "rollingUpdateConfiguration", field): {
         "maxLength": api.INT_OR_PERCENT_MAX_LENGTH

@@ -1,12 +1,7 @@
-"""The command line: `python -m hooks serve | render | plan | crds` (README, "Command line").
-
-It parses arguments, calls the modules below it and prints; it decides nothing itself. Each
-subcommand is an `_add_<name>` function that registers its parser and sets `run` to a
-`_run_<name>(args) -> exit code` function; `serve` imports the server stack only when it runs,
-and `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
-
-Exit codes: 0 success (also when the reader of the output goes away, as in `plan ... | head`),
-1 failure, 2 usage error; never a traceback (`hooks.cli.console`).
+"""The command line, `python -m hooks serve | render | plan | crds`: it parses arguments, calls
+the modules below it and prints, and decides nothing itself. `serve` imports the server stack
+only when it runs; `render` and `plan`, which `kubectl ds` offers too, are `hooks.cli.commands`'s.
+Exit codes and error lines: `hooks.cli.console`.
 """
 
 from __future__ import annotations
@@ -178,7 +173,7 @@ def _add_crds(commands: _Subcommands) -> None:
 
 def _run_crds(args: argparse.Namespace) -> int:
     directory: Path = args.dir or DEFAULT_CRDS_DIR
-    # Only an explicit --dir is created: a default crds/ missing here means the wrong directory.
+    # Only an explicit --dir is created: a missing crds/ means the wrong directory.
     if not directory.is_dir() and (args.check or args.dir is None):
         advice = "" if args.dir else ": run from the repository root, or pass --dir"
         raise console.CliError(f"{directory} is not a directory{advice}")
@@ -187,27 +182,24 @@ def _run_crds(args: argparse.Namespace) -> int:
             print(f"wrote {lwsspec.import_lws(args.import_lws)}")
         except (OSError, lwsspec.CrdGenError) as error:
             raise console.CliError(f"cannot import {args.import_lws}: {error}") from None
-    if args.check:
-        stale = crdgen.check_crds(directory)
-        if stale:
-            for name in stale:
-                path = directory / name
-                state = "out of date" if path.is_file() else "missing"
-                console.report(args.report_as, "error", f"{path} is {state}")
-            command = f"{PROG} crds"
-            if directory != DEFAULT_CRDS_DIR:
-                command += f" --dir {directory}"
-            console.report(
-                args.report_as,
-                "note",
-                f"regenerate the CRDs with `{command}` and commit the result",
-            )
-            return 1
+    if not args.check:
+        for name in crdgen.write_crds(directory):
+            print(f"wrote {directory / name}")
+        return 0
+    stale = crdgen.check_crds(directory)
+    if not stale:
         print(f"CRDs in {directory} are up to date")
         return 0
-    for name in crdgen.write_crds(directory):
-        print(f"wrote {directory / name}")
-    return 0
+    for name in stale:
+        path = directory / name
+        console.report(
+            args.report_as, "error", f"{path} is {'out of date' if path.is_file() else 'missing'}"
+        )
+    command = f"{PROG} crds" + ("" if directory == DEFAULT_CRDS_DIR else f" --dir {directory}")
+    console.report(
+        args.report_as, "note", f"regenerate the CRDs with `{command}` and commit the result"
+    )
+    return 1
 
 
 # --- entry point ---------------------------------------------------------------------------------
@@ -226,16 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subcommands)
     commands.add_manifest_commands(subcommands)
     _add_crds(subcommands)
+    for command in subcommands.choices.values():
+        command.set_defaults(parser=command)
     return parser
-
-
-def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
-    """The parser of one subcommand of `build_parser()`."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            found: argparse.ArgumentParser = action.choices[command]
-            return found
-    raise LookupError(f"no subcommand {command!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -244,5 +229,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # argparse would report these as the top-level parser's (`python -m hooks: error:`).
-        _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return console.run(args)

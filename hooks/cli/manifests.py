@@ -1,22 +1,16 @@
-"""DisaggregatedSet manifests read from files, as the API server would store them.
+"""DisaggregatedSet manifests read from files, judged as the API server on `kubectl apply` and the
+hook's re-check (`validation`) would, and defaulted as the server stores them (`stored`), for
+`render` and `plan --from/--to`: every problem at once, one `field: message` line each.
 
-Used by the command line (`render`, `plan --from/--to`): a manifest is YAML a person wrote, so
-before the hooks see it the CRD's defaults are applied and the metadata the API server adds is
-filled in (`hooks.cli.defaults`).
-
-`check` judges a manifest as the API server would on `kubectl apply` and as the hook's re-check
-would (`validation`), and returns every problem at once, one `field: message` line each, with
-the field path as the API server writes it: `render` and `plan --from/--to` print the same lines
-for the same manifest. The server refuses unknown fields before it looks at anything else
-(strict field validation); `check` reports them (`hooks.cli.pruning`), drops them as the
-server's pruning would, and goes on as the server goes on when asked to only warn of them:
-metadata.name, the OpenAPI schema, then the rules, which the server checks even over schema
-errors unless one of them is a wrong type or a value outside an enum.
+The server's order: unknown fields (`hooks.cli.pruning`; then dropped, as when the server only
+warns of them), metadata.name, the OpenAPI schema, then the rules, which the server checks even
+over schema errors unless one is a wrong type or a value outside an enum.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -27,7 +21,7 @@ import yaml
 
 from hooks import api
 from hooks.api import naming, rules
-from hooks.cli import crdgen, defaults, pruning
+from hooks.cli import console, crdgen, pruning
 from hooks.core import records, validation
 from hooks.wire import parents, values
 
@@ -38,15 +32,14 @@ if TYPE_CHECKING:
 JsonObject = api.JsonObject
 
 
-class ManifestError(Exception):
+class ManifestError(console.CliError):
     """A file holds no usable DisaggregatedSet manifest; `lines` says why, one problem a line."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
 
 
 STDIN: Final = "-"
+RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
+DEFAULT_NAMESPACE: Final = "default"
+_CRD_FILES: Final = {api.DS_KIND: crdgen.DS_FILE, api.SCALER_KIND: crdgen.SCALER_FILE}
 
 
 def read_documents(source: str) -> list[Any]:
@@ -102,14 +95,12 @@ def is_set(document: object) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """A DisaggregatedSet manifest judged as the API server and the hook would judge it."""
+    """A manifest judged: what would be refused, one `field: message` line each, and when
+    nothing is, the manifest as the API server would store it and the parsed parent."""
 
     problems: tuple[str, ...]
-    """What would be refused, one line each (`field: message`); empty when it is accepted."""
     stored: JsonObject = field(default_factory=dict)
-    """The manifest as the API server would store it (defaults applied), when accepted."""
     parent: records.Parent | None = None
-    """The parsed parent, when accepted."""
 
 
 RULES_NOT_CHECKED: Final = (
@@ -132,7 +123,7 @@ def check(document: JsonObject) -> Checked:
     problems += [f"metadata.name: {message}" for message in name_errors(name)]
     schema = _schema_problems(known)
     problems += [problem.line for problem in schema]
-    result = defaults.stored(known)
+    result = stored(known)
     try:
         parent = parents.parse_parent(result)
     except values.RequestError as error:
@@ -146,9 +137,8 @@ def check(document: JsonObject) -> Checked:
 def _spec_problems(
     parent: records.Parent, stored_set: JsonObject, schema: list[_SchemaProblem]
 ) -> list[str]:
-    """What the parser and the rules find in a manifest's spec, beside its schema problems:
-    the rules are checked as the API server checks them (not after a wrong type or an enum
-    value; on a spec parsed as written when only a bound is broken)."""
+    """What the parser and the rules find beside the schema problems: the rules are checked as
+    the API server checks them (on a spec parsed as written when only a bound is broken)."""
     problems = []
     if parent.spec is not None or not schema:
         # With a schema error and no spec, the parser only says again what the schema said.
@@ -173,15 +163,15 @@ def located(source: str, document: object, problem: str) -> str:
 class _SchemaProblem:
     line: str
     blocks_rules: bool
-    """Whether the API server then leaves the CEL rules unchecked: a wrong type, a value
-    outside an enum (an int-or-string that is neither is a wrong type too)."""
 
 
+# What makes the API server leave the rules unchecked: a wrong type, a value outside an enum (an
+# int-or-string that is neither is a wrong type too).
 _BLOCKING_VALIDATORS: Final = frozenset({"type", "enum", "anyOf"})
 
 
 def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
-    defaulted = defaults.apply_defaults(document)
+    defaulted = apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
@@ -195,16 +185,13 @@ def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
 
 
 def _line(field: str, message: str) -> str:
-    """`field: message`, without the message's own mention of its field: a rule's message
-    starts with its field written without list indexes (`spec.roles[].name must be unique`),
-    so that it reads on its own in a Degraded condition; beside the field it would say it
-    twice."""
+    """`field: message`, without the message's own mention of its field (a rule's message starts
+    with it, indexes left out, to read on its own in a Degraded condition)."""
     generic = re.sub(r"\[[0-9]+\]", "[]", field)
     return f"{field}: {message.removeprefix(generic + ' ')}"
 
 
-# What the API server requires of an object's name (apimachinery's IsDNS1123Subdomain), in its
-# words.
+# What the API server requires of an object's name (apimachinery's IsDNS1123Subdomain).
 _DNS1123_SUBDOMAIN: Final = re.compile(
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 )
@@ -216,8 +203,8 @@ _DNS1123_SUBDOMAIN_MESSAGE: Final = (
 
 
 def name_errors(name: object) -> list[str]:
-    """What the API server says of a metadata.name that is not a DNS-1123 subdomain (a name that
-    is not a string is the parser's to report)."""
+    """What the API server says of a metadata.name that is not a DNS-1123 subdomain, in its words
+    (a name that is not a string is the parser's to report)."""
     if not isinstance(name, str):
         return []
     errors = []
@@ -229,8 +216,8 @@ def name_errors(name: object) -> list[str]:
 
 
 def _rule_problems(name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
-    """The hook's re-check as `field: message` lines, with a name budget that the set name alone
-    breaks reported under metadata.name (`_name_too_long`) instead of under each role."""
+    """The hook's re-check as `field: message` lines, a name budget the set name alone breaks
+    reported once under metadata.name (`_name_too_long`) instead of under each role."""
     lines = []
     too_long = _name_too_long(name, spec)
     for violation in validation.check(name=name, spec=spec):
@@ -245,10 +232,9 @@ def _rule_problems(name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
 
 
 def _name_too_long(name: str, spec: api.DisaggregatedSetSpec) -> tuple[str, frozenset[str]] | None:
-    """A metadata.name line for the roles whose name budget the set name breaks on its own (it
-    leaves no room for a role name of one character), and the role name fields it stands for;
-    None when there are none. The line says how long the name is, how long it may be with these
-    roles, and how long the longest generated name would be."""
+    """A metadata.name line for the roles whose name budget the set name breaks on its own (no
+    room left for a one-character role name), and the role name fields it stands for; None when
+    there are none."""
     budgets = [
         naming.budget(set_name=name, role=role.name, slices=spec.slices, replicas=role.replicas)
         for role in spec.roles
@@ -287,9 +273,7 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
 
 @functools.cache
 def _schema_validator() -> jsonschema.Draft4Validator:
-    # Imported here: only `render` checks schemas, and the hook server, which imports this
-    # module through the command line, would otherwise carry jsonschema (about 4 MiB) in every
-    # process.
+    # Imported here: jsonschema (about 4 MiB) is for a command that checks a manifest only.
     import jsonschema
 
     return jsonschema.Draft4Validator(crdgen.openapi_schema(crdgen.DS_FILE))
@@ -308,9 +292,52 @@ def _message(error: jsonschema.ValidationError) -> str:
     return message if len(message) <= 200 else message[:200] + "..."
 
 
+# --- as the API server stores it ----------------------------------------------------------------
+
+
+def stored(document: JsonObject) -> JsonObject:
+    """A manifest as the API server stores it: the CRD's defaults applied (they decide the
+    revision hash) and the metadata the server sets filled in."""
+    result = apply_defaults(document)
+    metadata = result.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = result["metadata"] = {}
+    metadata.setdefault("namespace", DEFAULT_NAMESPACE)
+    metadata.setdefault("uid", RENDER_UID)
+    metadata.setdefault("generation", 1)
+    return result
+
+
+def apply_defaults(obj: JsonObject) -> JsonObject:
+    """A copy of a DisaggregatedSet or scaler manifest (by its kind) with the CRD's defaults
+    applied."""
+    result: JsonObject = json.loads(json.dumps(obj))
+    apply_schema_defaults(result, crdgen.openapi_schema(_CRD_FILES[obj["kind"]]))
+    return result
+
+
+def apply_schema_defaults(value: Any, schema: JsonObject) -> None:
+    """Fill absent (or null) fields of `value` in place with the schema's defaults, outermost
+    first, as the API server's structural defaulting does."""
+    if isinstance(value, dict):
+        properties: JsonObject = schema.get("properties", {})
+        for key, prop in properties.items():
+            if "default" in prop and value.get(key) is None:
+                value[key] = json.loads(json.dumps(prop["default"]))
+        additional = schema.get("additionalProperties")
+        for key, child in value.items():
+            if key in properties:
+                apply_schema_defaults(child, properties[key])
+            elif isinstance(additional, dict):
+                apply_schema_defaults(child, additional)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for child in value:
+            apply_schema_defaults(child, schema["items"])
+
+
 def load_set(path: Path) -> records.Parent:
-    """The one DisaggregatedSet of a file, judged by `check`; raises when there is not exactly
-    one, or when it would be refused (one line per problem, as `render` prints them)."""
+    """The one DisaggregatedSet of a file, judged by `check`; raises `ManifestError` when there is
+    not exactly one, or when it would be refused (one line per problem, as `render` prints them)."""
     source = str(path)
     documents = [document for document in read_documents(source) if is_set(document)]
     if not documents:

@@ -1,114 +1,96 @@
-"""The `plan` command: per-role vectors, the pass-by-pass table, and the command's run.
+"""`plan`: the pass-by-pass table of one slice's rolling update, from replica vectors or from two
+DisaggregatedSet manifests.
 
-The roles come from replica vectors or from two DisaggregatedSet manifests; the sequence itself is
-`planner.rollout_sequence` with instant readiness and each role's floor (the hooks' parity mode),
-which is what one slice goes through when every pass becomes ready before the next. With targets
-that change during the rollout (`--rescale`) or groups that take passes to become Ready
-(`--ready-after`), the slice is played pass by pass through the reconcile's own slice planner
-instead (`hooks.cli.trajectory`). Roles follow the controller's order: the target's roles as
-given, then removed roles (target 0) by name.
+The table is `planner.rollout_sequence` with instant readiness and each role's floor (the hooks'
+parity mode); with `--rescale` or `--ready-after` the slice is played through the reconcile's own
+slice planner instead (`hooks.cli.trajectory`). Roles follow the controller's order: the target's
+roles as given, then removed roles (target 0) by name.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TypeAlias
+from collections.abc import Callable, Sequence
 
 from hooks import api
-from hooks.cli import console, manifests
+from hooks.cli import console, manifests, trajectory
 from hooks.core import controls, planner, records, rollout, validation
 from hooks.gocompat import gotext, revision
 
-
-class PlanError(Exception):
-    """The inputs do not describe a plan; `lines` says why, one problem a line, and `usage`
-    marks a mistake in how the command was called."""
-
-    def __init__(self, *lines: str, usage: bool = False) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
-        self.usage = usage
+_Value = int | str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """A --max-surge or --max-unavailable value: for every role, and per-role overrides."""
-
-    default: int | str | None
-    per_role: Mapping[str, int | str]
-
-    def for_role(self, role: str) -> int | str | None:
-        return self.per_role.get(role, self.default)
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRole:
-    """One role of a plan: its old replicas, its target and its resolved budgets."""
-
-    name: str
-    initial_old: int
-    target: int
-    config: planner.RoleConfig
-    budget: tuple[int | str | None, int | str | None] = (None, None)
-    """maxSurge and maxUnavailable as given, to resolve against another target."""
-
-    def config_for(self, target: int) -> planner.RoleConfig:
-        """The role's budget resolved against `target`."""
-        return planner.resolve_config(
-            replicas=target, max_surge=self.budget[0], max_unavailable=self.budget[1]
+def run(args: argparse.Namespace) -> int:
+    vectors = args.old is not None or args.target is not None
+    from_files = args.from_file is not None or args.to_file is not None
+    if vectors == from_files:
+        raise console.CliError("give either --old and --target, or --from and --to", exit_code=2)
+    planned = (_roles_from_vectors(args), []) if vectors else _roles_from_files(args)
+    if planned is None:
+        return 0
+    roles, notes = planned
+    names = {role.name for role in roles}
+    unknown = sorted({name for _, pairs in args.rescale or () for name, _ in pairs} - names)
+    if unknown:
+        raise console.CliError(f"--rescale names unknown roles: {', '.join(unknown)}", exit_code=2)
+    for line in notes:
+        print(line)
+    for role in roles:
+        config = role.config_for(role.target)
+        print(
+            f"role {role.name}: old {role.initial_old} -> target {role.target} "
+            f"(maxSurge {config.max_surge}, maxUnavailable {config.max_unavailable})"
         )
+    print()
+    if args.rescale or args.ready_after is not None:
+        return _simulated(args, roles)
+    return _sequence(args, roles)
 
 
-def roles_from_vectors(
-    *,
-    old: Sequence[tuple[str, int]],
-    target: Sequence[tuple[str, int]],
-    max_surge: Budget,
-    max_unavailable: Budget,
-) -> list[PlanRole]:
-    """Roles from `--old`/`--target` pairs, budgets resolved against each target."""
-    old_by_role = dict(old)
-    target_by_role = dict(target)
-    # The controller's order: spec (target) roles as given, then removed roles by name.
-    names = [name for name, _ in target]
-    names += sorted(set(old_by_role) - set(target_by_role))
-    for budget, option in ((max_surge, "--max-surge"), (max_unavailable, "--max-unavailable")):
-        unknown = sorted(set(budget.per_role) - set(names))
+def _roles_from_vectors(args: argparse.Namespace) -> list[trajectory.Role]:
+    """Roles from `--old`/`--target` pairs, each with its --max-surge and --max-unavailable."""
+    if args.old is None or args.target is None:
+        raise console.CliError("--old and --target go together", exit_code=2)
+    old, target = dict(args.old), dict(args.target)
+    names = [*target, *sorted(set(old) - set(target))]
+    surge, surges = _fold_budget(args.max_surge)
+    unavailable, unavailables = _fold_budget(args.max_unavailable)
+    for per_role, option in ((surges, "--max-surge"), (unavailables, "--max-unavailable")):
+        unknown = sorted(set(per_role) - set(names))
         if unknown:
-            raise PlanError(f"{option} names unknown roles: {', '.join(unknown)}", usage=True)
+            raise console.CliError(
+                f"{option} names unknown roles: {', '.join(unknown)}", exit_code=2
+            )
     roles = []
     problems = []
     for name in names:
-        replicas = target_by_role.get(name, 0)
-        surge, unavailable = max_surge.for_role(name), max_unavailable.for_role(name)
-        problems += _budget_problems(name, surge=surge, unavailable=unavailable, replicas=replicas)
-        config = planner.resolve_config(
-            replicas=replicas, max_surge=surge, max_unavailable=unavailable
-        )
-        roles.append(
-            PlanRole(
-                name=name,
-                initial_old=old_by_role.get(name, 0),
-                target=replicas,
-                config=config,
-                budget=(surge, unavailable),
-            )
-        )
+        replicas = target.get(name, 0)
+        budget = surges.get(name, surge), unavailables.get(name, unavailable)
+        problems += _budget_problems(name, *budget, replicas=replicas)
+        roles.append(trajectory.Role(name, old.get(name, 0), replicas, _config_for(*budget)))
     if problems:
-        raise PlanError(*problems, usage=True)
+        raise console.CliError(*problems, exit_code=2)
     return roles
 
 
-def _budget_problems(
-    role: str, *, surge: int | str | None, unavailable: int | str | None, replicas: int
-) -> list[str]:
-    """The API's rule for maxSurge and maxUnavailable (`validation.budget_violations`, so with
-    its messages), for a role given either. A value given for only one of the two leaves the
-    other at 0, so `--max-surge 0` alone is refused like both at 0 (the planner would otherwise
-    fall back to maxSurge 1 without a word); a role with target 0 is exempt, as in the API."""
+def _fold_budget(
+    values: Sequence[Sequence[tuple[str | None, int | str]]] | None,
+) -> tuple[_Value, dict[str, int | str]]:
+    """The value for every role and the per-role ones; a later one for the same role wins."""
+    default: _Value = None
+    per_role: dict[str, int | str] = {}
+    for items in values or ():
+        for name, value in items:
+            if name is None:
+                default = value
+            else:
+                per_role[name] = value
+    return default, per_role
+
+
+def _budget_problems(role: str, surge: _Value, unavailable: _Value, *, replicas: int) -> list[str]:
+    """The API's rule for maxSurge and maxUnavailable, with its messages, for a role given either
+    (the other then 0, so `--max-surge 0` alone is refused); a role with target 0 is exempt."""
     if (surge is None and unavailable is None) or replicas <= 0:
         return []
     violations = validation.budget_violations(
@@ -120,40 +102,70 @@ def _budget_problems(
     return [f"role {role}: {violation.message}" for violation in violations]
 
 
-def roles_from_manifests(
-    *, old: records.Parent, new: records.Parent
-) -> tuple[list[PlanRole], list[str]]:
+def _config_for(surge: _Value, unavailable: _Value) -> Callable[[int], planner.RoleConfig]:
+    """A role's budget, resolved against whichever target it has."""
+    return lambda target: planner.resolve_config(
+        replicas=target, max_surge=surge, max_unavailable=unavailable
+    )
+
+
+def _roles_from_files(args: argparse.Namespace) -> tuple[list[trajectory.Role], list[str]] | None:
+    """The roles of a rollout from --from to --to and notes on them, None when both have one
+    revision; the --to manifest's hold annotation stands in for a missing --hold-at."""
+    if args.from_file is None or args.to_file is None:
+        raise console.CliError("--from and --to go together", exit_code=2)
+    if args.max_surge or args.max_unavailable:
+        raise console.CliError(
+            "with --from/--to the budgets come from the --to manifest's "
+            "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
+            exit_code=2,
+        )
+    old = manifests.load_set(args.from_file)
+    new = manifests.load_set(args.to_file)
+    old_key, new_key = f"{old.namespace}/{old.name}", f"{new.namespace}/{new.name}"
+    if old_key != new_key:
+        console.report(
+            args.report_as,
+            "warning",
+            f"--from is {api.DS_KIND} {old_key} but --to is {new_key}: applying --to creates a "
+            "second set beside the first instead of rolling it; the plan treats them as one set",
+        )
+    old_revision, new_revision = _revision_of(old), _revision_of(new)
+    if old_revision == new_revision:
+        print(
+            f"no rollout: both manifests have revision {new_revision} (only role names and "
+            "leaderWorkerTemplates decide it); replica changes are applied in place"
+        )
+        return None
+    roles, notes = _roles_from_manifests(_spec_of(old), _spec_of(new))
+    if args.hold_at is None:
+        args.hold_at = controls.control_of(new.annotations).hold_at_percent
+    return roles, [f"revision {old_revision} -> {new_revision}", *notes]
+
+
+def _roles_from_manifests(
+    old: api.DisaggregatedSetSpec, new: api.DisaggregatedSetSpec
+) -> tuple[list[trajectory.Role], list[str]]:
     """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
-    old_spec = _spec_of(old)
-    new_spec = _spec_of(new)
-    old_by_role = {role.name: _spec_replicas(role) for role in old_spec.roles}
+    old_replicas = {role.name: _spec_replicas(role) for role in old.roles}
     roles = []
     notes = []
-    for role in new_spec.roles:
+    for role in new.roles:
         target = _spec_replicas(role)
+        budget = role.rolling_update_budget or (None, None)
         roles.append(
-            PlanRole(
-                name=role.name,
-                initial_old=old_by_role.get(role.name, 0),
-                target=target,
-                config=rollout.role_config(role, target),
-                budget=role.rolling_update_budget or (None, None),
-            )
+            trajectory.Role(role.name, old_replicas.get(role.name, 0), target, _config_for(*budget))
         )
         if role.is_external:
             notes.append(
                 f"role {role.name} is External: its target is its scaler's spec.replicas; "
                 f"spec.replicas ({target}) stands in for it here"
             )
-    new_names = {role.name for role in new_spec.roles}
-    for name in sorted(set(old_by_role) - new_names):
-        roles.append(
-            PlanRole(
-                name=name, initial_old=old_by_role[name], target=0, config=planner.DEFAULT_CONFIG
-            )
-        )
-    if new_spec.slices > 1:
-        notes.append(f"each of the {new_spec.slices} slices follows this table on its own")
+    removed = sorted(set(old_replicas) - {role.name for role in new.roles})
+    default = _config_for(None, None)
+    roles += [trajectory.Role(name, old_replicas[name], 0, default) for name in removed]
+    if new.slices > 1:
+        notes.append(f"each of the {new.slices} slices follows this table on its own")
     return roles, notes
 
 
@@ -163,11 +175,11 @@ def _spec_replicas(role: api.Role) -> int:
 
 def _spec_of(parent: records.Parent) -> api.DisaggregatedSetSpec:
     if parent.spec is None:
-        raise PlanError(f"DisaggregatedSet {parent.name!r} has no usable spec")
+        raise console.CliError(f"DisaggregatedSet {parent.name!r} has no usable spec")
     return parent.spec
 
 
-def revision_of(parent: records.Parent) -> str:
+def _revision_of(parent: records.Parent) -> str:
     """The revision a stored manifest gets."""
     spec = _spec_of(parent)
     try:
@@ -175,40 +187,30 @@ def revision_of(parent: records.Parent) -> str:
             [(role.name, role.leader_worker_template) for role in spec.roles]
         )
     except gotext.EncodingError as error:
-        raise PlanError(f"{parent.name}: cannot compute the revision: {error}") from None
+        raise console.CliError(f"{parent.name}: cannot compute the revision: {error}") from None
 
 
-def default_max_passes(roles: Sequence[PlanRole]) -> int:
+def _default_max_passes(roles: Sequence[trajectory.Role]) -> int:
     """A pass limit every rollout meets: each pass moves at least one replica on one side."""
     return sum(role.initial_old + role.target for role in roles) + 1
 
 
-def hold_pass(
-    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, percent: int
-) -> int | None:
-    """The pass at which a rollout held at `percent` stands still: the first whose new replicas
-    reach that share of every role's target (`rollout.has_reached`), while the old revision
-    still serves. None when the rollout ends before."""
-    targets = [role.target for role in roles]
-    for index, step in enumerate(sequence):
-        if not any(step.old):
-            return None
-        if rollout.has_reached(step.new, targets, percent=percent):
-            return index
-    return None
+# --- the pass table ------------------------------------------------------------------------------
 
 
-def render_table(
-    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, hold: int | None = None
-) -> str:
-    """The sequence as an aligned text table, one row per pass; `hold` marks the pass where a
-    held rollout stands still."""
-    header = [
-        "pass",
-        *(f"old {role.name}" for role in roles),
-        *(f"new {role.name}" for role in roles),
-        "rule",
-    ]
+def _sequence(args: argparse.Namespace, roles: Sequence[trajectory.Role]) -> int:
+    """The table of `planner.rollout_sequence`, the pass where --hold-at stands still marked."""
+    max_passes = args.max_passes or _default_max_passes(roles)
+    sequence = planner.rollout_sequence(
+        initial_old=[role.initial_old for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config_for(role.target) for role in roles],
+        max_passes=max_passes,
+        floor=True,
+    )
+    hold_at = args.hold_at if args.hold_at is not None and args.hold_at < 100 else None
+    hold = None if hold_at is None else _hold_pass(roles, sequence, percent=hold_at)
+    header = ["pass", *_per_role("old", roles), *_per_role("new", roles), "rule"]
     rows = [
         [
             str(index),
@@ -218,16 +220,36 @@ def render_table(
         ]
         for index, step in enumerate(sequence)
     ]
-    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
-    lines = []
-    for row in [header, *rows]:
-        cells = [cell.rjust(width) for cell, width in zip(row[:-1], widths, strict=False)]
-        lines.append("  ".join([*cells, row[-1]]))
-    return "\n".join(lines)
+    print(_table(header, rows))
+    print()
+    if hold_at is not None and hold is None:
+        print(f"held at {hold_at}%: the old revision is gone before the share is reached")
+    elif hold_at is not None:
+        print(
+            f"held at {hold_at}%: stands still after pass {hold}, both revisions serving,"
+            " until the hold is raised or removed; then"
+        )
+    complete, summary = _outcome(roles, sequence, max_passes=max_passes)
+    print(summary)
+    return 0 if complete else 1
 
 
-def outcome(
-    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, max_passes: int
+def _hold_pass(
+    roles: Sequence[trajectory.Role], sequence: Sequence[planner.Step], *, percent: int
+) -> int | None:
+    """The first pass whose new replicas reach `percent` of every role's target while the old
+    revision still serves (`rollout.has_reached`); None when the rollout ends before."""
+    targets = [role.target for role in roles]
+    for index, step in enumerate(sequence):
+        if not any(step.old):
+            return None
+        if rollout.has_reached(step.new, targets, percent=percent):
+            return index
+    return None
+
+
+def _outcome(
+    roles: Sequence[trajectory.Role], sequence: Sequence[planner.Step], *, max_passes: int
 ) -> tuple[bool, str]:
     """Whether the sequence completed, and a line saying so (or why not)."""
     last = sequence[-1]
@@ -246,191 +268,61 @@ def _passes(count: int) -> str:
     return manifests.counted(count, "pass", "passes")
 
 
-def different_sets(*, old: records.Parent, new: records.Parent) -> str | None:
-    """Why a plan between two manifests describes no real rollout, when they are different sets
-    (another name or namespace: applying the new one creates a set beside the old one)."""
-    old_key = f"{old.namespace}/{old.name}"
-    new_key = f"{new.namespace}/{new.name}"
-    if old_key == new_key:
-        return None
-    return (
-        f"--from is {api.DS_KIND} {old_key} but --to is {new_key}: applying --to creates a "
-        "second set beside the first instead of rolling it; the plan treats them as one set"
-    )
-
-
-def fold_budget(values: Sequence[Sequence[tuple[str | None, int | str]]] | None) -> Budget:
-    """Repeated options combine; a later value for the same role (or for all) wins."""
-    default: int | str | None = None
-    per_role: dict[str, int | str] = {}
-    for items in values or ():
-        for name, value in items:
-            if name is None:
-                default = value
-            else:
-                per_role[name] = value
-    return Budget(default, per_role)
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _plan(args)
-    except PlanError as error:
-        raise console.CliError(*error.lines, exit_code=2 if error.usage else 1) from None
-
-
-def _plan(args: argparse.Namespace) -> int:
-    vectors = args.old is not None or args.target is not None
-    from_files = args.from_file is not None or args.to_file is not None
-    if vectors == from_files:
-        raise console.CliError("give either --old and --target, or --from and --to", exit_code=2)
-    planned = _roles_from_vectors(args) if vectors else _roles_from_files(args)
-    if planned is None:
-        return 0
-    roles, notes = planned
-    max_passes = args.max_passes or default_max_passes(roles)
-    _check_rescale(args, roles)
-    _print_roles(roles, notes)
-    if args.rescale or args.ready_after is not None:
-        return _simulated(args, roles, max_passes=max_passes)
-    sequence = planner.rollout_sequence(
-        initial_old=[role.initial_old for role in roles],
-        target=[role.target for role in roles],
-        config=[role.config for role in roles],
-        max_passes=max_passes,
-        floor=True,
-    )
-    complete, summary = outcome(roles, sequence, max_passes=max_passes)
-    _print_table(roles, sequence, hold_at=args.hold_at)
-    print(summary)
-    return 0 if complete else 1
-
-
-def _check_rescale(args: argparse.Namespace, roles: Sequence[PlanRole]) -> None:
-    """Refuse a --rescale naming a role the plan does not have."""
-    names = {role.name for role in roles}
-    unknown = sorted({name for _, pairs in args.rescale or () for name, _ in pairs} - names)
-    if unknown:
-        raise PlanError(f"--rescale names unknown roles: {', '.join(unknown)}", usage=True)
-
-
-def _print_roles(roles: Sequence[PlanRole], notes: Sequence[str]) -> None:
-    for line in notes:
-        print(line)
-    for role in roles:
-        print(
-            f"role {role.name}: old {role.initial_old} -> target {role.target} "
-            f"(maxSurge {role.config.max_surge}, maxUnavailable {role.config.max_unavailable})"
-        )
-    print()
-
-
-def _simulated(args: argparse.Namespace, roles: Sequence[PlanRole], *, max_passes: int) -> int:
-    """The slice pass by pass through the reconcile's planner (`trajectory.simulate`), with the
-    targets changed by --rescale and groups Ready --ready-after passes after they are asked for."""
-    from hooks.cli import trajectory
-
+def _simulated(args: argparse.Namespace, roles: Sequence[trajectory.Role]) -> int:
+    """The table of `trajectory.simulate`: per pass the targets read, old and new replicas (new
+    ones not yet Ready in parentheses), and what the pass did."""
     rescale: dict[int, dict[str, int]] = {}
     for at, pairs in args.rescale or ():
         rescale.setdefault(at, {}).update(pairs)
     budget = (
-        max_passes
+        (args.max_passes or _default_max_passes(roles))
         + max(rescale, default=0)
         + sum(value for pairs in rescale.values() for value in pairs.values())
     )
     rows = trajectory.simulate(
-        [
-            trajectory.Role(
-                name=role.name,
-                initial_old=role.initial_old,
-                target=role.target,
-                config_for=role.config_for,
-            )
-            for role in roles
-        ],
+        roles,
         rescale=rescale,
         ready_after=args.ready_after or 1,
         hold_at=args.hold_at if args.hold_at is not None and args.hold_at < 100 else None,
         max_passes=args.max_passes or budget * (args.ready_after or 1),
     )
-    print(trajectory.render(roles=[role.name for role in roles], rows=rows))
+    header = [
+        "pass",
+        *_per_role("target", roles),
+        *_per_role("old", roles),
+        *_per_role("new", roles),
+        "what",
+    ]
+    table = [
+        [
+            str(row.index),
+            *map(str, row.targets),
+            *map(str, row.old),
+            *(
+                str(n) if n == ready else f"{n} ({ready})"
+                for n, ready in zip(row.new, row.new_ready, strict=True)
+            ),
+            row.what,
+        ]
+        for row in rows
+    ]
+    print(_table(header, table))
     print()
     complete, summary = trajectory.outcome(rows)
     print(summary)
     return 0 if complete else 1
 
 
-_PlannedRoles: TypeAlias = tuple[list[PlanRole], list[str]]
+def _per_role(title: str, roles: Sequence[trajectory.Role]) -> list[str]:
+    return [f"{title} {role.name}" for role in roles]
 
 
-def _roles_from_vectors(args: argparse.Namespace) -> _PlannedRoles:
-    if args.old is None or args.target is None:
-        raise console.CliError("--old and --target go together", exit_code=2)
-    roles = roles_from_vectors(
-        old=args.old,
-        target=args.target,
-        max_surge=fold_budget(args.max_surge),
-        max_unavailable=fold_budget(args.max_unavailable),
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """Aligned text: every column right-aligned but the last."""
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            [*(cell.rjust(width) for cell, width in zip(row[:-1], widths, strict=False)), row[-1]]
+        )
+        for row in [header, *rows]
     )
-    return roles, []
-
-
-def _roles_from_files(args: argparse.Namespace) -> _PlannedRoles | None:
-    """The roles of a rollout from --from to --to (None: the two have one revision, no rollout);
-    the --to manifest's hold annotation becomes --hold-at when that is not given."""
-    if args.from_file is None or args.to_file is None:
-        raise console.CliError("--from and --to go together", exit_code=2)
-    if args.max_surge or args.max_unavailable:
-        raise console.CliError(
-            "with --from/--to the budgets come from the --to manifest's "
-            "rollingUpdateConfiguration; drop --max-surge/--max-unavailable",
-            exit_code=2,
-        )
-    old_parent = _load_manifest(args.from_file)
-    new_parent = _load_manifest(args.to_file)
-    warning = different_sets(old=old_parent, new=new_parent)
-    if warning is not None:
-        console.report(args.report_as, "warning", warning)
-    old_revision = revision_of(old_parent)
-    new_revision = revision_of(new_parent)
-    if old_revision == new_revision:
-        print(
-            f"no rollout: both manifests have revision {new_revision} (only role names and "
-            "leaderWorkerTemplates decide it); replica changes are applied in place"
-        )
-        return None
-    roles, notes = roles_from_manifests(old=old_parent, new=new_parent)
-    notes.insert(0, f"revision {old_revision} -> {new_revision}")
-    if args.hold_at is None:
-        args.hold_at = controls.control_of(new_parent.annotations).hold_at_percent
-    return roles, notes
-
-
-def _print_table(
-    roles: Sequence[PlanRole], sequence: Sequence[planner.Step], *, hold_at: int | None
-) -> None:
-    """The pass table, with the pass where a hold at `hold_at`% stands still marked."""
-    if hold_at is None or hold_at >= 100:  # 100%: no hold, as in the API
-        print(render_table(roles, sequence))
-        print()
-        return
-    hold = hold_pass(roles, sequence, percent=hold_at)
-    print(render_table(roles, sequence, hold=hold))
-    print()
-    if hold is None:
-        print(f"held at {hold_at}%: the old revision is gone before the share is reached")
-    else:
-        print(
-            f"held at {hold_at}%: stands still after pass {hold}, both revisions serving,"
-            " until the hold is raised or removed; then"
-        )
-
-
-def _load_manifest(path: Path) -> records.Parent:
-    try:
-        return manifests.load_set(path)
-    except manifests.ManifestError as error:
-        raise console.CliError(*error.lines) from None

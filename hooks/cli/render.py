@@ -1,10 +1,6 @@
-"""`render`: the children and status each DisaggregatedSet of some files gets on an empty cluster.
-
-Each manifest is checked and defaulted as the API server would store it (`hooks.cli.manifests`),
-and its first sync is answered by the hook itself (`hooks.core.sync`); a manifest the API server
-or the hook would refuse is reported instead, every problem at once, one line each with its field
-path; what the set would ignore (`status.warnings`) is a warning line each, as `kubectl apply`
-prints the API server's. The YAML written has no anchors or aliases.
+"""`render`: the children and status each DisaggregatedSet of some files gets on an empty cluster,
+its first sync answered by the hook itself (`hooks.core.sync`) once `hooks.cli.manifests` has
+judged and defaulted it. What the set would ignore (`status.warnings`) is a warning line each.
 """
 
 from __future__ import annotations
@@ -59,16 +55,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Dumper(yaml.SafeDumper):
-    """YAML of plain data that writes every object out in full: an object that appears twice in
-    the output (the same template in two children) is written twice, never as an anchor and an
-    alias (`&id001`, `*id001`), which a reader would have to resolve by hand."""
+    """YAML that writes an object appearing twice (a template in two children) out twice, never
+    as an anchor and an alias a reader would have to resolve."""
 
     def ignore_aliases(self, data: object) -> bool:
         return True
 
 
 def _render_one(document: api.JsonObject, *, now: str) -> tuple[list[str], api.JsonObject | None]:
-    """What is wrong with one manifest (refused, or Degraded on its first sync) and, unless it is
+    """What is wrong with one manifest (refused, or Degraded on its first sync) and, unless
     refused, its first sync's children and status."""
     checked = manifests.check(document)
     if checked.problems:

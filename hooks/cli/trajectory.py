@@ -1,11 +1,9 @@
 """One slice's rollout pass by pass through the reconcile's own slice planner, for `plan`.
 
-`simulate` plays Metacontroller and the LWS controller for one slice: it hands the slice's LWS to
-`rollout.plan_slice` each pass, applies what the plan asks (replicas, the rollout's annotations,
-created and deleted LWS), and marks an LWS's groups Ready a given number of passes after they were
-asked for. Targets may change before any pass (`--rescale PASS:ROLE=N`), which is how `plan` shows
-a rollout scaled while it runs (docs/rollout.md, "Scaling while a rollout runs"). Old groups are
-Ready throughout.
+`simulate` plays Metacontroller and the LWS controller: each pass it hands the slice's LWS to
+`rollout.plan_slice`, applies what the plan asks, and marks new groups Ready a given number of
+passes after they were asked for (old groups are Ready throughout). Targets may change before any
+pass (docs/rollout.md, "Scaling while a rollout runs").
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ _SET = "plan"
 
 @dataclass(frozen=True, slots=True)
 class Role:
-    """A role of the simulated slice: its old groups, and its budget for a given target."""
+    """A role of a plan: its old groups, its target, and its budget for any target."""
 
     name: str
     initial_old: int
@@ -110,38 +108,6 @@ def simulate(
 
 def _same(before: Row, after: Row) -> bool:
     return (before.old, before.new, before.new_ready) == (after.old, after.new, after.new_ready)
-
-
-def render(*, roles: Sequence[str], rows: Sequence[Row]) -> str:
-    """The rows as an aligned text table: the targets each pass read, old and new replicas per
-    role (new ones not yet Ready in parentheses), and what the pass did."""
-    header = [
-        "pass",
-        *(f"target {name}" for name in roles),
-        *(f"old {name}" for name in roles),
-        *(f"new {name}" for name in roles),
-        "what",
-    ]
-    table = [
-        [
-            str(row.index),
-            *map(str, row.targets),
-            *map(str, row.old),
-            *(
-                str(n) if n == ready else f"{n} ({ready})"
-                for n, ready in zip(row.new, row.new_ready, strict=True)
-            ),
-            row.what,
-        ]
-        for row in rows
-    ]
-    widths = [max(len(line[column]) for line in [header, *table]) for column in range(len(header))]
-    return "\n".join(
-        "  ".join(
-            [*(cell.rjust(width) for cell, width in zip(line[:-1], widths, strict=False)), line[-1]]
-        )
-        for line in [header, *table]
-    )
 
 
 def outcome(rows: Sequence[Row]) -> tuple[bool, str]:

@@ -14,7 +14,7 @@ import yaml
 
 from hooks import api
 from hooks.api import rules
-from hooks.cli import crdgen, defaults, lwsspec, manifests
+from hooks.cli import crdgen, lwsspec, manifests
 from hooks.cli import main as cli
 from hooks.server import settings
 
@@ -814,7 +814,7 @@ def test_render_names_children_with_the_revision_of_the_defaulted_manifest(
 
     path = EXAMPLES / "slices-placement.yaml"
     (stored,) = [
-        defaults.stored(document)
+        manifests.stored(document)
         for document in manifests.read_documents(str(path))
         if manifests.is_set(document)
     ]

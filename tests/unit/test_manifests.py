@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from hooks.api import naming, rules
-from hooks.cli import crdgen, defaults, manifests, pruning
+from hooks.cli import crdgen, manifests, pruning
 
 JsonObject = dict[str, Any]
 
@@ -364,7 +364,7 @@ def test_check_accepts_a_valid_set_and_returns_it_stored() -> None:
 
     assert checked.problems == ()
     assert checked.parent is not None and checked.parent.name == "llm"
-    assert checked.stored["metadata"]["uid"] == defaults.RENDER_UID
+    assert checked.stored["metadata"]["uid"] == manifests.RENDER_UID
 
 
 # --- YAML errors (issue 17, item 13) -------------------------------------------------------------

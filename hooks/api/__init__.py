@@ -1,189 +1,124 @@
-"""The disaggregatedset.x-k8s.io/v1 API: the contract, each part written once.
+"""The disaggregatedset.x-k8s.io/v1 API, each part in one module (docs/architecture.md).
 
-- `keys`: group, kinds, resources, label and annotation keys;
-- `documents`: `JsonObject`, a Kubernetes object as JSON decodes it;
-- `limits`: sizes, ranges and defaults;
-- `conditions`: condition types, statuses and every reason the hooks write;
-- `naming`: child names, labels and selectors, and the name budget they must fit;
-- `times`: RFC 3339 timestamps;
-- `models`: the pydantic models of both kinds (the CRDs are generated from them), and
-  `lwsfields`, the parts of a role's LWS spec they read;
-- `rules`: the validation rule table (CEL in the CRD, re-checked by `hooks.core.validation`).
-
-Everything else in the package builds on these, and this module re-exports the names used
-everywhere (`from hooks import api`, then `api.LABEL_NAME`, `api.Role`, `api.Reason`), so that
-a reader finds each definition in one of the modules above. No behaviour, no I/O, no clock.
+The names used everywhere are re-exported here (`api.LABEL_NAME`, `api.Role`, `api.Reason`);
+`naming`, `times` and `rules` are used as modules. No behaviour, no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from hooks.api.conditions import ConditionStatus, ConditionType, Reason
-from hooks.api.documents import JsonObject
+from hooks.api.conditions import ConditionStatus as ConditionStatus
+from hooks.api.conditions import ConditionType as ConditionType
+from hooks.api.conditions import Reason as Reason
+from hooks.api.documents import JsonObject as JsonObject
+from hooks.api.keys import ANNOTATION_HISTORY_LIMIT as ANNOTATION_HISTORY_LIMIT
+from hooks.api.keys import ANNOTATION_INITIAL_REPLICAS as ANNOTATION_INITIAL_REPLICAS
+from hooks.api.keys import ANNOTATION_PAUSED as ANNOTATION_PAUSED
+from hooks.api.keys import ANNOTATION_PROGRESS_DEADLINE as ANNOTATION_PROGRESS_DEADLINE
+from hooks.api.keys import ANNOTATION_ROLLOUT_HOLD_AT as ANNOTATION_ROLLOUT_HOLD_AT
+from hooks.api.keys import ANNOTATION_ROLLOUT_PARTITION as ANNOTATION_ROLLOUT_PARTITION
+from hooks.api.keys import ANNOTATION_ROLLOUT_TARGET as ANNOTATION_ROLLOUT_TARGET
+from hooks.api.keys import API_VERSION as API_VERSION
+from hooks.api.keys import CHANGE_CAUSE_ANNOTATION as CHANGE_CAUSE_ANNOTATION
+from hooks.api.keys import CONTROLLER_UID_LABEL as CONTROLLER_UID_LABEL
+from hooks.api.keys import DS_KIND as DS_KIND
+from hooks.api.keys import DS_PLURAL as DS_PLURAL
+from hooks.api.keys import DS_SHORT_NAME as DS_SHORT_NAME
+from hooks.api.keys import EXCLUSIVE_ANNOTATIONS as EXCLUSIVE_ANNOTATIONS
+from hooks.api.keys import EXCLUSIVE_TOPOLOGY_ANNOTATION as EXCLUSIVE_TOPOLOGY_ANNOTATION
+from hooks.api.keys import GROUP as GROUP
+from hooks.api.keys import LABEL_APP as LABEL_APP
+from hooks.api.keys import LABEL_NAME as LABEL_NAME
+from hooks.api.keys import LABEL_REVISION as LABEL_REVISION
+from hooks.api.keys import LABEL_ROLE as LABEL_ROLE
+from hooks.api.keys import LABEL_SLICE as LABEL_SLICE
+from hooks.api.keys import LAST_APPLIED_ANNOTATION as LAST_APPLIED_ANNOTATION
+from hooks.api.keys import LWS_API_VERSION as LWS_API_VERSION
+from hooks.api.keys import LWS_KIND as LWS_KIND
+from hooks.api.keys import LWS_PLURAL as LWS_PLURAL
+from hooks.api.keys import LWS_WORKER_INDEX_LABEL as LWS_WORKER_INDEX_LABEL
+from hooks.api.keys import REVISION_KIND as REVISION_KIND
+from hooks.api.keys import REVISION_PLURAL as REVISION_PLURAL
+from hooks.api.keys import REVISION_SHORT_NAME as REVISION_SHORT_NAME
+from hooks.api.keys import SCALER_KIND as SCALER_KIND
+from hooks.api.keys import SCALER_PLURAL as SCALER_PLURAL
+from hooks.api.keys import SCALER_SHORT_NAME as SCALER_SHORT_NAME
+from hooks.api.keys import SERVICE_API_VERSION as SERVICE_API_VERSION
+from hooks.api.keys import SERVICE_KIND as SERVICE_KIND
+from hooks.api.keys import SERVICE_PLURAL as SERVICE_PLURAL
 from hooks.api.keys import (
-    ANNOTATION_HISTORY_LIMIT,
-    ANNOTATION_INITIAL_REPLICAS,
-    ANNOTATION_PAUSED,
-    ANNOTATION_PROGRESS_DEADLINE,
-    ANNOTATION_ROLLOUT_HOLD_AT,
-    ANNOTATION_ROLLOUT_PARTITION,
-    ANNOTATION_ROLLOUT_TARGET,
-    API_VERSION,
-    CHANGE_CAUSE_ANNOTATION,
-    CONTROLLER_UID_LABEL,
-    DS_KIND,
-    DS_PLURAL,
-    DS_SHORT_NAME,
-    EXCLUSIVE_ANNOTATIONS,
-    EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    GROUP,
-    LABEL_APP,
-    LABEL_NAME,
-    LABEL_REVISION,
-    LABEL_ROLE,
-    LABEL_SLICE,
-    LAST_APPLIED_ANNOTATION,
-    LWS_API_VERSION,
-    LWS_KIND,
-    LWS_PLURAL,
-    LWS_WORKER_INDEX_LABEL,
-    REVISION_KIND,
-    REVISION_PLURAL,
-    REVISION_SHORT_NAME,
-    SCALER_KIND,
-    SCALER_PLURAL,
-    SCALER_SHORT_NAME,
-    SERVICE_API_VERSION,
-    SERVICE_KIND,
-    SERVICE_PLURAL,
-    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-    VERSION,
+    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION as SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
 )
-from hooks.api.limits import (
-    CREATION_GRACE_SECONDS,
-    DEFAULT_PROGRESS_DEADLINE_SECONDS,
-    DEFAULT_REVISION_HISTORY_LIMIT,
-    INT32_MAX,
-    INT_OR_PERCENT_MAX_LENGTH,
-    LWS_DEFAULT_REPLICAS,
-    LWS_MAX_REPLICAS,
-    MAX_HISTORY_NUMBER,
-    MAX_ROLES,
-    MIN_ROLES,
-    PACKED_ROLES_MAX_LENGTH,
-    QUANTITY_MAX_LENGTH,
-    ROLE_NAME_MAX_LENGTH,
-    ROLE_NAME_PATTERN,
-)
+from hooks.api.keys import VERSION as VERSION
+from hooks.api.limits import CREATION_GRACE_SECONDS as CREATION_GRACE_SECONDS
+from hooks.api.limits import DEFAULT_PROGRESS_DEADLINE_SECONDS as DEFAULT_PROGRESS_DEADLINE_SECONDS
+from hooks.api.limits import DEFAULT_REVISION_HISTORY_LIMIT as DEFAULT_REVISION_HISTORY_LIMIT
+from hooks.api.limits import INT32_MAX as INT32_MAX
+from hooks.api.limits import INT_OR_PERCENT_MAX_LENGTH as INT_OR_PERCENT_MAX_LENGTH
+from hooks.api.limits import LWS_DEFAULT_REPLICAS as LWS_DEFAULT_REPLICAS
+from hooks.api.limits import LWS_MAX_REPLICAS as LWS_MAX_REPLICAS
+from hooks.api.limits import MAX_HISTORY_NUMBER as MAX_HISTORY_NUMBER
+from hooks.api.limits import MAX_ROLES as MAX_ROLES
+from hooks.api.limits import MIN_ROLES as MIN_ROLES
+from hooks.api.limits import PACKED_ROLES_MAX_LENGTH as PACKED_ROLES_MAX_LENGTH
+from hooks.api.limits import QUANTITY_MAX_LENGTH as QUANTITY_MAX_LENGTH
+from hooks.api.limits import ROLE_NAME_MAX_LENGTH as ROLE_NAME_MAX_LENGTH
+from hooks.api.limits import ROLE_NAME_PATTERN as ROLE_NAME_PATTERN
 
 if TYPE_CHECKING:
+    from hooks.api.models import EMBED_KEY as EMBED_KEY
+    from hooks.api.models import EMBED_LWS_SPEC as EMBED_LWS_SPEC
+    from hooks.api.models import EMBED_STORED_ROLE as EMBED_STORED_ROLE
+    from hooks.api.models import REQUIRED_KEY as REQUIRED_KEY
+    from hooks.api.models import Condition as Condition
+    from hooks.api.models import CreatingChild as CreatingChild
+    from hooks.api.models import DisaggregatedSetRoleScalerSpec as DisaggregatedSetRoleScalerSpec
     from hooks.api.models import (
-        EMBED_KEY,
-        EMBED_LWS_SPEC,
-        EMBED_STORED_ROLE,
-        REQUIRED_KEY,
-        Condition,
-        CreatingChild,
-        DisaggregatedSetRoleScalerSpec,
-        DisaggregatedSetRoleScalerStatus,
-        DisaggregatedSetSpec,
-        DisaggregatedSetStatus,
-        PlacementPolicy,
-        PlacementType,
-        RevisionRecord,
-        Role,
-        RoleStatus,
-        RolloutSlice,
-        RolloutStatus,
-        Violation,
-        json_names,
+        DisaggregatedSetRoleScalerStatus as DisaggregatedSetRoleScalerStatus,
     )
+    from hooks.api.models import DisaggregatedSetSpec as DisaggregatedSetSpec
+    from hooks.api.models import DisaggregatedSetStatus as DisaggregatedSetStatus
+    from hooks.api.models import PlacementPolicy as PlacementPolicy
+    from hooks.api.models import PlacementType as PlacementType
+    from hooks.api.models import RevisionRecord as RevisionRecord
+    from hooks.api.models import Role as Role
+    from hooks.api.models import RoleStatus as RoleStatus
+    from hooks.api.models import RolloutSlice as RolloutSlice
+    from hooks.api.models import RolloutStatus as RolloutStatus
+    from hooks.api.models import Violation as Violation
+    from hooks.api.models import json_names as json_names
 
-__all__ = [
-    "ANNOTATION_HISTORY_LIMIT",
-    "ANNOTATION_INITIAL_REPLICAS",
-    "ANNOTATION_PAUSED",
-    "ANNOTATION_PROGRESS_DEADLINE",
-    "ANNOTATION_ROLLOUT_HOLD_AT",
-    "ANNOTATION_ROLLOUT_PARTITION",
-    "ANNOTATION_ROLLOUT_TARGET",
-    "API_VERSION",
-    "CHANGE_CAUSE_ANNOTATION",
-    "CONTROLLER_UID_LABEL",
-    "CREATION_GRACE_SECONDS",
-    "DEFAULT_PROGRESS_DEADLINE_SECONDS",
-    "DEFAULT_REVISION_HISTORY_LIMIT",
-    "DS_KIND",
-    "DS_PLURAL",
-    "DS_SHORT_NAME",
-    "EMBED_KEY",
-    "EMBED_LWS_SPEC",
-    "EMBED_STORED_ROLE",
-    "EXCLUSIVE_ANNOTATIONS",
-    "EXCLUSIVE_TOPOLOGY_ANNOTATION",
-    "GROUP",
-    "INT32_MAX",
-    "INT_OR_PERCENT_MAX_LENGTH",
-    "LABEL_APP",
-    "LABEL_NAME",
-    "LABEL_REVISION",
-    "LABEL_ROLE",
-    "LABEL_SLICE",
-    "LAST_APPLIED_ANNOTATION",
-    "LWS_API_VERSION",
-    "LWS_DEFAULT_REPLICAS",
-    "LWS_KIND",
-    "LWS_MAX_REPLICAS",
-    "LWS_PLURAL",
-    "LWS_WORKER_INDEX_LABEL",
-    "MAX_HISTORY_NUMBER",
-    "MAX_ROLES",
-    "MIN_ROLES",
-    "PACKED_ROLES_MAX_LENGTH",
-    "QUANTITY_MAX_LENGTH",
-    "REQUIRED_KEY",
-    "REVISION_KIND",
-    "REVISION_PLURAL",
-    "REVISION_SHORT_NAME",
-    "ROLE_NAME_MAX_LENGTH",
-    "ROLE_NAME_PATTERN",
-    "SCALER_KIND",
-    "SCALER_PLURAL",
-    "SCALER_SHORT_NAME",
-    "SERVICE_API_VERSION",
-    "SERVICE_KIND",
-    "SERVICE_PLURAL",
-    "SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION",
-    "VERSION",
-    "Condition",
-    "ConditionStatus",
-    "ConditionType",
-    "CreatingChild",
-    "DisaggregatedSetRoleScalerSpec",
-    "DisaggregatedSetRoleScalerStatus",
-    "DisaggregatedSetSpec",
-    "DisaggregatedSetStatus",
-    "JsonObject",
-    "PlacementPolicy",
-    "PlacementType",
-    "Reason",
-    "RevisionRecord",
-    "Role",
-    "RoleStatus",
-    "RolloutSlice",
-    "RolloutStatus",
-    "Violation",
-    "json_names",
-]
+# The models are the one heavy part of the API (pydantic builds their validators on import): they
+# load when a name of theirs is first used, so that a command needing only keys and names
+# (`kubectl ds --help`) starts without them.
+_MODEL_NAMES: Final = frozenset(
+    {
+        "EMBED_KEY",
+        "EMBED_LWS_SPEC",
+        "EMBED_STORED_ROLE",
+        "REQUIRED_KEY",
+        "Condition",
+        "CreatingChild",
+        "DisaggregatedSetRoleScalerSpec",
+        "DisaggregatedSetRoleScalerStatus",
+        "DisaggregatedSetSpec",
+        "DisaggregatedSetStatus",
+        "PlacementPolicy",
+        "PlacementType",
+        "RevisionRecord",
+        "Role",
+        "RoleStatus",
+        "RolloutSlice",
+        "RolloutStatus",
+        "Violation",
+        "json_names",
+    }
+)
 
 
-# The models are the one heavy part of the API (pydantic builds their validators when they are
-# imported): they load when a name of theirs is first used, so a command that needs only keys
-# and names (`kubectl ds --help`, `kubectl ds rollout pause`) starts without them. A name of
-# `__all__` this module does not define is theirs.
 def __getattr__(name: str) -> object:
-    if name in __all__:
+    if name in _MODEL_NAMES:
         return getattr(importlib.import_module("hooks.api.models"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,20 +1,9 @@
-"""The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
+"""The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds and the revision record.
 
-The models are the single source of truth for the API's shape: the two kinds people and autoscalers
-write, and the record of one revision in a set's history. `hooks.cli.crdgen` turns them
-(field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
-owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
-
-Kubernetes-only schema facts (integer formats, list-map keys, `date-time`) live in each field's
-`json_schema_extra`; pydantic ignores them when validating and only `crdgen` assembles them. Two
-keys there are crdgen instructions rather than schema: `x-crdgen-embed` (replace this node with an
-embedded foreign schema) and `x-crdgen-required` (list the field as required although it has a
-default).
-
-A role's `spec` is a LeaderWorkerSet spec owned by another project. It stays a raw JSON object: the
-model only type-checks the few fields the controller reads (replicas, rollout strategy, the
-template's annotations) and never rebuilds it, because a round-trip would reorder or drop fields and
-change the revision hash.
+The single source of truth for the API's shape: `hooks.cli.crdgen` makes the CRDs from them (field
+docstrings become descriptions; how: docs/architecture.md, "The CRDs"). A role's `spec` stays the
+raw LWS object, type-checked in the fields the controller reads, never rebuilt (a round-trip would
+change the revision hash). No behaviour, no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -32,7 +21,7 @@ from hooks.api.documents import JsonObject
 
 JsonDict = dict[str, JsonValue]
 
-# json_schema_extra fragments (see the module docstring).
+# json_schema_extra fragments, and the two keys that instruct crdgen rather than describe a schema.
 _INT32: Final[JsonDict] = {"format": "int32"}
 _INT64: Final[JsonDict] = {"format": "int64"}
 _DATE_TIME: Final[JsonDict] = {"format": "date-time"}

@@ -1,18 +1,9 @@
-"""Validation rules of the DisaggregatedSet API, one definition each (the README lists them).
+"""Validation rules of the DisaggregatedSet API, one definition each: a table of facts.
 
-The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
-it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
-message, for clusters that run an older or hand-edited CRD (the DisaggregatedSetRevision CRD's
-rules, `RECORD_CEL_RULES`, are the hook's to re-check only in part: see there). The
-numbers in the CEL come from `hooks.api.limits` and `hooks.api.naming`, which the Python check
-reads too. Nothing here evaluates anything: it is a table of facts.
-
-Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
-may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
-guards stay wherever a field is optional, so that a rule also reads an undefaulted object the way
-the Python check does. The server bounds every rule's estimated cost: `spec.roles[]` rules count
-ten times (maxItems), and regular expressions run over strings only as long as their `maxLength`
-(the int-or-percent fields are bounded for that; tests/cluster installs the CRD for real).
+The CRD carries each rule as CEL at its `path` (`hooks.cli.crdgen`); `hooks.core.validation`
+re-checks it in Python under the same id and message, for an older or hand-edited CRD. The
+numbers come from `hooks.api.limits` and `hooks.api.naming`, which the Python check reads too.
+Writing a rule: docs/architecture.md, "The CRDs".
 """
 
 from __future__ import annotations

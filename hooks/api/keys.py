@@ -1,9 +1,5 @@
-"""The API's well-known strings: group, kinds, resources, label and annotation keys.
-
-Ours (the `disaggregatedset.x-k8s.io` group, its kinds, labels and annotations) and the foreign
-ones the controller reads or writes (LeaderWorkerSet, Service, Metacontroller's annotation and
-label, the LWS placement annotations). Data only: no imports from `hooks`.
-"""
+"""The API's well-known strings: group, kinds, resources, label and annotation keys, ours and
+the foreign ones the controller reads or writes. Data only: no imports from `hooks`."""
 
 from __future__ import annotations
 
@@ -35,8 +31,8 @@ LABEL_SLICE: Final = f"{GROUP}/slice"
 LABEL_REVISION: Final = f"{GROUP}/revision"
 LABEL_APP: Final = "app"
 ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
-# Beyond upstream, on each LWS of the revision a slice rolls to: the role's per-slice target when
-# the slice's rollout started (docs/rollout.md, "Scaling while a rollout runs").
+# Beyond upstream: the role's per-slice target when a slice's rollout started, on each LWS of the
+# revision it rolls to (docs/rollout.md, "Scaling while a rollout runs").
 ANNOTATION_ROLLOUT_TARGET: Final = f"{GROUP}/rollout-target-replicas"
 # Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
 # upstream's (docs/rollout.md).
@@ -45,8 +41,7 @@ ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
 ANNOTATION_HISTORY_LIMIT: Final = f"{GROUP}/revision-history-limit"
 ANNOTATION_ROLLOUT_PARTITION: Final = f"{GROUP}/rollout-partition"
 ANNOTATION_ROLLOUT_HOLD_AT: Final = f"{GROUP}/rollout-hold-at"
-# The kubectl convention a set's change-cause annotation follows; it is copied onto the
-# DisaggregatedSetRevision of each revision the set moves to.
+# kubectl's convention; copied onto the DisaggregatedSetRevision of each revision the set moves to.
 CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
 
 LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Final, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
@@ -119,8 +119,7 @@ class Role(_Model):
     @property
     def replicas(self) -> int | None:
         """`spec.replicas` as stored (None when unset)."""
-        value: int | None = self.spec.get("replicas")
-        return value
+        return cast("int | None", self.spec.get("replicas"))
 
     @property
     def replicas_or_default(self) -> int:
@@ -129,28 +128,23 @@ class Role(_Model):
 
     @property
     def leader_worker_template(self) -> JsonObject:
-        template: JsonObject = self.spec["leaderWorkerTemplate"]
-        return template
+        return cast(JsonObject, self.spec["leaderWorkerTemplate"])
 
     @property
     def rollout_type(self) -> str | None:
-        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
-        value: str | None = strategy.get("type")
-        return value
+        return cast("str | None", (self.spec.get("rolloutStrategy") or {}).get("type"))
 
     @property
     def rolling_update_configuration(self) -> JsonObject | None:
         """`spec.rolloutStrategy.rollingUpdateConfiguration`, or None when absent."""
-        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
-        config: JsonObject | None = strategy.get("rollingUpdateConfiguration")
-        return config
+        strategy = self.spec.get("rolloutStrategy") or {}
+        return cast("JsonObject | None", strategy.get("rollingUpdateConfiguration"))
 
     @property
     def rolling_update_budget(self) -> tuple[int | str, int | str] | None:
         """maxSurge and maxUnavailable of the rollingUpdateConfiguration, one left out read as
-        the LWS CRD defaults it (0 and 1), so that an object the API server has not defaulted
-        reads as a stored one; None without a rollingUpdateConfiguration. The one defaulting
-        rule of both: validation and the planner read them here."""
+        the LWS CRD defaults it (validation and the planner both read them here); None without
+        a rollingUpdateConfiguration."""
         config = self.rolling_update_configuration
         if config is None:
             return None
@@ -170,14 +164,12 @@ class Role(_Model):
     def size(self) -> int:
         """`leaderWorkerTemplate.size`: pods per group, the leader included (the LWS default, 1,
         when unset)."""
-        value: int = self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE)
-        return value
+        return cast(int, self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE))
 
     @property
     def sub_group_policy(self) -> JsonObject | None:
         """`leaderWorkerTemplate.subGroupPolicy`, None when unset."""
-        policy: JsonObject | None = self.leader_worker_template.get("subGroupPolicy")
-        return policy
+        return cast("JsonObject | None", self.leader_worker_template.get("subGroupPolicy"))
 
     def pod_templates(self) -> list[JsonObject]:
         """The leader template (when present) and the worker template, in that order."""
@@ -200,8 +192,7 @@ class PlacementPolicy(_Model):
 
     @property
     def is_active(self) -> bool:
-        """Whether the policy places slices (its type is not None; validation then requires a
-        topology key)."""
+        """Whether the policy places slices (type not None; a topology key is then required)."""
         return self.type is not PlacementType.NONE
 
 

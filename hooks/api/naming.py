@@ -49,7 +49,7 @@ def digits(value: int) -> int:
 def suffix_length(replicas: int | None) -> int:
     """The longest DNS-1035 suffix of an LWS name: `-prv` or its last group's pod label."""
     count = limits.LWS_DEFAULT_REPLICAS if replicas is None else replicas
-    return max(len(SERVICE_SUFFIX), 1 + digits(count - 1) + POD_REVISION_LABEL_FIXED)
+    return max(len(SERVICE_SUFFIX), digits(count - 1) + POD_REVISION_LABEL_FIXED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,10 @@ class RuleNode(StrEnum):
     SPEC = "spec"
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
+    # A DisaggregatedSetRevision's fields.
     RECORD_ROLES = "roles"
-    """A DisaggregatedSetRevision's roles (as earlier versions store them)."""
     RECORD_PACKED_ROLES = "packedRoles"
-    """A DisaggregatedSetRevision's packed roles."""
     RECORD_FIRST_REVISION = "firstRevision"
-    """The number a DisaggregatedSetRevision was created with."""
 
 
 class RuleReason(StrEnum):
@@ -40,10 +38,8 @@ class RuleReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CelRule:
-    """One CRD validation rule: where it attaches, its CEL expression, and what it reports.
-
-    `field_path` is relative to `path` (a JSON path without list indices, as Kubernetes wants).
-    """
+    """One CRD validation rule: where it attaches, its CEL expression, and what it reports
+    (`field_path` is relative to `path`, without list indices, as Kubernetes wants)."""
 
     id: str
     path: RuleNode
@@ -73,22 +69,18 @@ def _is_external(role: str) -> str:
     return f"(has({role}.scaling) && has({role}.scaling.mode) && {role}.scaling.mode == 'External')"
 
 
-def _has_any_key(annotations: str) -> str:
-    return (
-        "(" + " || ".join(f"'{key}' in {annotations}" for key in keys.EXCLUSIVE_ANNOTATIONS) + ")"
-    )
+def _annotated(node: str) -> str:
+    """Whether `node`'s metadata carries an exclusive-placement annotation."""
+    annotations = f"{node}.metadata.annotations"
+    any_key = " || ".join(f"'{key}' in {annotations}" for key in keys.EXCLUSIVE_ANNOTATIONS)
+    return f"has({node}.metadata) && has({annotations}) && ({any_key})"
 
 
 def _carries_exclusive_annotation(role: str) -> str:
     leader = f"{role}.spec.leaderWorkerTemplate.leaderTemplate"
     worker = f"{role}.spec.leaderWorkerTemplate.workerTemplate"
     return (
-        f"(has({role}.metadata) && has({role}.metadata.annotations)"
-        f" && {_has_any_key(f'{role}.metadata.annotations')})"
-        f" || (has({leader}) && has({leader}.metadata) && has({leader}.metadata.annotations)"
-        f" && {_has_any_key(f'{leader}.metadata.annotations')})"
-        f" || (has({worker}.metadata) && has({worker}.metadata.annotations)"
-        f" && {_has_any_key(f'{worker}.metadata.annotations')})"
+        f"({_annotated(role)}) || (has({leader}) && {_annotated(leader)}) || ({_annotated(worker)})"
     )
 
 
@@ -337,12 +329,9 @@ _DIGITS = "[" + ", ".join(f"'{digit}'" for digit in "0123456789") + "]"
 
 
 def _cel_decimal(value: str) -> str:
-    """A CEL string expression of the decimal digits of an int expression in 0..999.
-
-    Built from a list of one-character literals rather than `string(int)`: kube-apiserver bounds
-    a string it can size (a literal) but estimates `string(int)` as long as a whole request, and
-    then refuses the message expression as 100 times over its cost budget.
-    """
+    """A CEL string expression of the decimal digits of an int expression in 0..999, built from
+    one-character literals: kube-apiserver estimates `string(int)` as long as a whole request and
+    would refuse the message expression as 100 times over its cost budget."""
     number = f"({value})"
     return (
         f"({number} >= 100 ? {_DIGITS}[{number} / 100 % 10] : '')"
@@ -352,8 +341,7 @@ def _cel_decimal(value: str) -> str:
 
 
 def _cel_template(template: str, values: dict[str, str]) -> str:
-    """A CEL string expression of a `str.format` template whose fields are CEL int expressions
-    (each in 0..999)."""
+    """A CEL string expression of a `str.format` template whose fields are CEL ints in 0..999."""
     parts = []
     rest = template
     while "{" in rest:
@@ -486,6 +474,5 @@ RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
     RECORD_FIRST_REVISION_IMMUTABLE,
 )
 """The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names and the one
-form of the roles (a record that breaks either does not count) but not the transition rules
-(they compare an update with the stored object); it checks instead that a record's roles hash to
-the revision its name and labels claim (docs/safety.md)."""
+form of the roles, not the transition rules; it checks instead that a record's roles hash to its
+revision (docs/safety.md)."""

@@ -1,7 +1,9 @@
 """The disaggregatedset.x-k8s.io/v1 API, each part in one module (docs/architecture.md).
 
-The names used everywhere are re-exported here (`api.LABEL_NAME`, `api.Role`, `api.Reason`);
-`naming`, `times` and `rules` are used as modules. No behaviour, no I/O, no clock.
+Here: its well-known strings (group, kinds, resources, label and annotation keys, ours and the
+foreign ones the controller reads or writes), and the names of the other modules used everywhere,
+re-exported (`api.Role`, `api.Reason`); `naming`, `times` and `rules` are used as modules. No
+behaviour, no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -13,45 +15,6 @@ from hooks.api.conditions import ConditionStatus as ConditionStatus
 from hooks.api.conditions import ConditionType as ConditionType
 from hooks.api.conditions import Reason as Reason
 from hooks.api.documents import JsonObject as JsonObject
-from hooks.api.keys import ANNOTATION_HISTORY_LIMIT as ANNOTATION_HISTORY_LIMIT
-from hooks.api.keys import ANNOTATION_INITIAL_REPLICAS as ANNOTATION_INITIAL_REPLICAS
-from hooks.api.keys import ANNOTATION_PAUSED as ANNOTATION_PAUSED
-from hooks.api.keys import ANNOTATION_PROGRESS_DEADLINE as ANNOTATION_PROGRESS_DEADLINE
-from hooks.api.keys import ANNOTATION_ROLLOUT_HOLD_AT as ANNOTATION_ROLLOUT_HOLD_AT
-from hooks.api.keys import ANNOTATION_ROLLOUT_PARTITION as ANNOTATION_ROLLOUT_PARTITION
-from hooks.api.keys import ANNOTATION_ROLLOUT_TARGET as ANNOTATION_ROLLOUT_TARGET
-from hooks.api.keys import API_VERSION as API_VERSION
-from hooks.api.keys import CHANGE_CAUSE_ANNOTATION as CHANGE_CAUSE_ANNOTATION
-from hooks.api.keys import CONTROLLER_UID_LABEL as CONTROLLER_UID_LABEL
-from hooks.api.keys import DS_KIND as DS_KIND
-from hooks.api.keys import DS_PLURAL as DS_PLURAL
-from hooks.api.keys import DS_SHORT_NAME as DS_SHORT_NAME
-from hooks.api.keys import EXCLUSIVE_ANNOTATIONS as EXCLUSIVE_ANNOTATIONS
-from hooks.api.keys import EXCLUSIVE_TOPOLOGY_ANNOTATION as EXCLUSIVE_TOPOLOGY_ANNOTATION
-from hooks.api.keys import GROUP as GROUP
-from hooks.api.keys import LABEL_APP as LABEL_APP
-from hooks.api.keys import LABEL_NAME as LABEL_NAME
-from hooks.api.keys import LABEL_REVISION as LABEL_REVISION
-from hooks.api.keys import LABEL_ROLE as LABEL_ROLE
-from hooks.api.keys import LABEL_SLICE as LABEL_SLICE
-from hooks.api.keys import LAST_APPLIED_ANNOTATION as LAST_APPLIED_ANNOTATION
-from hooks.api.keys import LWS_API_VERSION as LWS_API_VERSION
-from hooks.api.keys import LWS_KIND as LWS_KIND
-from hooks.api.keys import LWS_PLURAL as LWS_PLURAL
-from hooks.api.keys import LWS_WORKER_INDEX_LABEL as LWS_WORKER_INDEX_LABEL
-from hooks.api.keys import REVISION_KIND as REVISION_KIND
-from hooks.api.keys import REVISION_PLURAL as REVISION_PLURAL
-from hooks.api.keys import REVISION_SHORT_NAME as REVISION_SHORT_NAME
-from hooks.api.keys import SCALER_KIND as SCALER_KIND
-from hooks.api.keys import SCALER_PLURAL as SCALER_PLURAL
-from hooks.api.keys import SCALER_SHORT_NAME as SCALER_SHORT_NAME
-from hooks.api.keys import SERVICE_API_VERSION as SERVICE_API_VERSION
-from hooks.api.keys import SERVICE_KIND as SERVICE_KIND
-from hooks.api.keys import SERVICE_PLURAL as SERVICE_PLURAL
-from hooks.api.keys import (
-    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION as SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
-)
-from hooks.api.keys import VERSION as VERSION
 from hooks.api.limits import CREATION_GRACE_SECONDS as CREATION_GRACE_SECONDS
 from hooks.api.limits import DEFAULT_PROGRESS_DEADLINE_SECONDS as DEFAULT_PROGRESS_DEADLINE_SECONDS
 from hooks.api.limits import DEFAULT_REVISION_HISTORY_LIMIT as DEFAULT_REVISION_HISTORY_LIMIT
@@ -89,6 +52,57 @@ if TYPE_CHECKING:
     from hooks.api.models import RolloutStatus as RolloutStatus
     from hooks.api.models import Violation as Violation
     from hooks.api.models import json_names as json_names
+
+GROUP: Final = "disaggregatedset.x-k8s.io"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+DS_KIND: Final = "DisaggregatedSet"
+DS_PLURAL: Final = "disaggregatedsets"
+DS_SHORT_NAME: Final = "dset"  # `ds` is DaemonSet's
+SCALER_KIND: Final = "DisaggregatedSetRoleScaler"
+SCALER_PLURAL: Final = "disaggregatedsetrolescalers"
+SCALER_SHORT_NAME: Final = "dsrs"
+REVISION_KIND: Final = "DisaggregatedSetRevision"
+REVISION_PLURAL: Final = "disaggregatedsetrevisions"
+REVISION_SHORT_NAME: Final = "dsrev"
+
+LWS_API_VERSION: Final = "leaderworkerset.x-k8s.io/v1"
+LWS_KIND: Final = "LeaderWorkerSet"
+LWS_PLURAL: Final = "leaderworkersets"
+SERVICE_API_VERSION: Final = "v1"
+SERVICE_KIND: Final = "Service"
+SERVICE_PLURAL: Final = "services"
+
+LABEL_NAME: Final = f"{GROUP}/name"
+LABEL_ROLE: Final = f"{GROUP}/role"
+LABEL_SLICE: Final = f"{GROUP}/slice"
+LABEL_REVISION: Final = f"{GROUP}/revision"
+LABEL_APP: Final = "app"
+ANNOTATION_INITIAL_REPLICAS: Final = f"{GROUP}/initial-replicas"
+# Beyond upstream: the role's per-slice target when a slice's rollout started, on each LWS of the
+# revision it rolls to (docs/rollout.md, "Scaling while a rollout runs").
+ANNOTATION_ROLLOUT_TARGET: Final = f"{GROUP}/rollout-target-replicas"
+# Rollout control, beyond upstream: annotations on the DisaggregatedSet, so that the spec stays
+# upstream's (docs/rollout.md).
+ANNOTATION_PAUSED: Final = f"{GROUP}/paused"
+ANNOTATION_PROGRESS_DEADLINE: Final = f"{GROUP}/progress-deadline-seconds"
+ANNOTATION_HISTORY_LIMIT: Final = f"{GROUP}/revision-history-limit"
+ANNOTATION_ROLLOUT_PARTITION: Final = f"{GROUP}/rollout-partition"
+ANNOTATION_ROLLOUT_HOLD_AT: Final = f"{GROUP}/rollout-hold-at"
+# kubectl's convention; copied onto the DisaggregatedSetRevision of each revision the set moves to.
+CHANGE_CAUSE_ANNOTATION: Final = "kubernetes.io/change-cause"
+
+LAST_APPLIED_ANNOTATION: Final = "metacontroller.k8s.io/last-applied-configuration"
+CONTROLLER_UID_LABEL: Final = "controller-uid"
+LWS_WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION: Final = (
+    "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+)
+EXCLUSIVE_ANNOTATIONS: Final = (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+)
 
 # The models are the one heavy part of the API (pydantic builds their validators on import): they
 # load when a name of theirs is first used, so that a command needing only keys and names

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from hooks.api import keys, limits
+from hooks import api
 
 DNS1035_LABEL_MAX: Final = 63  # Service names and label values
 DNS1123_SUBDOMAIN_MAX: Final = 253  # most object names (a DisaggregatedSetRoleScaler's)
@@ -48,7 +48,7 @@ def digits(value: int) -> int:
 
 def suffix_length(replicas: int | None) -> int:
     """The longest DNS-1035 suffix of an LWS name: `-prv` or its last group's pod label."""
-    count = limits.LWS_DEFAULT_REPLICAS if replicas is None else replicas
+    count = api.LWS_DEFAULT_REPLICAS if replicas is None else replicas
     return max(len(SERVICE_SUFFIX), digits(count - 1) + POD_REVISION_LABEL_FIXED)
 
 
@@ -79,40 +79,40 @@ def max_fitting_replicas(*, lws: str) -> int:
     room = DNS1035_LABEL_MAX - len(lws) - POD_REVISION_LABEL_FIXED
     if room < 1:
         return 0
-    return min(int(10**room), limits.LWS_MAX_REPLICAS)
+    return min(int(10**room), api.LWS_MAX_REPLICAS)
 
 
 def lws_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
     """The five labels the controller puts on an LWS and on both of its pod templates."""
     return {
-        keys.LABEL_APP: f"{set_name}-{slice_index}-{role}",
-        keys.LABEL_NAME: set_name,
-        keys.LABEL_ROLE: role,
-        keys.LABEL_SLICE: str(slice_index),
-        keys.LABEL_REVISION: revision,
+        api.LABEL_APP: f"{set_name}-{slice_index}-{role}",
+        api.LABEL_NAME: set_name,
+        api.LABEL_ROLE: role,
+        api.LABEL_SLICE: str(slice_index),
+        api.LABEL_REVISION: revision,
     }
 
 
 def service_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
     """Labels and selector of a revision's headless Service: name, role, revision and slice."""
     return {
-        keys.LABEL_NAME: set_name,
-        keys.LABEL_ROLE: role,
-        keys.LABEL_REVISION: revision,
-        keys.LABEL_SLICE: str(slice_index),
+        api.LABEL_NAME: set_name,
+        api.LABEL_ROLE: role,
+        api.LABEL_REVISION: revision,
+        api.LABEL_SLICE: str(slice_index),
     }
 
 
 def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
     """Labels of a scaler: the set's name and the role."""
-    return {keys.LABEL_NAME: set_name, keys.LABEL_ROLE: role}
+    return {api.LABEL_NAME: set_name, api.LABEL_ROLE: role}
 
 
 def history_labels(*, set_name: str, revision: str) -> dict[str, str]:
     """Labels of a DisaggregatedSetRevision: the set's name and the revision it records."""
-    return {keys.LABEL_NAME: set_name, keys.LABEL_REVISION: revision}
+    return {api.LABEL_NAME: set_name, api.LABEL_REVISION: revision}
 
 
 def leader_selector(*, set_name: str, role: str) -> str:
     """Selector (string form) matching one pod per LWS group, the leader, across revisions."""
-    return f"{keys.LABEL_NAME}={set_name},{keys.LABEL_ROLE}={role},{keys.LWS_WORKER_INDEX_LABEL}=0"
+    return f"{api.LABEL_NAME}={set_name},{api.LABEL_ROLE}={role},{api.LWS_WORKER_INDEX_LABEL}=0"

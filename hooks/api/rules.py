@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from hooks.api import keys, limits, naming
+from hooks import api
+from hooks.api import limits, naming
 
 
 class RuleNode(StrEnum):
@@ -72,7 +73,7 @@ def _is_external(role: str) -> str:
 def _annotated(node: str) -> str:
     """Whether `node`'s metadata carries an exclusive-placement annotation."""
     annotations = f"{node}.metadata.annotations"
-    any_key = " || ".join(f"'{key}' in {annotations}" for key in keys.EXCLUSIVE_ANNOTATIONS)
+    any_key = " || ".join(f"'{key}' in {annotations}" for key in api.EXCLUSIVE_ANNOTATIONS)
     return f"has({node}.metadata) && has({annotations}) && ({any_key})"
 
 
@@ -249,11 +250,11 @@ LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS: Final = CelRule(
     field_path=".metadata.annotations",
     rule=(
         "!(has(self.metadata) && has(self.metadata.annotations)"
-        f" && '{keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
+        f" && '{api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
         f" || has({_SGP})"
     ),
     message=(
-        f"spec.roles[].metadata.annotations may carry {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
+        f"spec.roles[].metadata.annotations may carry {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
         " only with spec.leaderWorkerTemplate.subGroupPolicy: LeaderWorkerSet refuses it"
         " without subgroups"
     ),
@@ -283,8 +284,8 @@ PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT: Final = CelRule(
         f" || self.roles.all(r, !({_carries_exclusive_annotation('r')}))"
     ),
     message=(
-        f"spec.roles[] must not carry the {keys.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
-        f" {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
+        f"spec.roles[] must not carry the {api.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
+        f" {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
         " leader or worker pod template) while spec.placementPolicy.type is not None: remove"
         " the annotation or set spec.placementPolicy.type to None"
     ),

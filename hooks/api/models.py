@@ -162,8 +162,7 @@ class Role(_Model):
 
     @property
     def size(self) -> int:
-        """`leaderWorkerTemplate.size`: pods per group, the leader included (the LWS default, 1,
-        when unset)."""
+        """`leaderWorkerTemplate.size`: pods per group, leader included (1, the LWS default)."""
         return cast(int, self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE))
 
     @property

@@ -74,7 +74,6 @@ def format_utc(seconds: int) -> str:
 
 
 def seconds_between(earlier: str, later: str) -> int | None:
-    """Whole seconds from one RFC 3339 time to another (fractions dropped), or None when either
-    is not a time."""
+    """Whole seconds from one RFC 3339 time to another (fractions dropped); None if either isn't."""
     start, end = parse(earlier), parse(later)
     return None if start is None or end is None else end.seconds - start.seconds

@@ -1,9 +1,5 @@
-"""The API's conditions: their types, statuses and every reason the hooks write, once.
-
-`status` conditions follow metav1.Condition (bounds in `hooks.api.limits`). The reasons are the
-contract that `kubectl get`, kube-state-metrics, the alerts of components/prometheus-rules and
-GitOps tools read, so each is spelled here only. Data only: no imports from `hooks`.
-"""
+"""The API's conditions: their types, statuses and every reason the hooks write, spelled here
+only, as `kubectl get`, kube-state-metrics, the alerts and GitOps tools read them. Data only."""
 
 from __future__ import annotations
 
@@ -25,8 +21,6 @@ class ConditionStatus(StrEnum):
 
 
 class Reason(StrEnum):
-    """Every condition reason the hooks write."""
-
     # Available and Progressing of a DisaggregatedSet.
     ALL_ROLES_READY = "AllRolesReady"
     ROLLOUT_IN_PROGRESS = "RolloutInProgress"

@@ -1,7 +1,5 @@
-"""The type of a Kubernetes object, or of any part of one, as JSON decodes it: what the hooks
-read from a request and write into an answer where no model of ours applies (a role's
-LeaderWorkerSet spec, a child), and how a part of one is read whatever its shape. Data only: no
-imports from `hooks`."""
+"""A Kubernetes object, or any part of one, as JSON decodes it (where no model of ours applies),
+and how a part of one is read whatever its shape. Data only: no imports from `hooks`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The API's numbers: sizes, ranges and defaults, each written once.
-
-The models (`hooks.api.models`), the CEL rules (`hooks.api.rules`), the hook's re-check
-(`hooks.core.validation`) and the command line all read these. Data only: no imports from
-`hooks`.
-"""
+"""The API's numbers: sizes, ranges and defaults, each written once for the models, the CEL
+rules, the hook's re-check and the command line. Data only: no imports from `hooks`."""
 
 from __future__ import annotations
 
@@ -23,17 +19,15 @@ LWS_MAX_REPLICAS: Final = 1_000_000  # the LWS CRD's maximum for spec.replicas
 LWS_DEFAULT_REPLICAS: Final = 1  # what an unset spec.replicas means, on a role and on an LWS
 LWS_DEFAULT_SIZE: Final = 1  # what an unset leaderWorkerTemplate.size means (the leader alone)
 # What the LWS CRD defaults an absent maxSurge and maxUnavailable of a rollingUpdateConfiguration
-# to (the validation rules read an undefaulted object the same way).
+# to, and how the rules read an undefaulted object.
 LWS_DEFAULT_MAX_SURGE: Final = 0
 LWS_DEFAULT_MAX_UNAVAILABLE: Final = 1
-# Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration (maxSurge,
-# maxUnavailable): the CEL rules match them against regular expressions, and the API server
-# refuses rules whose estimated cost over an unbounded string exceeds its budget. Any int32 as a
-# string and any percentage fit.
+# Added bound on the int-or-percent strings of a role's rollingUpdateConfiguration, which CEL
+# rules match against regular expressions (their cost: docs/architecture.md, "The CRDs"). Any
+# int32 as a string and any percentage fit.
 INT_OR_PERCENT_MAX_LENGTH: Final = 16
-# Added bound on every resource.Quantity string of a role's spec (requests, limits, sizeLimit,
-# divisor, ...): an unbounded one let a valid set cost seconds per sync. Quantities people
-# write ("1536Mi", "2.5", "100m", "1e3") are far shorter.
+# Added bound on every resource.Quantity string of a role's spec: an unbounded one let a valid set
+# cost seconds per sync. Quantities people write ("1536Mi", "2.5", "100m") are far shorter.
 QUANTITY_MAX_LENGTH: Final = 64
 
 # metav1.Condition's bounds, which every condition the hooks write must fit.
@@ -44,26 +38,22 @@ CONDITION_MESSAGE_MAX_LENGTH: Final = 32768
 DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 1800  # large models load for 10-20 minutes
 DEFAULT_REVISION_HISTORY_LIMIT: Final = 10  # old revisions kept, as Deployments keep
 # The highest number a revision's record holds: the largest whole number every JSON reader
-# (JavaScript's included) holds exactly. A history numbers one revision at a time, so none gets
-# near it; a record that claims more was written by hand.
+# (JavaScript's included) holds exactly; a record that claims more was written by hand.
 MAX_HISTORY_NUMBER: Final = 2**53 - 1
-# The API server's bound on the annotations of an object, keys and values together (bytes).
-# Metacontroller adds a copy of every child it writes as its last-applied annotation, so a child
-# holds at most about this much (a DisaggregatedSetRevision's form: `hooks.core.compact`).
+# The API server's bound on an object's annotations, keys and values together (bytes), which
+# Metacontroller's last-applied copy of a child shares (`hooks.core.compact`).
 ANNOTATIONS_MAX_BYTES: Final = 262_144
 # A history record keeps the set's change-cause up to this many bytes as Go's JSON writes it (in
 # Metacontroller's last-applied copy); a longer one is cut, with a marker saying so.
 CHANGE_CAUSE_MAX_BYTES: Final = 4096
 # A history record's packed roles, in characters of base64: the annotations' bound less the
-# change-cause twice (the record's own and the copy's) and the rest of the record, with room to
-# spare (tests/unit/test_compact.py builds the largest record).
+# change-cause twice and the rest of the record (tests/unit/test_compact.py builds the largest).
 PACKED_ROLES_MAX_LENGTH: Final = 250_000
 # The most a record's packed roles unpack to (bytes): more than any object the API server
 # stores, so that a forged record cannot make a sync inflate it without bound.
 UNPACKED_ROLES_MAX_BYTES: Final = 3 * 1024 * 1024
 # How long a child the set asked for may take to appear before the set reports it
-# (`Degraded=ChildNotCreated`, `hooks.core.creations`): far more than a watch event takes to
-# arrive on a loaded API server.
+# (`hooks.core.creations`): far more than a watch event takes on a loaded API server.
 CREATION_GRACE_SECONDS: Final = 30
 # The longest resync the hooks ask Metacontroller for (`resyncAfterSeconds`); a longer wait is
 # asked for again by a later sync.

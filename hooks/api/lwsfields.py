@@ -1,10 +1,6 @@
-"""The typed view of the parts of a role's LeaderWorkerSet spec that the controller reads
-(`ROLE_SPEC_FIELDS`), which `hooks.api.models` checks a role's raw `spec` against.
-
-The spec stays the raw object as stored: these types validate without converting (strict), so
-nothing is rebuilt. Every number in the spec is parsed strictly: a bool, a string or a float
-where an integer belongs is a wrong JSON type (the set is held), never coerced (`slices: true`
-read as 1 would delete every other slice).
+"""The parts of a role's LeaderWorkerSet spec the controller reads, typed (`ROLE_SPEC_FIELDS`):
+`hooks.api.models` checks a role's raw `spec` against them strictly, converting nothing, so that
+a bool, string or float where an integer belongs holds the set instead of being coerced.
 """
 
 from __future__ import annotations

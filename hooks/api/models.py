@@ -1,27 +1,16 @@
-"""The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds, spec and status.
+"""The disaggregatedset.x-k8s.io/v1 API's pydantic models: both kinds and the revision record.
 
-The models are the single source of truth for the API's shape: the two kinds people and autoscalers
-write, and the record of one revision in a set's history. `hooks.cli.crdgen` turns them
-(field docstrings become descriptions) and the rule table of `hooks.api.rules` into the CRDs. It
-owns no behaviour: no I/O, no clock; it imports only the other data modules of `hooks.api`.
-
-Kubernetes-only schema facts (integer formats, list-map keys, `date-time`) live in each field's
-`json_schema_extra`; pydantic ignores them when validating and only `crdgen` assembles them. Two
-keys there are crdgen instructions rather than schema: `x-crdgen-embed` (replace this node with an
-embedded foreign schema) and `x-crdgen-required` (list the field as required although it has a
-default).
-
-A role's `spec` is a LeaderWorkerSet spec owned by another project. It stays a raw JSON object: the
-model only type-checks the few fields the controller reads (replicas, rollout strategy, the
-template's annotations) and never rebuilds it, because a round-trip would reorder or drop fields and
-change the revision hash.
+The single source of truth for the API's shape: `hooks.cli.crdgen` makes the CRDs from them (field
+docstrings become descriptions; how: docs/architecture.md, "The CRDs"). A role's `spec` stays the
+raw LWS object, type-checked in the fields the controller reads, never rebuilt (a round-trip would
+change the revision hash). No behaviour, no I/O, no clock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Final, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 from pydantic.alias_generators import to_camel
@@ -32,7 +21,7 @@ from hooks.api.documents import JsonObject
 
 JsonDict = dict[str, JsonValue]
 
-# json_schema_extra fragments (see the module docstring).
+# json_schema_extra fragments, and the two keys that instruct crdgen rather than describe a schema.
 _INT32: Final[JsonDict] = {"format": "int32"}
 _INT64: Final[JsonDict] = {"format": "int64"}
 _DATE_TIME: Final[JsonDict] = {"format": "date-time"}
@@ -130,8 +119,7 @@ class Role(_Model):
     @property
     def replicas(self) -> int | None:
         """`spec.replicas` as stored (None when unset)."""
-        value: int | None = self.spec.get("replicas")
-        return value
+        return cast("int | None", self.spec.get("replicas"))
 
     @property
     def replicas_or_default(self) -> int:
@@ -140,28 +128,23 @@ class Role(_Model):
 
     @property
     def leader_worker_template(self) -> JsonObject:
-        template: JsonObject = self.spec["leaderWorkerTemplate"]
-        return template
+        return cast(JsonObject, self.spec["leaderWorkerTemplate"])
 
     @property
     def rollout_type(self) -> str | None:
-        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
-        value: str | None = strategy.get("type")
-        return value
+        return cast("str | None", (self.spec.get("rolloutStrategy") or {}).get("type"))
 
     @property
     def rolling_update_configuration(self) -> JsonObject | None:
         """`spec.rolloutStrategy.rollingUpdateConfiguration`, or None when absent."""
-        strategy: JsonObject = self.spec.get("rolloutStrategy") or {}
-        config: JsonObject | None = strategy.get("rollingUpdateConfiguration")
-        return config
+        strategy = self.spec.get("rolloutStrategy") or {}
+        return cast("JsonObject | None", strategy.get("rollingUpdateConfiguration"))
 
     @property
     def rolling_update_budget(self) -> tuple[int | str, int | str] | None:
         """maxSurge and maxUnavailable of the rollingUpdateConfiguration, one left out read as
-        the LWS CRD defaults it (0 and 1), so that an object the API server has not defaulted
-        reads as a stored one; None without a rollingUpdateConfiguration. The one defaulting
-        rule of both: validation and the planner read them here."""
+        the LWS CRD defaults it (validation and the planner both read them here); None without
+        a rollingUpdateConfiguration."""
         config = self.rolling_update_configuration
         if config is None:
             return None
@@ -179,16 +162,13 @@ class Role(_Model):
 
     @property
     def size(self) -> int:
-        """`leaderWorkerTemplate.size`: pods per group, the leader included (the LWS default, 1,
-        when unset)."""
-        value: int = self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE)
-        return value
+        """`leaderWorkerTemplate.size`: pods per group, leader included (1, the LWS default)."""
+        return cast(int, self.leader_worker_template.get("size", limits.LWS_DEFAULT_SIZE))
 
     @property
     def sub_group_policy(self) -> JsonObject | None:
         """`leaderWorkerTemplate.subGroupPolicy`, None when unset."""
-        policy: JsonObject | None = self.leader_worker_template.get("subGroupPolicy")
-        return policy
+        return cast("JsonObject | None", self.leader_worker_template.get("subGroupPolicy"))
 
     def pod_templates(self) -> list[JsonObject]:
         """The leader template (when present) and the worker template, in that order."""
@@ -211,8 +191,7 @@ class PlacementPolicy(_Model):
 
     @property
     def is_active(self) -> bool:
-        """Whether the policy places slices (its type is not None; validation then requires a
-        topology key)."""
+        """Whether the policy places slices (type not None; a topology key is then required)."""
         return self.type is not PlacementType.NONE
 
 

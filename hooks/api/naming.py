@@ -1,9 +1,6 @@
-"""Names, labels and selectors of the objects a DisaggregatedSet owns, and what names must fit
-(the names and their budget: docs/rollout.md, "Names and their budget").
-
-These strings are part of the compatibility contract with upstream. The module formats and
-measures; it decides nothing. `rules.GENERATED_NAMES_FIT` (CEL) and `hooks.core.validation` both
-evaluate the budget from the constants below.
+"""Names, labels and selectors of the objects a DisaggregatedSet owns, upstream's, and the budget
+they must fit (docs/rollout.md, "Names and their budget"). It formats and measures, deciding
+nothing; the CEL rule and `hooks.core.validation` both read the budget's constants here.
 """
 
 from __future__ import annotations
@@ -11,21 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from hooks.api import keys, limits
+from hooks import api
 
-DNS1035_LABEL_MAX: Final = 63
-"""Service names and label values."""
-DNS1123_SUBDOMAIN_MAX: Final = 253
-"""Most object names (a DisaggregatedSetRoleScaler's)."""
-REVISION_LENGTH: Final = 8
-"""Hex characters of a revision (`hooks.gocompat.revision`)."""
-SEPARATORS: Final = 3
-"""The dashes between set, slice, revision and role in an LWS name."""
+DNS1035_LABEL_MAX: Final = 63  # Service names and label values
+DNS1123_SUBDOMAIN_MAX: Final = 253  # most object names (a DisaggregatedSetRoleScaler's)
+REVISION_LENGTH: Final = 8  # hex characters of a revision (`hooks.gocompat.revision`)
+SEPARATORS: Final = 3  # the dashes between set, slice, revision and role in an LWS name
 SERVICE_SUFFIX: Final = "-prv"
+# A StatefulSet's `controller-revision-hash` pod label adds to the LWS name the group index, two
+# dashes and a hash of this many characters.
 POD_REVISION_HASH_LENGTH: Final = 10
-"""The hash at the end of a StatefulSet's `controller-revision-hash` pod label."""
 POD_REVISION_LABEL_FIXED: Final = 2 + POD_REVISION_HASH_LENGTH
-"""What that label adds to the LWS name besides the group index: two dashes and the hash."""
 
 
 def lws_name(*, set_name: str, slice_index: int, revision: str, role: str) -> str:
@@ -54,10 +47,9 @@ def digits(value: int) -> int:
 
 
 def suffix_length(replicas: int | None) -> int:
-    """The longest DNS-1035 suffix of an LWS name: `-prv`, or the pod revision-hash label of
-    its last group (`None`: unset replicas, the LWS default)."""
-    count = limits.LWS_DEFAULT_REPLICAS if replicas is None else replicas
-    return max(len(SERVICE_SUFFIX), 1 + digits(count - 1) + POD_REVISION_HASH_LENGTH + 1)
+    """The longest DNS-1035 suffix of an LWS name: `-prv` or its last group's pod label."""
+    count = api.LWS_DEFAULT_REPLICAS if replicas is None else replicas
+    return max(len(SERVICE_SUFFIX), digits(count - 1) + POD_REVISION_LABEL_FIXED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,45 +75,44 @@ def budget(*, set_name: str, role: str, slices: int, replicas: int | None) -> Bu
 
 
 def max_fitting_replicas(*, lws: str) -> int:
-    """The most groups an LWS of this name can have while every pod revision-hash label fits
-    (at most the LWS maximum)."""
+    """The most groups an LWS of this name can have while every pod label fits (LWS maximum)."""
     room = DNS1035_LABEL_MAX - len(lws) - POD_REVISION_LABEL_FIXED
     if room < 1:
         return 0
-    return min(int(10**room), limits.LWS_MAX_REPLICAS)
+    return min(int(10**room), api.LWS_MAX_REPLICAS)
 
 
 def lws_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
     """The five labels the controller puts on an LWS and on both of its pod templates."""
     return {
-        keys.LABEL_APP: f"{set_name}-{slice_index}-{role}",
-        keys.LABEL_NAME: set_name,
-        keys.LABEL_ROLE: role,
-        keys.LABEL_SLICE: str(slice_index),
-        keys.LABEL_REVISION: revision,
+        api.LABEL_APP: f"{set_name}-{slice_index}-{role}",
+        api.LABEL_NAME: set_name,
+        api.LABEL_ROLE: role,
+        api.LABEL_SLICE: str(slice_index),
+        api.LABEL_REVISION: revision,
     }
 
 
 def service_labels(*, set_name: str, slice_index: int, revision: str, role: str) -> dict[str, str]:
     """Labels and selector of a revision's headless Service: name, role, revision and slice."""
     return {
-        keys.LABEL_NAME: set_name,
-        keys.LABEL_ROLE: role,
-        keys.LABEL_REVISION: revision,
-        keys.LABEL_SLICE: str(slice_index),
+        api.LABEL_NAME: set_name,
+        api.LABEL_ROLE: role,
+        api.LABEL_REVISION: revision,
+        api.LABEL_SLICE: str(slice_index),
     }
 
 
 def scaler_labels(*, set_name: str, role: str) -> dict[str, str]:
     """Labels of a scaler: the set's name and the role."""
-    return {keys.LABEL_NAME: set_name, keys.LABEL_ROLE: role}
+    return {api.LABEL_NAME: set_name, api.LABEL_ROLE: role}
 
 
 def history_labels(*, set_name: str, revision: str) -> dict[str, str]:
     """Labels of a DisaggregatedSetRevision: the set's name and the revision it records."""
-    return {keys.LABEL_NAME: set_name, keys.LABEL_REVISION: revision}
+    return {api.LABEL_NAME: set_name, api.LABEL_REVISION: revision}
 
 
 def leader_selector(*, set_name: str, role: str) -> str:
     """Selector (string form) matching one pod per LWS group, the leader, across revisions."""
-    return f"{keys.LABEL_NAME}={set_name},{keys.LABEL_ROLE}={role},{keys.LWS_WORKER_INDEX_LABEL}=0"
+    return f"{api.LABEL_NAME}={set_name},{api.LABEL_ROLE}={role},{api.LWS_WORKER_INDEX_LABEL}=0"

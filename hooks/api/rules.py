@@ -1,18 +1,9 @@
-"""Validation rules of the DisaggregatedSet API, one definition each (the README lists them).
+"""Validation rules of the DisaggregatedSet API, one definition each: a table of facts.
 
-The CRD carries each rule as a CEL `x-kubernetes-validations` entry (`hooks.cli.crdgen` attaches
-it at its `path`); `hooks.core.validation` re-checks the same rule in Python under the same id and
-message, for clusters that run an older or hand-edited CRD (the DisaggregatedSetRevision CRD's
-rules, `RECORD_CEL_RULES`, are the hook's to re-check only in part: see there). The
-numbers in the CEL come from `hooks.api.limits` and `hooks.api.naming`, which the Python check
-reads too. Nothing here evaluates anything: it is a table of facts.
-
-Writing a rule: the API server runs CEL after defaulting and after the OpenAPI schema, so a rule
-may rely on required fields (spec, roles[].name, roles[].spec.leaderWorkerTemplate); `has()`
-guards stay wherever a field is optional, so that a rule also reads an undefaulted object the way
-the Python check does. The server bounds every rule's estimated cost: `spec.roles[]` rules count
-ten times (maxItems), and regular expressions run over strings only as long as their `maxLength`
-(the int-or-percent fields are bounded for that; tests/cluster installs the CRD for real).
+The CRD carries each rule as CEL at its `path` (`hooks.cli.crdgen`); `hooks.core.validation`
+re-checks it in Python under the same id and message, for an older or hand-edited CRD. The
+numbers come from `hooks.api.limits` and `hooks.api.naming`, which the Python check reads too.
+Writing a rule: docs/architecture.md, "The CRDs".
 """
 
 from __future__ import annotations
@@ -21,7 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from hooks.api import keys, limits, naming
+from hooks import api
+from hooks.api import limits, naming
 
 
 class RuleNode(StrEnum):
@@ -31,12 +23,10 @@ class RuleNode(StrEnum):
     SPEC = "spec"
     PLACEMENT_POLICY = "spec.placementPolicy"
     ROLE = "spec.roles[]"
+    # A DisaggregatedSetRevision's fields.
     RECORD_ROLES = "roles"
-    """A DisaggregatedSetRevision's roles (as earlier versions store them)."""
     RECORD_PACKED_ROLES = "packedRoles"
-    """A DisaggregatedSetRevision's packed roles."""
     RECORD_FIRST_REVISION = "firstRevision"
-    """The number a DisaggregatedSetRevision was created with."""
 
 
 class RuleReason(StrEnum):
@@ -49,10 +39,8 @@ class RuleReason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class CelRule:
-    """One CRD validation rule: where it attaches, its CEL expression, and what it reports.
-
-    `field_path` is relative to `path` (a JSON path without list indices, as Kubernetes wants).
-    """
+    """One CRD validation rule: where it attaches, its CEL expression, and what it reports
+    (`field_path` is relative to `path`, without list indices, as Kubernetes wants)."""
 
     id: str
     path: RuleNode
@@ -82,22 +70,18 @@ def _is_external(role: str) -> str:
     return f"(has({role}.scaling) && has({role}.scaling.mode) && {role}.scaling.mode == 'External')"
 
 
-def _has_any_key(annotations: str) -> str:
-    return (
-        "(" + " || ".join(f"'{key}' in {annotations}" for key in keys.EXCLUSIVE_ANNOTATIONS) + ")"
-    )
+def _annotated(node: str) -> str:
+    """Whether `node`'s metadata carries an exclusive-placement annotation."""
+    annotations = f"{node}.metadata.annotations"
+    any_key = " || ".join(f"'{key}' in {annotations}" for key in api.EXCLUSIVE_ANNOTATIONS)
+    return f"has({node}.metadata) && has({annotations}) && ({any_key})"
 
 
 def _carries_exclusive_annotation(role: str) -> str:
     leader = f"{role}.spec.leaderWorkerTemplate.leaderTemplate"
     worker = f"{role}.spec.leaderWorkerTemplate.workerTemplate"
     return (
-        f"(has({role}.metadata) && has({role}.metadata.annotations)"
-        f" && {_has_any_key(f'{role}.metadata.annotations')})"
-        f" || (has({leader}) && has({leader}.metadata) && has({leader}.metadata.annotations)"
-        f" && {_has_any_key(f'{leader}.metadata.annotations')})"
-        f" || (has({worker}.metadata) && has({worker}.metadata.annotations)"
-        f" && {_has_any_key(f'{worker}.metadata.annotations')})"
+        f"({_annotated(role)}) || (has({leader}) && {_annotated(leader)}) || ({_annotated(worker)})"
     )
 
 
@@ -266,11 +250,11 @@ LWS_SUBGROUP_EXCLUSIVE_NEEDS_SUBGROUPS: Final = CelRule(
     field_path=".metadata.annotations",
     rule=(
         "!(has(self.metadata) && has(self.metadata.annotations)"
-        f" && '{keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
+        f" && '{api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}' in self.metadata.annotations)"
         f" || has({_SGP})"
     ),
     message=(
-        f"spec.roles[].metadata.annotations may carry {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
+        f"spec.roles[].metadata.annotations may carry {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION}"
         " only with spec.leaderWorkerTemplate.subGroupPolicy: LeaderWorkerSet refuses it"
         " without subgroups"
     ),
@@ -300,8 +284,8 @@ PLACEMENT_EXCLUSIVE_ANNOTATION_CONFLICT: Final = CelRule(
         f" || self.roles.all(r, !({_carries_exclusive_annotation('r')}))"
     ),
     message=(
-        f"spec.roles[] must not carry the {keys.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
-        f" {keys.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
+        f"spec.roles[] must not carry the {api.EXCLUSIVE_TOPOLOGY_ANNOTATION} or"
+        f" {api.SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} annotation (in its metadata or its"
         " leader or worker pod template) while spec.placementPolicy.type is not None: remove"
         " the annotation or set spec.placementPolicy.type to None"
     ),
@@ -346,12 +330,9 @@ _DIGITS = "[" + ", ".join(f"'{digit}'" for digit in "0123456789") + "]"
 
 
 def _cel_decimal(value: str) -> str:
-    """A CEL string expression of the decimal digits of an int expression in 0..999.
-
-    Built from a list of one-character literals rather than `string(int)`: kube-apiserver bounds
-    a string it can size (a literal) but estimates `string(int)` as long as a whole request, and
-    then refuses the message expression as 100 times over its cost budget.
-    """
+    """A CEL string expression of the decimal digits of an int expression in 0..999, built from
+    one-character literals: kube-apiserver estimates `string(int)` as long as a whole request and
+    would refuse the message expression as 100 times over its cost budget."""
     number = f"({value})"
     return (
         f"({number} >= 100 ? {_DIGITS}[{number} / 100 % 10] : '')"
@@ -361,8 +342,7 @@ def _cel_decimal(value: str) -> str:
 
 
 def _cel_template(template: str, values: dict[str, str]) -> str:
-    """A CEL string expression of a `str.format` template whose fields are CEL int expressions
-    (each in 0..999)."""
+    """A CEL string expression of a `str.format` template whose fields are CEL ints in 0..999."""
     parts = []
     rest = template
     while "{" in rest:
@@ -495,6 +475,5 @@ RECORD_CEL_RULES: Final[tuple[CelRule, ...]] = (
     RECORD_FIRST_REVISION_IMMUTABLE,
 )
 """The CEL rules of the DisaggregatedSetRevision CRD. The hook re-checks the names and the one
-form of the roles (a record that breaks either does not count) but not the transition rules
-(they compare an update with the stored object); it checks instead that a record's roles hash to
-the revision its name and labels claim (docs/safety.md)."""
+form of the roles, not the transition rules; it checks instead that a record's roles hash to its
+revision (docs/safety.md)."""

@@ -1,14 +1,9 @@
 """Timestamps of the API: RFC 3339 read strictly, written in UTC to the second.
 
-One parser for every time the hooks read (a condition's or the rollout record's time in the
-observed status, a `metav1.Time` inside a pod template that the revision hash encodes): the shape
-`YYYY-MM-DDTHH:MM:SS[.fraction](Z|+hh:mm|-hh:mm)` with ASCII digits, as Go's RFC 3339 parser
-reads it, and the calendar of the standard library (`datetime`), so impossible dates
-(`2026-02-31`), leap seconds (`:60`) and offsets past 23:59 are refused. Years run from 0000 to
-9999 as in Go; the proleptic Gregorian calendar repeats every 400 years, which is how years
-outside `datetime`'s range (year 0, or a UTC time past 9999 after an offset) are computed.
-
-Nothing here reads the clock: the edge passes `now` in.
+The one parser for every time the hooks read, as Go's RFC 3339 parser reads them:
+`YYYY-MM-DDTHH:MM:SS[.fraction](Z|+hh:mm|-hh:mm)` in ASCII digits, years 0000 to 9999; impossible
+dates (`2026-02-31`), leap seconds (`:60`) and offsets past 23:59 are refused. Years outside
+`datetime`'s range are computed 400 years (one Gregorian cycle) away. Nothing here reads the clock.
 """
 
 from __future__ import annotations
@@ -63,8 +58,8 @@ def parse(text: str) -> Instant | None:
     return Instant(seconds, nanos)
 
 
-def utc_fields(seconds: int) -> tuple[int, int, int, int, int, int]:
-    """(year, month, day, hour, minute, second) in UTC of seconds since 1970, for any year."""
+def format_utc(seconds: int) -> str:
+    """RFC 3339 in UTC to the second, as Go writes it (`-0001`, `10000` outside 0..9999)."""
     eras = 0
     while seconds < _FIRST:
         seconds += _ERA_SECONDS
@@ -73,25 +68,12 @@ def utc_fields(seconds: int) -> tuple[int, int, int, int, int, int]:
         seconds -= _ERA_SECONDS
         eras += 1
     moment = _EPOCH + timedelta(seconds=seconds)
-    return (
-        moment.year + eras * _ERA_YEARS,
-        moment.month,
-        moment.day,
-        moment.hour,
-        moment.minute,
-        moment.second,
-    )
-
-
-def format_utc(seconds: int) -> str:
-    """RFC 3339 in UTC to the second, as Go writes it (`-0001`, `10000` outside 0..9999)."""
-    year, month, day, hour, minute, second = utc_fields(seconds)
+    year = moment.year + eras * _ERA_YEARS
     year_text = f"-{-year:04d}" if year < 0 else f"{year:04d}"
-    return f"{year_text}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+    return f"{year_text}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def seconds_between(earlier: str, later: str) -> int | None:
-    """Whole seconds from one RFC 3339 time to another (fractions dropped), or None when either
-    is not a time."""
+    """Whole seconds from one RFC 3339 time to another (fractions dropped); None if either isn't."""
     start, end = parse(earlier), parse(later)
     return None if start is None or end is None else end.seconds - start.seconds

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Final, TypeAlias
 
-from hooks.api import keys, limits
+from hooks import api
+from hooks.api import limits
 from hooks.cli import console
 
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -38,7 +39,7 @@ def _add_render(commands: _Subcommands) -> None:
         "kinds are skipped with a note. A manifest that would be refused is reported on stderr "
         "(every problem at once, one line each, with its field path) instead of rendered; one "
         "that renders with a Degraded status (such as a malformed "
-        f"{keys.ANNOTATION_PROGRESS_DEADLINE} annotation) is rendered and reported. Either "
+        f"{api.ANNOTATION_PROGRESS_DEADLINE} annotation) is rendered and reported. Either "
         "makes the exit status 1.",
     )
     parser.add_argument(
@@ -120,7 +121,7 @@ def _add_plan(commands: _Subcommands) -> None:
         type=_hold_share,
         metavar="P%",
         help=f"mark the pass where a rollout held at P%% stands still (as annotation "
-        f"{keys.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
+        f"{api.ANNOTATION_ROLLOUT_HOLD_AT} holds it; with --from/--to, the --to manifest's "
         "annotation when this is not given)",
     )
     parser.set_defaults(run=_run_plan, report_as=parser.prog)

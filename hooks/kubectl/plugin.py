@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
-from hooks.api import keys
+from hooks import api
 from hooks.cli import commands, console
 from hooks.kubectl import PROG
 
@@ -170,11 +170,11 @@ def _hold_at(text: str) -> str:
     wanted = "a percentage from 0% to 100%"
     if text.isdigit():
         wanted += f" (did you mean {text}%?)"
-    return _checked(text, key=keys.ANNOTATION_ROLLOUT_HOLD_AT, wanted=wanted)
+    return _checked(text, key=api.ANNOTATION_ROLLOUT_HOLD_AT, wanted=wanted)
 
 
 def _partition(text: str) -> str:
-    return _checked(text, key=keys.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
+    return _checked(text, key=api.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
 
 
 # --- adopt ---------------------------------------------------------------------------------------

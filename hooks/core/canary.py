@@ -1,13 +1,6 @@
-"""Canary rollouts: what a partition and a hold mean for each slice of one pass.
-
-The rules are docs/rollout.md's ("Canary rollouts: a partition and a hold"). `hooks.core.controls`
-reads the annotations, and the history (`hooks.core.history`) says whether the target is a
-rollback and which revision is stable. This module decides, per slice, what the controls ask
-(`slice_control`), what the held slices reached (`share`), what the status says when every slice
-that is not steady stands still on purpose (`progressing`) and when a hold does not apply because
-the target is a rollback (`rollback_note`).
-
-Pure: reads its arguments only.
+"""Canary rollouts: what a partition and a hold ask of each slice (`slice_control`), and what the
+status says of them (docs/rollout.md, "Canary rollouts: a partition and a hold"). `controls`
+reads the annotations, `history` says what is a rollback. Pure: reads its arguments only.
 """
 
 from __future__ import annotations

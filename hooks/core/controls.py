@@ -1,14 +1,6 @@
-"""What a set's annotations ask of its rollouts and its history, read cautiously.
-
-The controls beyond upstream are annotations on the DisaggregatedSet, so its spec stays upstream's;
-docs/rollout.md says what each one does and what applies when one is malformed. This module owns
-how each is read (`control_of`): its syntax, its default, and the cautious value that applies in
-place of a malformed one, which is reported (Degraded, reason InvalidAnnotation, naming it) and
-never stops the reconcile: a mistake never lets a rollout go further than a correct value would
-(paused for `paused`, a partition of 0 and a hold at 0%), and falls back to the default for the
-deadline and the history limit.
-
-Pure: reads only the annotations it is given.
+"""What a set's annotations ask of its rollouts and its history, read cautiously (`control_of`):
+each one's syntax, default, and the cautious value that replaces a malformed one, reported as a
+problem (docs/rollout.md, "A malformed control annotation"). Pure: reads only the annotations.
 """
 
 from __future__ import annotations
@@ -50,8 +42,7 @@ class Control:
 
 @dataclass(frozen=True, slots=True)
 class _Annotation:
-    """How one annotation is read: the Control field it sets, its parser, what applies when it
-    is malformed, and what to tell the user then."""
+    """How one annotation is read: the field it sets, its parser, its fallback, and advice."""
 
     key: str
     field: str

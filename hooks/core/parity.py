@@ -1,11 +1,6 @@
 """Upstream's step of a rollout whose targets never moved (parity mode), and the floor that
-guards it.
-
-`vectors` gives the planner a slice's per-role counts (`hooks.core.planner`), `keep` the old
-groups no step may drain (each role's floor, `min(initial old, target) - maxUnavailable` Ready
-groups: docs/rollout.md, "Scaling while a rollout runs"), and `drain` spends a step's drain
-budget on the old LWS, newest revision first, each revision drained together (coordinated
-drain). Pure: reads its arguments only.
+guards it: a slice's LWS as the planner's vectors, and a step applied back to them (docs/rollout.md,
+"The rolling update of one slice", "Two modes per slice"). Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -65,8 +60,8 @@ def vectors(
 
 
 def keep(order: Sequence[str], vectors: Vectors, state: stock.SliceState) -> list[int]:
-    """Per role, the old groups no step drains: those its floor, `min(initial old, target) -
-    maxUnavailable` Ready groups, needs (`planner.keep_for`)."""
+    """Per role, the old groups its floor, `min(initial old, target) - maxUnavailable` Ready
+    groups, keeps from any drain (`planner.keep_for`)."""
     keep = []
     for index, name in enumerate(order):
         olds = [by_role[name] for by_role in state.old.values() if name in by_role]
@@ -86,10 +81,8 @@ def keep(order: Sequence[str], vectors: Vectors, state: stock.SliceState) -> lis
 def grown(
     order: Sequence[str], vectors: Vectors, *, step: planner.Step, left: Mapping[str, int]
 ) -> list[tuple[str, int]]:
-    """Rule 4's growth of a step, by role: the step's new count; but a role whose drain kept
-    more old groups than the step asked (`left`: what `drain` left it, the floor keeping a
-    revision's last groups) grows no further than its surge ceiling, `target + maxSurge`
-    counting those groups (never below what it runs)."""
+    """The roles a step grows, with their new count; one whose drain kept more old groups than
+    the step asked (`left`) grows only to its surge ceiling, counting them."""
     grown = []
     for index, name in enumerate(order):
         now, wanted = vectors["current_new"][index], step.new[index]
@@ -111,8 +104,7 @@ def drain(
     keep: Mapping[str, int],
 ) -> dict[str, int]:
     """Rule 6: new replicas of old LWS, by name, spending `budget` newest revision first, no
-    role left with fewer old replicas than `keep` (`left`: what each role has left). The budget a
-    revision the floor keeps from going whole does not spend goes on to older revisions."""
+    role left with fewer old replicas than `keep` (`left`: what each role has left, updated)."""
     replicas: dict[str, int] = {}
     remaining = dict(budget)
     for by_role in stock.newest_first(old):
@@ -135,14 +127,8 @@ def _drain_revision(
     left: dict[str, int],
     keep: Mapping[str, int],
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """One old revision's drain: (new replicas by LWS name, budget charged by role).
-
-    Each role drains min(budget, replicas), never below its `keep`; when one would reach 0, all
-    of the revision's roles go to 0 together (coordinated drain), charged to the roles that
-    reached 0 by themselves (or to every role when none did); unless that would leave some role
-    with fewer old replicas than its `keep`: then the roles that would reach 0 keep one. Old LWS
-    never grow.
-    """
+    """One old revision's coordinated drain: (new replicas by LWS name, budget charged by
+    role)."""
     present = [name for name in order if name in by_role]
     planned = {
         name: max(0, min(budget[name], by_role[name].replicas, left[name] - keep[name]))

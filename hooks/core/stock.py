@@ -1,11 +1,6 @@
-"""What one slice holds at the start of a pass: its LWS by revision and role, and the counts the
-rollout reads from them.
-
-`take_stock` groups a slice's LWS by revision and role and sets aside old revisions that finished
-draining; `initial_of` and `recorded_target` read the two annotations a rollout writes on its
-LWS (docs/rollout.md: the `initial-replicas` snapshot, and the record of each role's target when
-the slice's rollout started); `newest_first` orders old revisions as every drain visits them.
-Pure: reads its arguments only.
+"""What one slice holds at the start of a pass: its LWS by revision and role (`take_stock`), and
+the two annotations a rollout writes on them (`initial_of`, `recorded_target`; docs/rollout.md,
+"Words" and "The record"). Pure: reads its arguments only.
 """
 
 from __future__ import annotations

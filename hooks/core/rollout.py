@@ -290,30 +290,22 @@ def _step(
     scaled up, old LWS drained newest first; or, once every spec role's new revision has the
     hold's share of its target, none. Where the floor leaves upstream's step nothing to do (or
     its drain, a revision at a time, nothing to drain), the slice takes a scaled pass instead."""
-    order = parity.role_order(roles, state.old)
-    vectors = parity.vectors(order, roles=roles, state=state)
+    inputs = _inputs(state, roles)
+    spec = inputs.roles[: len(roles)]
     if hold_at is not None and has_reached(
-        vectors["current_new"][: len(roles)], vectors["target"][: len(roles)], percent=hold_at
+        [role.new for role in spec], [role.target for role in spec], percent=hold_at
     ):
         return _held(state, roles, percent=hold_at, serve=False)
-    keep = parity.keep(order, vectors, state)
-    step = planner.next_step(**vectors, keep=keep)
-    if step is None:
-        if planner.next_step(**vectors) is None:
-            return _plan(state, Phase.STALLED)
-        return _scaled(state, roles, hold_at=hold_at)
-    budget = {
-        name: now_old - next_old
-        for name, now_old, next_old in zip(order, vectors["current_old"], step.old, strict=True)
-    }
-    left = dict(zip(order, vectors["current_old"], strict=True))
-    floors = dict(zip(order, keep, strict=True))
-    replicas = parity.drain(state.old, budget=budget, order=order, left=left, keep=floors)
-    replicas.update(
-        (state.new[name].name, next_new)
-        for name, next_new in parity.grown(order, vectors, step=step, left=left)
-        if name in state.new
-    )
+    old = [sum(rev.replicas[r] or 0 for rev in inputs.old) for r in range(len(inputs.order))]
+    keep = parity.keep(inputs.roles, inputs.old, old=old)
+    step = parity.next_step(inputs.roles, old=old, keep=keep)
+    if step is None and parity.next_step(inputs.roles, old=old) is None:
+        return _plan(state, Phase.STALLED)
+    replicas = {}
+    if step is not None:
+        replicas = parity.apply(
+            state, step, order=inputs.order, roles=inputs.roles, old=old, keep=keep
+        )
     if not replicas:
         return _scaled(state, roles, hold_at=hold_at)
     return _plan(state, Phase.STEPPING, replicas=replicas, step=step)
@@ -344,7 +336,9 @@ def _inputs(
     """Spec roles in spec order, then (when `removed`) the roles found only in old revisions,
     which target 0. A role whose target is unknown keeps what its new LWS runs."""
     by_name = {role.name: role for role in roles}
-    order = parity.role_order(roles, state.old) if removed else [role.name for role in roles]
+    order = [role.name for role in roles]
+    if removed:
+        order += sorted({name for group in state.old.values() for name in group} - set(order))
     revisions = tuple(stock.newest_first(state.old))
     return _Inputs(
         order=tuple(order),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from hooks import api
 from hooks.core import controls, problems, records, rollout, status, stock
 
+_CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})
+
 
 def slice_control(control: controls.Control, index: int, *, rollback: bool) -> rollout.SliceControl:
     """What the set's controls ask of slice `index`."""
@@ -139,16 +141,8 @@ def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str
 
 
 def _slices(indexes: Sequence[int]) -> tuple[str, bool]:
-    """`slice 0` or `slices 0-2, 5`, and whether it is one slice (for the verb)."""
-    one = len(indexes) == 1
-    return f"{'slice' if one else 'slices'} {_indexes(indexes)}", one
-
-
-_CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})
-
-
-def _indexes(indexes: Sequence[int]) -> str:
-    """Slice indexes as ranges: `0-2, 5`, at most a few ranges and a count of the rest."""
+    """`slice 0` or `slices 0-2, 5` (a few ranges and a count of the rest), and whether it is one
+    slice (for the verb)."""
     ranges: list[str] = []
     start = previous = indexes[0]
     for index in [*indexes[1:], None]:
@@ -158,4 +152,5 @@ def _indexes(indexes: Sequence[int]) -> str:
         ranges.append(str(start) if start == previous else f"{start}-{previous}")
         if index is not None:
             start = previous = index
-    return problems.summarise(ranges)
+    one = len(indexes) == 1
+    return f"{'slice' if one else 'slices'} {problems.summarise(ranges)}", one

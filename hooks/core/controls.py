@@ -51,48 +51,63 @@ class _Annotation:
     advice: str
 
 
-def _annotations() -> tuple[_Annotation, ...]:
-    return (
-        _Annotation(
-            api.ANNOTATION_PAUSED,
-            "paused",
-            _boolean,
-            1,
-            'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
-            " is fixed rollouts are paused",
-        ),
-        _Annotation(
-            api.ANNOTATION_PROGRESS_DEADLINE,
-            "deadline_seconds",
-            _whole,
-            api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
-            'use whole seconds ("0" turns the deadline off); the default'
-            f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
-        ),
-        _Annotation(
-            api.ANNOTATION_HISTORY_LIMIT,
-            "history_limit",
-            _whole,
-            api.DEFAULT_REVISION_HISTORY_LIMIT,
-            "use a whole number of old revisions to keep; the default"
-            f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
-        ),
-        _Annotation(
-            api.ANNOTATION_ROLLOUT_PARTITION,
-            "partition",
-            _whole,
-            0,
-            'use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
-        ),
-        _Annotation(
-            api.ANNOTATION_ROLLOUT_HOLD_AT,
-            "hold_at_percent",
-            percent,
-            0,
-            'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
-            " rollouts hold where they are",
-        ),
-    )
+def _boolean(text: str) -> int | None:
+    return {"true": 1, "false": 0}.get(text)
+
+
+def _whole(text: str) -> int | None:
+    return int(text) if _WHOLE.fullmatch(text) else None
+
+
+def percent(text: str) -> int | None:
+    """A hold's share, `"0%"` to `"100%"`; None when it is not one."""
+    match = _PERCENT.fullmatch(text)
+    if match is None or int(match.group(1)) > 100:
+        return None
+    return int(match.group(1))
+
+
+_ANNOTATIONS: Final = (
+    _Annotation(
+        api.ANNOTATION_PAUSED,
+        "paused",
+        _boolean,
+        1,
+        'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
+        " is fixed rollouts are paused",
+    ),
+    _Annotation(
+        api.ANNOTATION_PROGRESS_DEADLINE,
+        "deadline_seconds",
+        _whole,
+        api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
+        'use whole seconds ("0" turns the deadline off); the default'
+        f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
+    ),
+    _Annotation(
+        api.ANNOTATION_HISTORY_LIMIT,
+        "history_limit",
+        _whole,
+        api.DEFAULT_REVISION_HISTORY_LIMIT,
+        "use a whole number of old revisions to keep; the default"
+        f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
+    ),
+    _Annotation(
+        api.ANNOTATION_ROLLOUT_PARTITION,
+        "partition",
+        _whole,
+        0,
+        'use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
+    ),
+    _Annotation(
+        api.ANNOTATION_ROLLOUT_HOLD_AT,
+        "hold_at_percent",
+        percent,
+        0,
+        'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
+        " rollouts hold where they are",
+    ),
+)
 
 
 def control_of(annotations: Mapping[str, str]) -> Control:
@@ -100,7 +115,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
     values: dict[str, int] = {}
     found: list[problems.Problem] = []
     malformed: set[str] = set()
-    for annotation in _annotations():
+    for annotation in _ANNOTATIONS:
         text = annotations.get(annotation.key)
         if text is None:
             continue
@@ -119,19 +134,3 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         malformed=frozenset(malformed),
         **values,
     )
-
-
-def _boolean(text: str) -> int | None:
-    return {"true": 1, "false": 0}.get(text)
-
-
-def _whole(text: str) -> int | None:
-    return int(text) if _WHOLE.fullmatch(text) else None
-
-
-def percent(text: str) -> int | None:
-    """A hold's share, `"0%"` to `"100%"`; None when it is not one."""
-    match = _PERCENT.fullmatch(text)
-    if match is None or int(match.group(1)) > 100:
-        return None
-    return int(match.group(1))

@@ -45,12 +45,9 @@ class Dropped:
 
 
 def find(lws: Iterable[records.ObservedObject], *, revision: str) -> tuple[Dropped, ...]:
-    """The LWS of `revision` whose stored spec lacks keys their last-applied spec has (values
-    are never compared; list items pairwise when the lengths agree). Every LWS of a role renders
-    from one template, so only the first (by slice) is walked in full, which costs about 0.2 ms
-    with production pod templates; the others by the keys of `spec` and its
-    `leaderWorkerTemplate`, where LWS releases differ. An LWS with no last-applied copy of its
-    own is skipped."""
+    """The LWS of `revision` whose stored spec lacks keys (never values) their last-applied spec
+    has. A role's LWS render from one template, so only its first (by slice) is walked in full
+    (about 0.2 ms); the others by the keys of `spec` and `leaderWorkerTemplate`."""
     found = []
     walked: set[str] = set()
     for item in sorted(lws, key=lambda item: (item.slice_index or 0, item.name)):

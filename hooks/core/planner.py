@@ -264,10 +264,9 @@ def rollout_sequence(
     max_passes: int,
     floor: bool = False,
 ) -> list[Step]:
-    """Every state of a rollout from `(initial_old, zeros)`, each step Ready at once: the START
-    state, then each step until `next_step` returns None or `max_passes` steps. With `floor`,
-    every step keeps each role's floor (the hooks' parity mode). `sum(initial_old) + sum(target)`
-    passes suffice: every step moves some count, old never grows, new never passes target."""
+    """Every state of a rollout from `(initial_old, zeros)`, each step Ready at once: START, then
+    each step, up to `max_passes` (`sum(initial_old) + sum(target)` suffice). With `floor`, every
+    step keeps each role's floor (the hooks' parity mode)."""
     old = tuple(initial_old)
     new = (0,) * len(old)
     sequence = [Step(old, new, StepRule.START)]

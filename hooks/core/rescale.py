@@ -135,8 +135,8 @@ def rolling(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
 
 
 def _old_window(roles: Sequence[Role], old: Sequence[int], keep: list[int]) -> list[int]:
-    """Roles drain in step: none drains more than one window (1 / the smallest initial count)
-    past the share the most held-back role may drain now."""
+    """Step 2, old in step: `keep` raised so that no role drains more than one window past the
+    share the most held-back role may drain now."""
     initial = [max(role.initial_old, o) for role, o in zip(roles, old, strict=True)]
     tracked = [(i, k) for i, k in zip(initial, keep, strict=True) if i > 0]
     if not tracked:
@@ -150,9 +150,8 @@ def _old_window(roles: Sequence[Role], old: Sequence[int], keep: list[int]) -> l
 
 
 def _drain(old: Sequence[Old], *, budget: Sequence[int], retire: bool = True) -> list[Old]:
-    """Old revisions after spending `budget` per role, newest first. A revision goes whole (when
-    `retire`) or keeps at least one group of every role it runs: a role that would reach 0
-    while another stays keeps one."""
+    """Step 3: old revisions after spending `budget` per role, newest first; each goes whole
+    (only when `retire`) or keeps one group of every role it runs."""
     remaining = list(budget)
     result = []
     for rev in old:
@@ -175,8 +174,7 @@ def _minus(rev: Old, take: dict[int, int]) -> Old:
 
 
 def _grow(roles: Sequence[Role], old: Sequence[int]) -> tuple[int, ...]:
-    """New groups after a raise: up to the target within the surge ceiling (old counted before
-    the pass), roles in step (none more than one window past the slowest's reach)."""
+    """Step 4, grow: up to the target within the surge ceiling, roles in step."""
     reach = [min(role.target, role.ceiling - o) for role, o in zip(roles, old, strict=True)]
     tracked = [(role, r) for role, r in zip(roles, reach, strict=True) if role.target > 0]
     if not tracked:
@@ -192,8 +190,7 @@ def _grow(roles: Sequence[Role], old: Sequence[int]) -> tuple[int, ...]:
 
 
 def _shrunk(role: Role, new: int, *, old_after: int, old_ready_after: int) -> int:
-    """A new revision above its target sheds what runs over the ceiling, never below the target
-    and never below the floor's Ready groups."""
+    """Step 6, shrink: a new revision above its target sheds what runs over the ceiling."""
     if new <= role.target:
         return new
     over_ceiling = old_after + new - role.ceiling
@@ -204,8 +201,7 @@ def _shrunk(role: Role, new: int, *, old_after: int, old_ready_after: int) -> in
 def _escape(
     roles: Sequence[Role], old: Sequence[Old], totals: _Totals
 ) -> tuple[list[Old], tuple[int, ...]]:
-    """When the steps above move nothing: one old group of the first role that may lose one
-    (keeping its revision coordinated), else one new group of the first role with surge room."""
+    """Step 5, escape: one old group of the first role that may lose one, else one new group."""
     current = tuple(role.new for role in roles)
     for r, role in enumerate(roles):
         slack = totals.old_ready[r] + role.new_ready - role.floor

@@ -204,8 +204,7 @@ def _steady(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SliceP
 
 
 def _start(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SlicePlan:
-    """Rule 3: snapshot every old LWS's replicas and create the target LWS at 0, each with the
-    record of its role's target."""
+    """Rule 3: snapshot every old LWS's replicas, create the target LWS at 0 with their records."""
     initial = {
         item.name: item.replicas for by_role in state.old.values() for item in by_role.values()
     }
@@ -264,9 +263,8 @@ def _stopped(
     state: stock.SliceState, roles: Sequence[stock.RoleInput], books: _Books, phase: Phase
 ) -> SlicePlan:
     """A paused slice, or one past the partition: as it is, unless its target moved or it runs
-    what upstream's step never leaves; then its roles' groups follow their targets, split between
-    the revisions (`rescale.stopped`). One that runs no LWS of the target scales the one old
-    revision it runs (with several, it stays as it is), as a steady slice does."""
+    what upstream's step never leaves; then its groups follow their targets (`rescale.stopped`).
+    Without LWS of the target it scales the one old revision it runs (several stay as they are)."""
     if not state.new:
         if len(state.old) != 1:
             return _plan(state, phase)
@@ -321,8 +319,7 @@ def has_reached(new: Sequence[int], target: Sequence[int], *, percent: int) -> b
 
 @dataclass(frozen=True, slots=True)
 class _Inputs:
-    """A slice as `rescale`'s vectors: one `rescale.Role` per name of `order`, and per old
-    revision (newest first) its LWS by role and its `rescale.Old`."""
+    """A slice as `rescale`'s vectors, and per old revision (newest first) its LWS by role."""
 
     order: tuple[str, ...]
     roles: tuple[rescale.Role, ...]

@@ -57,10 +57,10 @@ def find(lws: Iterable[records.ObservedObject], *, revision: str) -> tuple[Dropp
         if applied is item.spec:
             continue
         role = item.labels.get(api.LABEL_ROLE, "")
-        full = role not in walked
+        if role in walked and not _top_lacks(applied, item.spec):
+            continue
         walked.add(role)
-        lacking = _lacks(applied, item.spec) if full else _top_lacks(applied, item.spec)
-        fields = missing(applied, item.spec, path="spec") if lacking else []
+        fields = missing(applied, item.spec, path="spec")
         if fields:
             found.append(Dropped(item.name, role, tuple(fields)))
     return tuple(found)
@@ -76,22 +76,6 @@ def _top_lacks(wanted: api.JsonObject, stored: api.JsonObject) -> bool:
         and isinstance(stored_inner, dict)
         and bool(inner.keys() - stored_inner.keys())
     )
-
-
-def _lacks(wanted: object, stored: object) -> bool:
-    """Whether `missing` may find anything: the same walk, by key sets and without naming
-    anything (a key whose value is null counts here; `missing` leaves it out)."""
-    if isinstance(wanted, dict) and isinstance(stored, dict):
-        if wanted.keys() - stored.keys():
-            return True
-        return any(
-            _lacks(value, stored[key])
-            for key, value in wanted.items()
-            if isinstance(value, dict | list)
-        )
-    if isinstance(wanted, list) and isinstance(stored, list) and len(wanted) == len(stored):
-        return any(_lacks(one, other) for one, other in zip(wanted, stored, strict=True))
-    return False
 
 
 def missing(wanted: Mapping[str, object], stored: Mapping[str, object], *, path: str) -> list[str]:

@@ -54,7 +54,7 @@ def find(lws: Iterable[records.ObservedObject], *, revision: str) -> tuple[Dropp
         applied = item.applied.get("spec")
         if item.labels.get(api.LABEL_REVISION) != revision or not isinstance(applied, dict):
             continue
-        if applied is item.spec:
+        if applied is item.spec:  # Re-emitted from a cleaned copy: nothing to compare.
             continue
         role = item.labels.get(api.LABEL_ROLE, "")
         if role in walked and not _top_lacks(applied, item.spec):

@@ -1,13 +1,6 @@
-"""Canary rollouts: what a partition and a hold mean for each slice of one pass.
-
-The rules are docs/rollout.md's ("Canary rollouts: a partition and a hold"). `hooks.core.controls`
-reads the annotations, and the history (`hooks.core.history`) says whether the target is a
-rollback and which revision is stable. This module decides, per slice, what the controls ask
-(`slice_control`), what the held slices reached (`share`), what the status says when every slice
-that is not steady stands still on purpose (`progressing`) and when a hold does not apply because
-the target is a rollback (`rollback_note`).
-
-Pure: reads its arguments only.
+"""Canary rollouts: what a partition and a hold ask of each slice (`slice_control`), and what the
+status says of them (docs/rollout.md, "Canary rollouts: a partition and a hold"). `controls`
+reads the annotations, `history` says what is a rollback. Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -18,6 +11,8 @@ from dataclasses import dataclass
 
 from hooks import api
 from hooks.core import controls, problems, records, rollout, status, stock
+
+_CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})
 
 
 def slice_control(control: controls.Control, index: int, *, rollback: bool) -> rollout.SliceControl:
@@ -146,16 +141,8 @@ def _partitioned(indexes: Sequence[int], *, empty: AbstractSet[int]) -> list[str
 
 
 def _slices(indexes: Sequence[int]) -> tuple[str, bool]:
-    """`slice 0` or `slices 0-2, 5`, and whether it is one slice (for the verb)."""
-    one = len(indexes) == 1
-    return f"{'slice' if one else 'slices'} {_indexes(indexes)}", one
-
-
-_CANARY = frozenset({rollout.Phase.HELD, rollout.Phase.PARTITIONED})
-
-
-def _indexes(indexes: Sequence[int]) -> str:
-    """Slice indexes as ranges: `0-2, 5`, at most a few ranges and a count of the rest."""
+    """`slice 0` or `slices 0-2, 5` (a few ranges and a count of the rest), and whether it is one
+    slice (for the verb)."""
     ranges: list[str] = []
     start = previous = indexes[0]
     for index in [*indexes[1:], None]:
@@ -165,4 +152,5 @@ def _indexes(indexes: Sequence[int]) -> str:
         ranges.append(str(start) if start == previous else f"{start}-{previous}")
         if index is not None:
             start = previous = index
-    return problems.summarise(ranges)
+    one = len(indexes) == 1
+    return f"{'slice' if one else 'slices'} {problems.summarise(ranges)}", one

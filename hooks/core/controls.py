@@ -1,14 +1,6 @@
-"""What a set's annotations ask of its rollouts and its history, read cautiously.
-
-The controls beyond upstream are annotations on the DisaggregatedSet, so its spec stays upstream's;
-docs/rollout.md says what each one does and what applies when one is malformed. This module owns
-how each is read (`control_of`): its syntax, its default, and the cautious value that applies in
-place of a malformed one, which is reported (Degraded, reason InvalidAnnotation, naming it) and
-never stops the reconcile: a mistake never lets a rollout go further than a correct value would
-(paused for `paused`, a partition of 0 and a hold at 0%), and falls back to the default for the
-deadline and the history limit.
-
-Pure: reads only the annotations it is given.
+"""What a set's annotations ask of its rollouts and its history, read cautiously (`control_of`):
+each one's syntax, default, and the cautious value that replaces a malformed one, reported as a
+problem (docs/rollout.md, "A malformed control annotation"). Pure: reads only the annotations.
 """
 
 from __future__ import annotations
@@ -50,8 +42,7 @@ class Control:
 
 @dataclass(frozen=True, slots=True)
 class _Annotation:
-    """How one annotation is read: the Control field it sets, its parser, what applies when it
-    is malformed, and what to tell the user then."""
+    """How one annotation is read: the field it sets, its parser, its fallback, and advice."""
 
     key: str
     field: str
@@ -60,48 +51,63 @@ class _Annotation:
     advice: str
 
 
-def _annotations() -> tuple[_Annotation, ...]:
-    return (
-        _Annotation(
-            api.ANNOTATION_PAUSED,
-            "paused",
-            _boolean,
-            1,
-            'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
-            " is fixed rollouts are paused",
-        ),
-        _Annotation(
-            api.ANNOTATION_PROGRESS_DEADLINE,
-            "deadline_seconds",
-            _whole,
-            api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
-            'use whole seconds ("0" turns the deadline off); the default'
-            f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
-        ),
-        _Annotation(
-            api.ANNOTATION_HISTORY_LIMIT,
-            "history_limit",
-            _whole,
-            api.DEFAULT_REVISION_HISTORY_LIMIT,
-            "use a whole number of old revisions to keep; the default"
-            f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
-        ),
-        _Annotation(
-            api.ANNOTATION_ROLLOUT_PARTITION,
-            "partition",
-            _whole,
-            0,
-            'use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
-        ),
-        _Annotation(
-            api.ANNOTATION_ROLLOUT_HOLD_AT,
-            "hold_at_percent",
-            percent,
-            0,
-            'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
-            " rollouts hold where they are",
-        ),
-    )
+def _boolean(text: str) -> int | None:
+    return {"true": 1, "false": 0}.get(text)
+
+
+def _whole(text: str) -> int | None:
+    return int(text) if _WHOLE.fullmatch(text) else None
+
+
+def percent(text: str) -> int | None:
+    """A hold's share, `"0%"` to `"100%"`; None when it is not one."""
+    match = _PERCENT.fullmatch(text)
+    if match is None or int(match.group(1)) > 100:
+        return None
+    return int(match.group(1))
+
+
+_ANNOTATIONS: Final = (
+    _Annotation(
+        api.ANNOTATION_PAUSED,
+        "paused",
+        _boolean,
+        1,
+        'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
+        " is fixed rollouts are paused",
+    ),
+    _Annotation(
+        api.ANNOTATION_PROGRESS_DEADLINE,
+        "deadline_seconds",
+        _whole,
+        api.DEFAULT_PROGRESS_DEADLINE_SECONDS,
+        'use whole seconds ("0" turns the deadline off); the default'
+        f" {api.DEFAULT_PROGRESS_DEADLINE_SECONDS} s applies",
+    ),
+    _Annotation(
+        api.ANNOTATION_HISTORY_LIMIT,
+        "history_limit",
+        _whole,
+        api.DEFAULT_REVISION_HISTORY_LIMIT,
+        "use a whole number of old revisions to keep; the default"
+        f" {api.DEFAULT_REVISION_HISTORY_LIMIT} applies",
+    ),
+    _Annotation(
+        api.ANNOTATION_ROLLOUT_PARTITION,
+        "partition",
+        _whole,
+        0,
+        'use a whole number K ("1": only slice 0 rolls); until it is fixed no slice rolls',
+    ),
+    _Annotation(
+        api.ANNOTATION_ROLLOUT_HOLD_AT,
+        "hold_at_percent",
+        percent,
+        0,
+        'use a percentage from "0%" to "100%" ("100%" is no hold); until it is fixed'
+        " rollouts hold where they are",
+    ),
+)
 
 
 def control_of(annotations: Mapping[str, str]) -> Control:
@@ -109,7 +115,7 @@ def control_of(annotations: Mapping[str, str]) -> Control:
     values: dict[str, int] = {}
     found: list[problems.Problem] = []
     malformed: set[str] = set()
-    for annotation in _annotations():
+    for annotation in _ANNOTATIONS:
         text = annotations.get(annotation.key)
         if text is None:
             continue
@@ -128,19 +134,3 @@ def control_of(annotations: Mapping[str, str]) -> Control:
         malformed=frozenset(malformed),
         **values,
     )
-
-
-def _boolean(text: str) -> int | None:
-    return {"true": 1, "false": 0}.get(text)
-
-
-def _whole(text: str) -> int | None:
-    return int(text) if _WHOLE.fullmatch(text) else None
-
-
-def percent(text: str) -> int | None:
-    """A hold's share, `"0%"` to `"100%"`; None when it is not one."""
-    match = _PERCENT.fullmatch(text)
-    if match is None or int(match.group(1)) > 100:
-        return None
-    return int(match.group(1))

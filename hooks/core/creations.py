@@ -1,13 +1,7 @@
-"""Children the set asked for that never appeared: `status.creating` and `ChildNotCreated`.
-
-docs/safety.md ("Objects the set does not own") tells the story: why the hook does not see who
-holds a name, what Metacontroller does with a create the API server refuses, and where an operator
-finds out why. This module owns the bookkeeping: which asked-for children of the kinds asked for
-only when the spec changes (`TRACKED_KINDS`) go into `status.creating` and since when, which have
-been missing for the grace period, `api.CREATION_GRACE_SECONDS` (a problem, reason
-ChildNotCreated, with what is known and where to look), and when to look again.
-
-Pure: reads `now` from the caller; trusts the recorded times only as far as they are possible.
+"""Children the set asked for that never appeared: `status.creating` and ChildNotCreated (the
+story: docs/safety.md, "Bad input"). Owns the bookkeeping: which children go into
+`status.creating` since when, which are missing past `api.CREATION_GRACE_SECONDS`, when to look
+again. Pure: `now` comes from the caller; a recorded time counts only when it is possible.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ from hooks.api import times
 from hooks.core import problems
 
 TRACKED_KINDS: Final = frozenset({api.LWS_KIND, api.REVISION_KIND, api.SCALER_KIND})
-"""The kinds asked for only when the spec changes (see the module docstring)."""
+"""The kinds asked for only when the spec changes (a Service is asked for whenever it is ready)."""
 
 ChildKey = tuple[str, str]
 """(kind, name)."""
@@ -35,7 +29,7 @@ class Creations:
     """`status.creating`: the children of tracked kinds still missing, with the time a pass
     first found them missing."""
     missing: frozenset[ChildKey]
-    """The children missing for `GRACE_SECONDS` or more."""
+    """The children missing for the grace period or more."""
     problems: tuple[problems.Problem, ...]
     """One per missing child."""
     resync_after: int | None

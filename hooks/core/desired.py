@@ -1,21 +1,9 @@
-"""The children of one sync answer, and the deletion guard.
+"""The children of one sync answer, and the deletion guard (docs/safety.md, "What may go").
 
-Metacontroller deletes every observed child whose (apiVersion, kind, name) the answer leaves out.
-`DesiredChildren` collects the answer by (kind, name) (apiVersion follows from the kind: one
-version per kind) and records which observed children the spec allows to go. The answer's
-children can only be had through `checked_children`, which refuses an answer that would drop any
-other (`UnsafeDeletionError`: a bug, answered non-200, so nothing changes): no path, the hold
-path included, skips the guard. docs/safety.md lists the reasons a child may go.
-
-Two different objects under one name mean the observed children contradict each other (a child
-whose slice, revision or role label was removed or edited is claimed by two slices, or by a slice
-and a revision). That is a state of the cluster, not a bug of the request: the name is held (an
-observed child under it is returned exactly as it is, a new one is not created), reported in
-`conflicts`, and everything else reconciles.
-
-Children of a kind this version does not know (`records.SyncRequest.unknown_children`: a newer
-version lists another child kind while both versions answer) are `keep`-t: answered exactly as
-they were last applied, and the guard counts them among the observed children.
+`DesiredChildren` collects the answer by (kind, name), one apiVersion per kind, with the observed
+children the spec allows to go; its children come only through `checked_children`, which refuses
+an answer that drops any other (`UnsafeDeletionError`, a bug). Two objects under one name are a
+state of the cluster (`conflicts`, ChildConflict): the name is held as observed, the rest goes on.
 """
 
 from __future__ import annotations

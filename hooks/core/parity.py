@@ -1,105 +1,67 @@
-"""Upstream's step of a rollout whose targets never moved (parity mode), and the floor that
-guards it.
-
-`vectors` gives the planner a slice's per-role counts (`hooks.core.planner`), `keep` the old
-groups no step may drain (each role's floor, `min(initial old, target) - maxUnavailable` Ready
-groups: docs/rollout.md, "Scaling while a rollout runs"), and `drain` spends a step's drain
-budget on the old LWS, newest revision first, each revision drained together (coordinated
-drain). Pure: reads its arguments only.
+"""Upstream's step of a rollout whose targets never moved (parity mode), applied to a slice's LWS
+under the floor that guards it (docs/rollout.md, "The rolling update of one slice", "Two modes
+per slice"). Pure: reads its arguments only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypedDict
 
-from hooks.core import planner, stock
-
-
-def role_order(roles: Sequence[stock.RoleInput], old: Mapping[str, stock.Group]) -> list[str]:
-    """Spec roles in spec order, then roles found only in old revisions, by name."""
-    spec_names = [role.name for role in roles]
-    removed = {name for by_role in old.values() for name in by_role} - set(spec_names)
-    return [*spec_names, *sorted(removed)]
+from hooks.core import planner, rescale, stock
 
 
-class Vectors(TypedDict):
-    initial_old: tuple[int, ...]
-    current_old: tuple[int, ...]
-    current_new: tuple[int, ...]
-    target: tuple[int, ...]
-    config: tuple[planner.RoleConfig, ...]
+def keep(
+    roles: Sequence[rescale.Role], revisions: Sequence[rescale.Old], *, old: Sequence[int]
+) -> list[int]:
+    """Per role, the old groups its floor, `min(initial old, target) - maxUnavailable` Ready
+    groups, keeps from any drain (`planner.keep_for`); `old`: its old groups."""
+    return [
+        planner.keep_for(
+            floor=max(0, min(role.initial_old, role.target) - role.config.max_unavailable),
+            old=old[r],
+            old_ready=sum(rev.ready[r] for rev in revisions),
+            new_ready=role.new_ready,
+        )
+        for r, role in enumerate(roles)
+    ]
 
 
-def vectors(
-    order: Sequence[str], *, roles: Sequence[stock.RoleInput], state: stock.SliceState
-) -> Vectors:
-    """The planner's inputs, one entry per role of `order` (removed roles target 0; a role whose
-    target is unknown keeps what its new LWS runs)."""
-    by_name = {role.name: role for role in roles}
-    initial_old = []
-    current_old = []
-    current_new = []
-    target = []
-    config = []
-    for name in order:
-        olds = [by_role[name] for by_role in state.old.values() if name in by_role]
-        initial_old.append(sum(stock.initial_of(item) for item in olds))
-        current_old.append(sum(item.replicas for item in olds))
-        role = by_name.get(name)
-        new = state.new[name].replicas if role is not None else 0
-        current_new.append(new)
-        if role is None:
-            target.append(0)
-            config.append(planner.DEFAULT_CONFIG)
-            continue
-        target.append(new if role.target is None else role.target)
-        config.append(role.config)
-    return Vectors(
-        initial_old=tuple(initial_old),
-        current_old=tuple(current_old),
-        current_new=tuple(current_new),
-        target=tuple(target),
-        config=tuple(config),
+def next_step(
+    roles: Sequence[rescale.Role], *, old: Sequence[int], keep: Sequence[int] | None = None
+) -> planner.Step | None:
+    """The planner's step for `roles`, each with `old` old groups (`planner.next_step`)."""
+    return planner.next_step(
+        initial_old=[role.initial_old for role in roles],
+        current_old=old,
+        current_new=[role.new for role in roles],
+        target=[role.target for role in roles],
+        config=[role.config for role in roles],
+        keep=keep,
     )
 
 
-def keep(order: Sequence[str], vectors: Vectors, state: stock.SliceState) -> list[int]:
-    """Per role, the old groups no step drains: those its floor, `min(initial old, target) -
-    maxUnavailable` Ready groups, needs (`planner.keep_for`)."""
-    keep = []
-    for index, name in enumerate(order):
-        olds = [by_role[name] for by_role in state.old.values() if name in by_role]
-        new = state.new.get(name)
-        floor = min(vectors["initial_old"][index], vectors["target"][index])
-        keep.append(
-            planner.keep_for(
-                floor=max(0, floor - vectors["config"][index].max_unavailable),
-                old=vectors["current_old"][index],
-                old_ready=sum(stock.ready_of(item) for item in olds),
-                new_ready=0 if new is None else stock.ready_of(new),
-            )
-        )
-    return keep
-
-
-def grown(
-    order: Sequence[str], vectors: Vectors, *, step: planner.Step, left: Mapping[str, int]
-) -> list[tuple[str, int]]:
-    """Rule 4's growth of a step, by role: the step's new count; but a role whose drain kept
-    more old groups than the step asked (`left`: what `drain` left it, the floor keeping a
-    revision's last groups) grows no further than its surge ceiling, `target + maxSurge`
-    counting those groups (never below what it runs)."""
-    grown = []
-    for index, name in enumerate(order):
-        now, wanted = vectors["current_new"][index], step.new[index]
-        target = vectors["target"][index]
-        if left[name] > step.old[index] and target != 0:
-            ceiling = target + vectors["config"][index].max_surge - left[name]
-            wanted = max(now, min(wanted, ceiling))
-        if wanted > now:
-            grown.append((name, wanted))
-    return grown
+def apply(
+    state: stock.SliceState,
+    step: planner.Step,
+    *,
+    order: Sequence[str],
+    roles: Sequence[rescale.Role],
+    old: Sequence[int],
+    keep: Sequence[int],
+) -> dict[str, int]:
+    """The replicas a step changes, by LWS name: old LWS drained (`drain`), no role below `keep`;
+    new LWS grown to the step's count, but a role whose drain kept more old groups than the step
+    asked only to its surge ceiling, counting them."""
+    budget = {name: now - after for name, now, after in zip(order, old, step.old, strict=True)}
+    left = dict(zip(order, old, strict=True))
+    floors = dict(zip(order, keep, strict=True))
+    replicas = drain(state.old, budget=budget, order=order, left=left, keep=floors)
+    for name, role, wanted, stepped in zip(order, roles, step.new, step.old, strict=True):
+        if left[name] > stepped and role.target != 0:
+            wanted = max(role.new, min(wanted, role.ceiling - left[name]))
+        if wanted > role.new and name in state.new:
+            replicas[state.new[name].name] = wanted
+    return replicas
 
 
 def drain(
@@ -111,8 +73,7 @@ def drain(
     keep: Mapping[str, int],
 ) -> dict[str, int]:
     """Rule 6: new replicas of old LWS, by name, spending `budget` newest revision first, no
-    role left with fewer old replicas than `keep` (`left`: what each role has left). The budget a
-    revision the floor keeps from going whole does not spend goes on to older revisions."""
+    role left with fewer old replicas than `keep` (`left`: what each role has left, updated)."""
     replicas: dict[str, int] = {}
     remaining = dict(budget)
     for by_role in stock.newest_first(old):
@@ -135,14 +96,8 @@ def _drain_revision(
     left: dict[str, int],
     keep: Mapping[str, int],
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """One old revision's drain: (new replicas by LWS name, budget charged by role).
-
-    Each role drains min(budget, replicas), never below its `keep`; when one would reach 0, all
-    of the revision's roles go to 0 together (coordinated drain), charged to the roles that
-    reached 0 by themselves (or to every role when none did); unless that would leave some role
-    with fewer old replicas than its `keep`: then the roles that would reach 0 keep one. Old LWS
-    never grow.
-    """
+    """One old revision's coordinated drain: (new replicas by LWS name, budget charged by
+    role)."""
     present = [name for name in order if name in by_role]
     planned = {
         name: max(0, min(budget[name], by_role[name].replicas, left[name] - keep[name]))

@@ -1,19 +1,6 @@
-"""Placement: the affinity terms that keep a slice in one topology domain.
-
-Given a pod template, returns a copy whose `spec.affinity` has the placement terms appended to
-whatever affinity the template already had (docs/rollout.md, Placement), and (`without_placement`)
-the other way round, for a running revision's record rebuilt from its LWS (`hooks.core.recovered`).
-It never mutates its input. It runs only when an LWS is created, so a placement change reaches a
-slice on its next rollout.
-
-All terms are `requiredDuringSchedulingIgnoredDuringExecution` with the policy's topology key:
-
-- podAffinity `name In [set]`, `slice In [slice]`: a slice's roles share one domain.
-- podAntiAffinity `name In [set]`, (slice 0 only: `slice Exists`), `slice NotIn [slice]`: this
-  set's other slices go elsewhere. Pods without a slice label count as slice 0, so slice 0 must
-  not repel them: that is what the extra `Exists` does (an upstream rule kept as is).
-- ExclusiveTopology adds podAntiAffinity `name Exists`, `name NotIn [set]`, `slice Exists`: no
-  other set's slice shares the domain, while unrelated workloads still may.
+"""Placement: the affinity terms that keep a slice in one topology domain (docs/rollout.md,
+"Placement"), appended to a copy of a pod template (`build_placed_template`) and taken off again
+(`without_placement`, for a record rebuilt from running LWS). Never mutates its input.
 """
 
 from __future__ import annotations
@@ -48,9 +35,8 @@ def build_placed_template(
 
 def without_placement(template: JsonObject, *, set_name: str, slice_index: int) -> JsonObject:
     """The pod template as it was before `build_placed_template` placed it in slice
-    `slice_index`, whichever policy and topology key that was: the terms it appended removed,
-    and the affinity sections they alone made; `template` itself when it ends in no such terms.
-    (A template that had an empty affinity section of its own does not come back exactly.)"""
+    `slice_index` under any policy and topology key (an empty affinity section of its own does
+    not come back); `template` itself when it ends in no such terms."""
     spec = template.get("spec")
     affinity = spec.get("affinity") if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or not isinstance(affinity, dict):
@@ -91,6 +77,7 @@ def _terms(
 
     same_set = _expression(api.LABEL_NAME, "In", set_name)
     spread = [same_set]
+    # Pods without a slice label count as slice 0, which must not repel them (upstream's rule).
     if slice_index == 0:
         spread.append(_expression(api.LABEL_SLICE, "Exists"))
     spread.append(_expression(api.LABEL_SLICE, "NotIn", slice_label))

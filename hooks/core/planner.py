@@ -1,20 +1,10 @@
 """Rolling-update planner: the next step of a coordinated rollout, over integer vectors per role.
 
-This module owns the arithmetic of the rolling update and nothing else: it reads no Kubernetes
-objects, keeps no state, and uses only the standard library (no logging, clock, environment or
-randomness). Every vector holds one entry per role, in the same role order; all vectors of a call
-must have the same length. It reproduces upstream's planner (kubernetes-sigs/lws, DisaggregatedSet)
-step for step, quirks included; vectors recorded from upstream's code are the judge (the tests).
-
-The rules (the batch and step index, the ideal counts, rules 1 to 7, orphan prevention) and every
-upstream quirk it keeps are written once, in docs/rollout.md ("The planner"); each function below
-names the rule it implements. `resolve_config` turns a role's `rollingUpdateConfiguration` into a
-`RoleConfig` as upstream does (same section).
-
-One departure, only when the caller asks for it: `next_step(keep=...)` gives every role a number of
-old replicas no step may drain below (the availability floor of docs/rollout.md, "Scaling while a
-rollout runs"). Each rule's step is then raised to it, and a rule whose raised step changes nothing
-gives way to the next rule. Where upstream's step keeps those numbers, the step is upstream's.
+Owns the arithmetic of the rolling update only: standard library, no state, no Kubernetes objects.
+Every vector holds one entry per role, in one role order. It is upstream's planner step for step,
+quirks included (upstream's recorded vectors judge it); its rules (rules 1 to 7, orphan
+prevention, `resolve_config`) are docs/rollout.md's "The planner", and the floor that
+`next_step(keep=...)` adds is its "Two modes per slice".
 """
 
 from __future__ import annotations
@@ -71,10 +61,8 @@ class _Role:
     config: RoleConfig
 
     def min_old(self, new: int) -> int:
-        """Old replicas kept so that old + `new` does not fall below `target - max_unavailable`.
-
-        Only a role whose initial old count is at least its target is held; others get 0.
-        """
+        """Old replicas keeping old + `new` at `target - max_unavailable` (0 for a role whose
+        initial old count is below its target)."""
         if self.initial_old < self.target:
             return 0
         return max(0, self.target - self.config.max_unavailable - new)
@@ -132,7 +120,7 @@ def _next_old(roles: Sequence[_Role], steps: int) -> list[int]:
 def _prevent_orphans(
     old: Sequence[int], roles: Sequence[_Role], new: Sequence[int]
 ) -> tuple[int, ...]:
-    """Keep roles that had old replicas from reaching 0 old one at a time (see module docstring)."""
+    """Orphan prevention: roles that had old replicas reach 0 old together, or keep one."""
     tracked = [o for o, r in zip(old, roles, strict=True) if r.initial_old != 0]
     if 0 not in tracked or all(o == 0 for o in tracked):
         return tuple(old)
@@ -154,13 +142,8 @@ def keep_for(*, floor: int, old: int, old_ready: int, new_ready: int) -> int:
 
 
 def _kept(step: Step | None, roles: Sequence[_Role], keep: Sequence[int] | None) -> Step | None:
-    """`step` with no role drained below `keep`; None when raising it leaves nothing to do.
-
-    A role whose old count is raised grows its new revision no further than its surge ceiling,
-    `target + maxSurge` counting the old groups it keeps (never below what it runs). A role raised
-    from 0 while another role keeps old replicas keeps one (at most what it has), so that the
-    coordinated drain does not take the others to 0 with it.
-    """
+    """`step` with no role drained below `keep` (a role raised grows its new revision only to its
+    surge ceiling, counting what it keeps); None when raising it leaves nothing to do."""
     if step is None or keep is None:
         return step
     old = [max(o, min(k, r.current_old)) for o, k, r in zip(step.old, keep, roles, strict=True)]
@@ -233,12 +216,9 @@ def next_step(
     config: Sequence[RoleConfig],
     keep: Sequence[int] | None = None,
 ) -> Step | None:
-    """The next state of the rollout, or None when there is nothing to do (docs/rollout.md).
-
-    `keep`: per role, old replicas no step drains below (see the module docstring); None is
-    upstream's planner. Raises ValueError when the vectors and the config do not all have the
-    same length.
-    """
+    """The next state of the rollout, or None when there is nothing to do. `keep`: per role, old
+    replicas no step drains below (None: upstream's planner). Raises ValueError when the vectors
+    differ in length."""
     _same_lengths(
         initial_old=initial_old,
         current_old=current_old,
@@ -251,24 +231,9 @@ def next_step(
         _Role(initial_old=i, current_old=o, current_new=n, target=t, config=c)
         for i, o, n, t, c in zip(initial_old, current_old, current_new, target, config, strict=True)
     )
-    if all(r.current_old == 0 and r.current_new >= r.target for r in roles):
-        return None
     steps = _total_steps(roles)
-    if steps == 0:
+    if steps == 0 or all(r.current_old == 0 and r.current_new >= r.target for r in roles):
         return None
-    return _first_step(roles, steps, keep)
-
-
-def _same_lengths(**vectors: Sequence[object]) -> None:
-    if len({len(vector) for vector in vectors.values()}) != 1:
-        raise ValueError(
-            "planner vectors differ in length: "
-            + " ".join(f"{name}={len(vector)}" for name, vector in vectors.items())
-        )
-
-
-def _first_step(roles: Sequence[_Role], steps: int, keep: Sequence[int] | None) -> Step | None:
-    """Rules 2 to 7, each step kept above `keep`: the first that yields one."""
     unchanged_new = tuple(r.current_new for r in roles)
     if any(r.current_old > r.initial_old for r in roles):
         abnormal = tuple(min(r.initial_old, r.current_old) for r in roles)
@@ -283,6 +248,14 @@ def _first_step(roles: Sequence[_Role], steps: int, keep: Sequence[int] | None) 
     )
 
 
+def _same_lengths(**vectors: Sequence[object]) -> None:
+    if len({len(vector) for vector in vectors.values()}) != 1:
+        raise ValueError(
+            "planner vectors differ in length: "
+            + " ".join(f"{name}={len(vector)}" for name, vector in vectors.items())
+        )
+
+
 def rollout_sequence(
     *,
     initial_old: Sequence[int],
@@ -291,16 +264,9 @@ def rollout_sequence(
     max_passes: int,
     floor: bool = False,
 ) -> list[Step]:
-    """Every state of a rollout from `(initial_old, zeros)`, each step assumed ready at once.
-
-    With `floor`, every step keeps each role's floor, `min(initial old, target) -
-    maxUnavailable` groups (the hooks' parity mode); without, it is upstream's. The first element
-    is the start state (rule START); the list ends when `next_step` returns None or after
-    `max_passes` further steps. `sum(initial_old) + sum(target)` passes suffice because
-    every step moves some count, old never grows and new never passes target (the property tests
-    check all three); upstream's test helper cuts at `2 * max(max(initial_old), max(target)) + 10`,
-    which can be too few. Raises ValueError on vectors of different lengths.
-    """
+    """Every state of a rollout from `(initial_old, zeros)`, each step Ready at once: START, then
+    each step, up to `max_passes` (`sum(initial_old) + sum(target)` suffice). With `floor`, every
+    step keeps each role's floor (the hooks' parity mode)."""
     old = tuple(initial_old)
     new = (0,) * len(old)
     sequence = [Step(old, new, StepRule.START)]
@@ -329,12 +295,9 @@ def rollout_sequence(
 
 
 def scaled_value(value: int | str, *, total: int, round_up: bool) -> int:
-    """An IntOrString resolved against `total`: an int as is, "NN%" as NN% of `total`, rounded.
-
-    Follows Kubernetes' `intstr.GetScaledValueFromIntOrPercent`: the text before the single
-    trailing "%" is a Go `strconv.Atoi` integer (optional sign, ASCII digits, 64-bit range).
-    Raises ValueError for a string that is not such a percentage, TypeError for other types.
-    """
+    """An IntOrString resolved against `total` as Kubernetes' `GetScaledValueFromIntOrPercent`
+    does ("NN%": a Go `Atoi` integer, then "%"). Raises ValueError for a string that is not such
+    a percentage, TypeError for other types."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise TypeError(f"IntOrString must be an int or a string, not {type(value).__name__}")
     if isinstance(value, int):
@@ -351,13 +314,8 @@ def scaled_value(value: int | str, *, total: int, round_up: bool) -> int:
 def resolve_config(
     *, replicas: int, max_surge: int | str | None, max_unavailable: int | str | None
 ) -> RoleConfig:
-    """A role's planner budget from its rollingUpdateConfiguration (docs/rollout.md).
-
-    Both values resolve against the role's target `replicas` (surge rounds up, unavailable rounds
-    down); None (absent) and strings that are not percentages count as 0, as upstream ignores the
-    parse error. A positive unavailable keeps both values; else a positive surge is used with
-    unavailable 0; else the role gets DEFAULT_CONFIG.
-    """
+    """A role's planner budget from its rollingUpdateConfiguration, resolved against its target
+    `replicas` (docs/rollout.md, "The rolling update of one slice")."""
     surge = _scaled_or_zero(max_surge, total=replicas, round_up=True)
     unavailable = _scaled_or_zero(max_unavailable, total=replicas, round_up=False)
     if unavailable > 0:

@@ -1,23 +1,7 @@
 """A revision's roles rebuilt from its running LWS, for a record it lacks (docs/rollout.md,
-"Revision history").
-
-A revision whose LWS still run but which has no record that counts (the hooks were upgraded from
-a build without the history during its rollout, or its record was deleted) gets one from them.
-`children.render_lws` made each LWS from a role by adding: the five labels of
-`naming.lws_labels` on the LWS (over the role's own labels) and on both pod templates, the
-placement terms on both pod templates' affinity (`placement`), `spec.replicas`, and later the
-`initial-replicas` annotation (Metacontroller adds its `controller-uid` label and last-applied
-annotation). `recover` takes exactly that away again from one LWS of each role (the lowest
-slice): the role's name, its metadata labels and annotations as the set copied them, and its
-LWS spec without `replicas` (the set decides those, never a record). The roles keep the order
-they have in the spec, the others after them by name.
-
-The result is used only when its templates hash to the revision (`gocompat.revision`), so no LWS
-anyone edited, forged or planted yields a record of a revision it does not run; what this cannot
-undo (a pod-template label of the role's own that the set overrode, an empty affinity section of
-its own, a role whose LWS is missing, roles in another order) makes no record, and says so.
-
-Pure: reads its arguments only.
+"Revision history"): from one LWS of each role (the lowest slice), exactly what
+`children.render_lws` added taken away again. The result counts only when its templates hash to
+the revision, so an edited, forged or planted LWS yields no record. Pure: reads its arguments.
 """
 
 from __future__ import annotations
@@ -55,7 +39,9 @@ def recover(
         if item.slice_index is not None:
             by_role.setdefault(item.labels.get(api.LABEL_ROLE, ""), item)
     newest = max((item.creation_timestamp for item in lws), default="")
-    names = sorted(by_role, key=lambda name: (_position(order, name), name))
+    names = sorted(
+        by_role, key=lambda name: (order.index(name) if name in order else len(order), name)
+    )
     if not api.MIN_ROLES <= len(names) <= api.MAX_ROLES or "" in names:
         why = f"its LeaderWorkerSets hold roles {', '.join(map(repr, names))}, not a set's roles"
         return Recovered(revision_, None, why, newest)
@@ -73,10 +59,6 @@ def recover(
         )
         return Recovered(revision_, None, why, newest)
     return Recovered(revision_, roles, "", newest)
-
-
-def _position(order: Sequence[str], name: str) -> int:
-    return order.index(name) if name in order else len(order)
 
 
 def _role(item: records.ObservedObject, *, set_name: str, name: str) -> JsonObject:

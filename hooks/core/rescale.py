@@ -1,20 +1,9 @@
 """Scaling while a rollout runs: one slice's pass once a role's target moved mid-rollout.
 
-The rules are docs/rollout.md's ("Scaling while a rollout runs"): scaling decides how many groups
-a role runs, the rollout decides which revision runs them. This module owns their arithmetic over
-integer vectors, one entry per role (the slice's spec roles in spec order, then roles found only
-in old revisions, whose target is 0), and old revisions newest first:
-
-- `rolling`, the scaled pass of a rollout that moves: a raise goes to the new revision at once,
-  within the surge ceiling; old groups drain as the new revision's Ready groups cover the floor,
-  roles in step; the new revision shrinks only where it runs above its target;
-- `held`, the pass of a held rollout: the new revision keeps its share of the current target,
-  the old revision serves the rest (it may grow, it is never retired);
-- `stopped`, the pass of a paused rollout, or of a slice past the partition caught mid-way: the
-  role's groups follow its target, split between the revisions in proportion to what each runs;
-
-Pure and integer-only: reads its arguments, keeps no state, imports nothing but the planner's
-budget type.
+The arithmetic of docs/rollout.md's "One scaled pass" (`rolling`) and of its "Controls: the
+rollout stops, scaling does not" (`held`, `stopped`), over integer vectors: one entry per role
+(spec roles in spec order, then roles only old revisions have, target 0), old revisions newest
+first. Pure and integer-only: imports nothing but the planner's budget type.
 """
 
 from __future__ import annotations
@@ -120,7 +109,7 @@ def _totals(count: int, old: Sequence[Old]) -> _Totals:
 
 
 def rolling(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
-    """The scaled pass of a rollout that moves (docs/rollout.md, "One scaled pass")."""
+    """The scaled pass of a rollout that moves (steps 1 to 6 of "One scaled pass")."""
     totals = _totals(len(roles), old)
     keep = [
         planner.keep_for(floor=role.floor, old=o, old_ready=ready, new_ready=role.new_ready)
@@ -146,8 +135,8 @@ def rolling(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
 
 
 def _old_window(roles: Sequence[Role], old: Sequence[int], keep: list[int]) -> list[int]:
-    """Roles drain in step: none drains more than one window (1 / the smallest initial count)
-    past the share the most held-back role may drain now."""
+    """Step 2, old in step: `keep` raised so that no role drains more than one window past the
+    share the most held-back role may drain now."""
     initial = [max(role.initial_old, o) for role, o in zip(roles, old, strict=True)]
     tracked = [(i, k) for i, k in zip(initial, keep, strict=True) if i > 0]
     if not tracked:
@@ -161,9 +150,8 @@ def _old_window(roles: Sequence[Role], old: Sequence[int], keep: list[int]) -> l
 
 
 def _drain(old: Sequence[Old], *, budget: Sequence[int], retire: bool = True) -> list[Old]:
-    """Old revisions after spending `budget` per role, newest first. A revision goes whole (when
-    `retire`) or keeps at least one group of every role it runs: a role that would reach 0
-    while another stays keeps one."""
+    """Step 3: old revisions after spending `budget` per role, newest first; each goes whole
+    (only when `retire`) or keeps one group of every role it runs."""
     remaining = list(budget)
     result = []
     for rev in old:
@@ -186,8 +174,7 @@ def _minus(rev: Old, take: dict[int, int]) -> Old:
 
 
 def _grow(roles: Sequence[Role], old: Sequence[int]) -> tuple[int, ...]:
-    """New groups after a raise: up to the target within the surge ceiling (old counted before
-    the pass), roles in step (none more than one window past the slowest's reach)."""
+    """Step 4, grow: up to the target within the surge ceiling, roles in step."""
     reach = [min(role.target, role.ceiling - o) for role, o in zip(roles, old, strict=True)]
     tracked = [(role, r) for role, r in zip(roles, reach, strict=True) if role.target > 0]
     if not tracked:
@@ -203,8 +190,7 @@ def _grow(roles: Sequence[Role], old: Sequence[int]) -> tuple[int, ...]:
 
 
 def _shrunk(role: Role, new: int, *, old_after: int, old_ready_after: int) -> int:
-    """A new revision above its target sheds what runs over the ceiling, never below the target
-    and never below the floor's Ready groups."""
+    """Step 6, shrink: a new revision above its target sheds what runs over the ceiling."""
     if new <= role.target:
         return new
     over_ceiling = old_after + new - role.ceiling
@@ -215,8 +201,7 @@ def _shrunk(role: Role, new: int, *, old_after: int, old_ready_after: int) -> in
 def _escape(
     roles: Sequence[Role], old: Sequence[Old], totals: _Totals
 ) -> tuple[list[Old], tuple[int, ...]]:
-    """When the steps above move nothing: one old group of the first role that may lose one
-    (keeping its revision coordinated), else one new group of the first role with surge room."""
+    """Step 5, escape: one old group of the first role that may lose one, else one new group."""
     current = tuple(role.new for role in roles)
     for r, role in enumerate(roles):
         slack = totals.old_ready[r] + role.new_ready - role.floor
@@ -280,10 +265,9 @@ def _waits(roles: Sequence[Role], totals: _Totals) -> tuple[tuple[int, Wait], ..
 
 
 def held(roles: Sequence[Role], old: Sequence[Old], *, percent: int) -> Pass:
-    """A held rollout's pass: each role's new revision at its share of the current target (grown
-    within the surge ceiling, or shrunk to the target when it runs above it), its old revisions
-    serving the rest; an old revision may grow and is never retired, and no removal leaves fewer
-    Ready groups than the target."""
+    """A held rollout's pass: each role's new revision at its share of the current target, its
+    old revisions serving the rest (never retired); no removal leaves fewer Ready groups than
+    the target."""
     totals = _totals(len(roles), old)
     new = []
     for role, o, ready in zip(roles, totals.old, totals.old_ready, strict=True):
@@ -299,10 +283,8 @@ def held(roles: Sequence[Role], old: Sequence[Old], *, percent: int) -> Pass:
 
 def stopped(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
     """A paused slice's pass (or a partitioned one caught mid-way): each role's groups follow its
-    target. A raise is split between the revisions in proportion to what each runs (old may
-    grow); a lower comes out of the old revisions first, each keeping one group of every role it
-    runs, then out of the new revision down to its target; no removal leaves fewer Ready groups
-    than the floor."""
+    target, a raise split in proportion to what each revision runs, a lower out of the old
+    revisions first; no removal leaves fewer Ready groups than the floor."""
     totals = _totals(len(roles), old)
     floors = [role.floor for role in roles]
     new = []
@@ -353,9 +335,8 @@ def _serve_old(
     floors: Sequence[int],
 ) -> list[Old]:
     """The old revisions serving what the new revision (now `new`) leaves of each target: grown
-    in proportion to what each runs, within the surge ceiling (the new revision counted as it was
-    before the pass), or drained newest first with none retired, no removal leaving fewer Ready
-    groups than `floors` (removed groups counted as Ready)."""
+    in proportion to what each runs within the surge ceiling, or drained newest first with none
+    retired and no removal leaving fewer Ready groups than `floors`."""
     grown: list[dict[int, int]] = [{} for _ in old]
     budget = [0] * len(roles)
     for r, role in enumerate(roles):

@@ -1,21 +1,11 @@
 """One slice's LWS decisions for one pass: steady state, or one step of a coordinated rollout.
 
-Input: the slice's observed LWS (already known to belong to this set and slice), the target
-revision, per-role targets and what the set's controls ask of the slice. Output: a `SlicePlan`
-saying which LWS keep which replicas, which get the `initial-replicas` annotation, which target LWS
-are created and which LWS are deleted. It never renders objects (that is `children`) and never
-reads anything but its arguments.
-
-`plan_slice` reads like the algorithm: it takes stock of the slice (`stock.SliceState`: LWS
-grouped by revision and role, drained revisions, current replicas), reads the record of each
-role's target when the slice's rollout started (`_books`), then hands it to exactly one phase
-(`_steady`, `_start`, `_wait`, `_step`, the scaled pass, or what a control asks: paused,
-partitioned, held), each a pure function that returns the `SlicePlan`. A slice whose targets
-never moved takes upstream's step (parity mode, `parity`); one whose target moved takes the
-scaled pass (`rescale`, through `scaling`). The
-rules of each phase, and the choices where upstream's behaviour was not kept (a missing target
-LWS recreated, the availability floor of parity mode), are written once in docs/rollout.md ("The
-rolling update of one slice", "Scaling while a rollout runs").
+`plan_slice` takes stock of the slice (`stock.take_stock`), reads each role's record (`_books`)
+and runs exactly one phase, each a pure function returning the `SlicePlan`: steady, start, wait,
+upstream's step (`parity`), the scaled pass (`rescale`, over the vectors `_inputs` reads), or what
+a control asks (paused, partitioned, held). It renders nothing (that is `children`) and reads only
+its arguments. The rules of each phase are docs/rollout.md's ("The rolling update of one slice",
+"Scaling while a rollout runs").
 """
 
 from __future__ import annotations
@@ -24,10 +14,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Final
 
 from hooks import api
-from hooks.core import parity, planner, records, rescale, scaling, stock
+from hooks.core import parity, planner, records, rescale, stock
 
 
 class Phase(StrEnum):
@@ -39,10 +28,6 @@ class Phase(StrEnum):
     PAUSED = "paused"
     PARTITIONED = "partitioned"
     HELD = "held"
-
-
-STOPPED: Final = frozenset({Phase.PAUSED, Phase.PARTITIONED, Phase.HELD})
-"""Phases of a slice that a control keeps from rolling (on purpose, not for lack of progress)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +80,7 @@ class TargetMove:
 
 
 def role_config(role: api.Role, target: int | None) -> planner.RoleConfig:
-    """The planner's surge/unavailable for a role (`api.Role.rolling_update_budget`), resolved
-    against its target replicas."""
+    """The planner's budget for a role (`api.Role.rolling_update_budget`) at its target."""
     budget = role.rolling_update_budget
     if budget is None:
         return planner.DEFAULT_CONFIG
@@ -114,10 +98,7 @@ def plan_slice(
     lws: Sequence[records.ObservedObject],
     control: SliceControl = SliceControl(),
 ) -> SlicePlan:
-    """Decide this pass for one slice (docs/rollout.md). A slice that would roll keeps every LWS
-    as it is while paused, keeps serving its revision while partitioned, and holds once its new
-    revision reaches the hold's share (`hooks.core.canary`); in each, its roles' groups follow
-    their targets."""
+    """Decide this pass for one slice (docs/rollout.md)."""
     state = stock.take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
     if not stock.serves_spec_roles(state, [role.name for role in roles]):
         return _steady(state, roles)
@@ -130,17 +111,16 @@ def _rolling(
     state: stock.SliceState, roles: Sequence[stock.RoleInput], control: SliceControl, books: _Books
 ) -> SlicePlan:
     """The phase of a slice an old revision still serves."""
-    if control.paused:
-        return _stopped(state, roles, books, Phase.PAUSED)
-    if control.partitioned:
-        return _partitioned(state, roles, books)
+    if control.paused or control.partitioned:
+        return _stopped(state, roles, books, Phase.PAUSED if control.paused else Phase.PARTITIONED)
     if not state.new:
         return _start(state, roles)
     if any(role.name not in state.new for role in roles):
         return _wait(state, roles)
     if books.scaled:
         return _scaled(state, roles, hold_at=control.hold_at_percent)
-    if not _is_stable(state, roles):
+    # Rule 4, the stability gate: every target LWS has all its replicas ready.
+    if any(state.new[r.name].replicas != state.new[r.name].status.ready_replicas for r in roles):
         return _wait(state, roles)
     return _step(state, roles, hold_at=control.hold_at_percent)
 
@@ -174,7 +154,7 @@ def _plan(
 
 @dataclass(frozen=True, slots=True)
 class _Books:
-    """The records of a rolling slice: what each role's says, and what to write."""
+    """The records of a rolling slice: what to write, and what they say."""
 
     writes: Mapping[str, int | None]
     """By LWS name: the record to write on a target LWS that lacks one, None to remove one from
@@ -223,36 +203,8 @@ def _steady(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SliceP
     return _plan(state, Phase.STEADY, created=created, replicas=replicas)
 
 
-def _partitioned(
-    state: stock.SliceState, roles: Sequence[stock.RoleInput], books: _Books
-) -> SlicePlan:
-    """A slice past the partition keeps the revision it serves: steady on one old revision, its
-    spec roles scale to their targets (nothing is created); caught mid-way between revisions,
-    it follows its targets as a paused slice does; anything else stays as it is."""
-    if state.new:
-        return _stopped(state, roles, books, Phase.PARTITIONED)
-    return _scale_old(state, roles, Phase.PARTITIONED)
-
-
-def _scale_old(
-    state: stock.SliceState, roles: Sequence[stock.RoleInput], phase: Phase
-) -> SlicePlan:
-    """A slice that runs one old revision and no LWS of the target scales it to the targets, as
-    a steady slice does; with several old revisions it stays as it is."""
-    if len(state.old) != 1:
-        return _plan(state, phase)
-    (serving,) = state.old.values()
-    replicas = {
-        serving[role.name].name: role.target
-        for role in roles
-        if role.name in serving and role.target is not None
-    }
-    return _plan(state, phase, replicas=replicas)
-
-
 def _start(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SlicePlan:
-    """Rule 3: snapshot every old LWS's replicas and create the target LWS at 0, each with the
-    record of its role's target."""
+    """Rule 3: snapshot every old LWS's replicas, create the target LWS at 0 with their records."""
     initial = {
         item.name: item.replicas for by_role in state.old.values() for item in by_role.values()
     }
@@ -270,15 +222,6 @@ def _records_of(roles: Sequence[stock.RoleInput]) -> dict[str, int]:
     return {role.name: role.target for role in roles if role.target is not None}
 
 
-def _is_stable(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> bool:
-    """Rule 4: every spec role has a target LWS whose replicas are all ready."""
-    return all(
-        role.name in state.new
-        and state.new[role.name].replicas == state.new[role.name].status.ready_replicas
-        for role in roles
-    )
-
-
 def _wait(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SlicePlan:
     """Rule 4: change nothing, except recreating a target LWS that went missing (at 0)."""
     missing = [role for role in roles if role.name not in state.new]
@@ -294,18 +237,12 @@ def _scaled(
     state: stock.SliceState, roles: Sequence[stock.RoleInput], *, hold_at: int | None
 ) -> SlicePlan:
     """The scaled pass of a slice whose target moved (`rescale.rolling`), or, held, its share of
-    the current target (`rescale.held`)."""
+    the current target."""
     if hold_at is not None:
         return _held(state, roles, percent=hold_at, serve=True)
-    slice_ = scaling.inputs(state, roles)
-    result = rescale.rolling(slice_.roles, slice_.old)
-    return _plan(
-        state,
-        Phase.STEPPING if result.moves else Phase.WAITING,
-        replicas=scaling.replicas(state, slice_, result),
-        moves=result.moves,
-        waits=scaling.waits(slice_, result),
-    )
+    inputs = _inputs(state, roles)
+    result = rescale.rolling(inputs.roles, inputs.old)
+    return _served(state, Phase.STEPPING if result.moves else Phase.WAITING, inputs, result)
 
 
 def _held(
@@ -314,41 +251,34 @@ def _held(
     """A held slice: as it is, unless its target moved (`serve`) or it runs what upstream's step
     never leaves; then the new revision keeps its share of the current target and the old
     revision serves the rest (`rescale.held`). Roles only old revisions have stay as they are."""
-    slice_ = scaling.inputs(state, roles, removed=False)
-    targets = {role.name: role.target for role in roles}
-    if not serve and not scaling.needs_serving(slice_, targets):
+    inputs = _inputs(state, roles, removed=False)
+    if not serve and not _needs_serving(inputs, roles):
         return _plan(state, Phase.HELD)
-    result = rescale.held(slice_.roles, slice_.old, percent=percent)
-    return _plan(
-        state,
-        Phase.HELD,
-        replicas=scaling.replicas(state, slice_, result),
-        moves=result.moves,
-        waits=scaling.waits(slice_, result),
+    return _served(
+        state, Phase.HELD, inputs, rescale.held(inputs.roles, inputs.old, percent=percent)
     )
 
 
 def _stopped(
     state: stock.SliceState, roles: Sequence[stock.RoleInput], books: _Books, phase: Phase
 ) -> SlicePlan:
-    """A paused slice, or one past the partition caught mid-way: as it is, unless its target
-    moved or it runs what upstream's step never leaves; then its roles' groups follow their
-    targets, split between the revisions (`rescale.stopped`). A slice that runs no LWS of the
-    target yet scales the one old revision it runs, as a steady slice does."""
+    """A paused slice, or one past the partition: as it is, unless its target moved or it runs
+    what upstream's step never leaves; then its groups follow their targets (`rescale.stopped`).
+    Without LWS of the target it scales the one old revision it runs (several stay as they are)."""
     if not state.new:
-        return _scale_old(state, roles, phase)
-    slice_ = scaling.inputs(state, roles, removed=False)
-    targets = {role.name: role.target for role in roles}
-    if not books.scaled and not scaling.needs_serving(slice_, targets):
+        if len(state.old) != 1:
+            return _plan(state, phase)
+        (serving,) = state.old.values()
+        replicas = {
+            serving[role.name].name: role.target
+            for role in roles
+            if role.name in serving and role.target is not None
+        }
+        return _plan(state, phase, replicas=replicas)
+    inputs = _inputs(state, roles, removed=False)
+    if not books.scaled and not _needs_serving(inputs, roles):
         return _plan(state, phase)
-    result = rescale.stopped(slice_.roles, slice_.old)
-    return _plan(
-        state,
-        phase,
-        replicas=scaling.replicas(state, slice_, result),
-        moves=result.moves,
-        waits=scaling.waits(slice_, result),
-    )
+    return _served(state, phase, inputs, rescale.stopped(inputs.roles, inputs.old))
 
 
 def _step(
@@ -358,30 +288,22 @@ def _step(
     scaled up, old LWS drained newest first; or, once every spec role's new revision has the
     hold's share of its target, none. Where the floor leaves upstream's step nothing to do (or
     its drain, a revision at a time, nothing to drain), the slice takes a scaled pass instead."""
-    order = parity.role_order(roles, state.old)
-    vectors = parity.vectors(order, roles=roles, state=state)
+    inputs = _inputs(state, roles)
+    spec = inputs.roles[: len(roles)]
     if hold_at is not None and has_reached(
-        vectors["current_new"][: len(roles)], vectors["target"][: len(roles)], percent=hold_at
+        [role.new for role in spec], [role.target for role in spec], percent=hold_at
     ):
         return _held(state, roles, percent=hold_at, serve=False)
-    keep = parity.keep(order, vectors, state)
-    step = planner.next_step(**vectors, keep=keep)
-    if step is None:
-        if planner.next_step(**vectors) is None:
-            return _plan(state, Phase.STALLED)
-        return _scaled(state, roles, hold_at=hold_at)
-    budget = {
-        name: now_old - next_old
-        for name, now_old, next_old in zip(order, vectors["current_old"], step.old, strict=True)
-    }
-    left = dict(zip(order, vectors["current_old"], strict=True))
-    floors = dict(zip(order, keep, strict=True))
-    replicas = parity.drain(state.old, budget=budget, order=order, left=left, keep=floors)
-    replicas.update(
-        (state.new[name].name, next_new)
-        for name, next_new in parity.grown(order, vectors, step=step, left=left)
-        if name in state.new
-    )
+    old = [sum(rev.replicas[r] or 0 for rev in inputs.old) for r in range(len(inputs.order))]
+    keep = parity.keep(inputs.roles, inputs.old, old=old)
+    step = parity.next_step(inputs.roles, old=old, keep=keep)
+    if step is None and parity.next_step(inputs.roles, old=old) is None:
+        return _plan(state, Phase.STALLED)
+    replicas = {}
+    if step is not None:
+        replicas = parity.apply(
+            state, step, order=inputs.order, roles=inputs.roles, old=old, keep=keep
+        )
     if not replicas:
         return _scaled(state, roles, hold_at=hold_at)
     return _plan(state, Phase.STEPPING, replicas=replicas, step=step)
@@ -393,3 +315,84 @@ def has_reached(new: Sequence[int], target: Sequence[int], *, percent: int) -> b
     return all(
         have >= -(-percent * wanted // 100) for have, wanted in zip(new, target, strict=True)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """A slice as `rescale`'s vectors, and per old revision (newest first) its LWS by role."""
+
+    order: tuple[str, ...]
+    roles: tuple[rescale.Role, ...]
+    revisions: tuple[stock.Group, ...]
+    old: tuple[rescale.Old, ...]
+
+
+def _inputs(
+    state: stock.SliceState, roles: Sequence[stock.RoleInput], *, removed: bool = True
+) -> _Inputs:
+    """Spec roles in spec order, then (when `removed`) the roles found only in old revisions,
+    which target 0. A role whose target is unknown keeps what its new LWS runs."""
+    by_name = {role.name: role for role in roles}
+    order = [role.name for role in roles]
+    if removed:
+        order += sorted({name for group in state.old.values() for name in group} - set(order))
+    revisions = tuple(stock.newest_first(state.old))
+    return _Inputs(
+        order=tuple(order),
+        roles=tuple(_role(state, name, by_name.get(name)) for name in order),
+        revisions=revisions,
+        old=tuple(
+            rescale.Old(
+                replicas=tuple(group[name].replicas if name in group else None for name in order),
+                ready=tuple(stock.ready_of(group[name]) if name in group else 0 for name in order),
+            )
+            for group in revisions
+        ),
+    )
+
+
+def _role(state: stock.SliceState, name: str, role: stock.RoleInput | None) -> rescale.Role:
+    new = state.new.get(name) if role is not None else None
+    replicas = 0 if new is None else new.replicas
+    target = replicas if role is None or role.target is None else role.target
+    initial = sum(stock.initial_of(group[name]) for group in state.old.values() if name in group)
+    return rescale.Role(
+        target=0 if role is None else target,
+        config=planner.DEFAULT_CONFIG if role is None else role.config,
+        new=replicas,
+        new_ready=0 if new is None else stock.ready_of(new),
+        initial_old=initial,
+        has_new=new is not None,
+    )
+
+
+def _served(
+    state: stock.SliceState, phase: Phase, inputs: _Inputs, result: rescale.Pass
+) -> SlicePlan:
+    """A plan in `phase` of a scaled pass: the replicas it changes, and what it waits for."""
+    changed: dict[str, int] = {}
+    for name, new in zip(inputs.order, result.new, strict=True):
+        lws = state.new.get(name)
+        if lws is not None and new != lws.replicas:
+            changed[lws.name] = new
+    for group, counts in zip(inputs.revisions, result.old, strict=True):
+        for name, old in zip(inputs.order, counts, strict=True):
+            if name in group and old is not None and old != group[name].replicas:
+                changed[group[name].name] = old
+    waits = tuple(f"{inputs.order[index]}: {reason}" for index, reason in result.waits)
+    return _plan(state, phase, replicas=changed, moves=result.moves, waits=waits)
+
+
+def _needs_serving(inputs: _Inputs, roles: Sequence[stock.RoleInput]) -> bool:
+    """Whether some spec role (of known target) of a slice that stands still runs, old and new
+    together, fewer groups than upstream's step ever leaves it or more (`min(I, T) - U` to
+    `max(I, T) + max(S, 1)`): its target moved and moved back while it stood still."""
+    for index, (spec, role) in enumerate(zip(roles, inputs.roles, strict=True)):
+        if spec.target is None:
+            continue
+        total = role.new + sum(rev.replicas[index] or 0 for rev in inputs.old)
+        fewest = min(role.initial_old, role.target) - role.config.max_unavailable
+        most = max(role.initial_old, role.target) + max(role.config.max_surge, 1)
+        if total < fewest or total > most:
+            return True
+    return False

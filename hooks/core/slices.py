@@ -1,12 +1,6 @@
-"""One slice, one pass: its rollout step, its LWS and its Services, and where it stands.
-
-`reconcile_slice` asks `rollout.plan_slice` for the slice's pass (with what the set's controls ask
-of this slice, `canary`), re-emits the LWS that stay with their new replicas (`children`), renders
-the ones the plan creates, and plans the slice's Services (`services`, when they are a child
-type). A slice past the partition that runs nothing it may keep plans for the stable revision, or
-for nothing when none is known (docs/rollout.md, "Canary rollouts"); one whose LWS all run one
-revision gets that revision's Services, whatever the annotations say. `split_by_slice` sorts
-observed children by their slice label. Pure: reads its arguments only.
+"""One slice, one pass: its rollout step (`rollout.plan_slice`), its LWS (`children`) and its
+Services (`services`), and where it stands; observed children sorted by slice (`split_by_slice`).
+The rules are docs/rollout.md's ("One pass", "Canary rollouts"). Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -43,7 +37,6 @@ class SetContext:
     revision: str
     roles: tuple[stock.RoleInput, ...]
     control: controls.Control
-    """What the set's annotations ask (pause, partition, hold)."""
     rollback: bool = False
     """The target is a revision the set ran before another one: no hold (`history`)."""
     stable: history.Stable | None = None
@@ -79,8 +72,7 @@ class SliceResult:
     created: Mapping[str, str]
     """LWS name -> role, for the LWS this slice creates."""
     revision: str
-    """The revision the slice planned for: the spec's, or past the partition the stable one
-    (empty when none is known)."""
+    """The revision the slice planned for (`_slice_target`; empty when none)."""
 
 
 def reconcile_slice(
@@ -146,9 +138,8 @@ def _slice_target(
     context: SetContext, index: int, *, partitioned: bool, lws: Objects
 ) -> SliceTarget:
     """The spec's revision; for a slice past the partition that runs nothing it may keep (no LWS
-    of the spec's revision, and no old revision serving a spec role: it is new, was removed and
-    added again, or its LWS were deleted or drained by hand), the stable revision, or nothing
-    when none is known. Such a slice never gets the spec's revision unless it is the stable one."""
+    of the spec's revision, no old revision serving a spec role), the stable revision, or
+    `NOTHING` when none is known."""
     spec_target = SliceTarget(
         revision=context.revision,
         roles=context.roles,
@@ -192,35 +183,29 @@ def _services(
     observed: Objects,
 ) -> tuple[list[JsonObject], list[str]]:
     """The slice's Services. A slice whose LWS all run one revision other than the one it plans
-    for (past the partition, paused before its rollout starts, or starting it) gets that
-    revision's, and lets none go; one mid-way between revisions keeps its Services as they are
-    while paused or partitioned; every other slice plans for its target."""
+    for gets that revision's, and lets none go; one mid-way between revisions keeps its Services
+    as they are while paused or partitioned; every other slice plans for its target."""
     revisions = {
         item.labels.get(api.LABEL_REVISION, "")
         for item in kept
         if item.labels.get(api.LABEL_ROLE) and item.labels.get(api.LABEL_REVISION)
     }
-    if len(revisions) == 1 and target.revision not in revisions:
+    standing = len(revisions) == 1 and target.revision not in revisions
+    revision, role_names = target.revision, [role.name for role in target.roles]
+    if standing:
         groups = stock.group(kept, set_name=context.set_name, slice_index=index).groups
-        ((standing, by_role),) = groups.items()
+        ((revision, by_role),) = groups.items()
         spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
-        return services.plan_slice(
-            set_name=context.set_name,
-            slice_index=index,
-            revision=standing,
-            role_names=[*spec_roles, *sorted(set(by_role) - set(spec_roles))],
-            lws=kept,
-            services=observed,
-            keep_others=True,
-        )
+        role_names = [*spec_roles, *sorted(set(by_role) - set(spec_roles))]
     return services.plan_slice(
         set_name=context.set_name,
         slice_index=index,
-        revision=target.revision,
-        role_names=[role.name for role in target.roles],
+        revision=revision,
+        role_names=role_names,
         lws=kept,
         services=observed,
-        frozen=plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
+        frozen=not standing and plan.phase in (rollout.Phase.PAUSED, rollout.Phase.PARTITIONED),
+        keep_others=standing,
     )
 
 
@@ -288,8 +273,8 @@ def rollout_slice(result: SliceResult) -> api.RolloutSlice:
     )
 
 
-# How status.rollout names where a slice stands: whether it moves, not each pass's phase (a
-# slice waiting between two steps is rolling), so that the status changes only when that does.
+# Whether a slice moves, not each pass's phase (one waiting between two steps is rolling), so
+# that status.rollout changes only when that does.
 _SLICE_PHASES: Final = {
     rollout.Phase.STALLED: "Stalled",
     rollout.Phase.PAUSED: "Paused",

@@ -1,11 +1,6 @@
-"""What one slice holds at the start of a pass: its LWS by revision and role, and the counts the
-rollout reads from them.
-
-`take_stock` groups a slice's LWS by revision and role and sets aside old revisions that finished
-draining; `initial_of` and `recorded_target` read the two annotations a rollout writes on its
-LWS (docs/rollout.md: the `initial-replicas` snapshot, and the record of each role's target when
-the slice's rollout started); `newest_first` orders old revisions as every drain visits them.
-Pure: reads its arguments only.
+"""What one slice holds at the start of a pass: its LWS by revision and role (`take_stock`), and
+the two annotations a rollout writes on them (`initial_of`, `recorded_target`; docs/rollout.md,
+"Words" and "The record"). Pure: reads its arguments only.
 """
 
 from __future__ import annotations
@@ -133,28 +128,20 @@ def ready_of(lws: records.ObservedObject) -> int:
     return max(0, min(lws.status.ready_replicas, lws.replicas))
 
 
-def initial_of(lws: records.ObservedObject) -> int:
-    """The `initial-replicas` annotation read as upstream reads it, else the current replicas."""
-    number = _go_int32(lws.annotations.get(api.ANNOTATION_INITIAL_REPLICAS, ""))
-    return lws.replicas if number is None else number
-
-
 _GO_INT: Final = re.compile(r"(?P<sign>[+-]?)(?P<digits>[0-9]+)")
 _INT32_MIN: Final = -limits.INT32_MAX - 1
 
 
-def _go_int32(text: str) -> int | None:
-    """Go's `strconv.ParseInt(text, 10, 32)`, or None where it fails: an optional sign, then ASCII
-    digits (no space, underscore or other digit), within int32."""
-    match = _GO_INT.fullmatch(text)
-    if match is None:
-        return None
+def initial_of(lws: records.ObservedObject) -> int:
+    """The `initial-replicas` annotation as Go's `strconv.ParseInt(text, 10, 32)` reads it (an
+    optional sign, then ASCII digits, within int32), else the current replicas."""
+    match = _GO_INT.fullmatch(lws.annotations.get(api.ANNOTATION_INITIAL_REPLICAS, ""))
     # Leading zeros go before int(), which refuses strings of over 4,300 digits.
-    significant = match["digits"].lstrip("0")
-    if len(significant) > len(str(limits.INT32_MAX)):
-        return None
+    significant = "" if match is None else match["digits"].lstrip("0")
+    if match is None or len(significant) > len(str(limits.INT32_MAX)):
+        return lws.replicas
     number = int(match["sign"] + (significant or "0"))
-    return number if _INT32_MIN <= number <= limits.INT32_MAX else None
+    return number if _INT32_MIN <= number <= limits.INT32_MAX else lws.replicas
 
 
 _COUNT: Final = re.compile(r"[0-9]{1,10}")

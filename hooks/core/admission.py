@@ -1,29 +1,9 @@
-"""What LeaderWorkerSet's admission would refuse of an LWS a sync writes (docs/safety.md, "Bad
-input").
+"""What LeaderWorkerSet's admission would refuse of an LWS a sync writes (`Degraded=LWSRefused`;
+why: docs/safety.md, "Bad input"). The answer is not changed: the cluster decides.
 
-The CRD refuses at once what a role's spec decides alone (`rules.LWS_*`); the rest depends on
-what the set writes, so the hooks predict it for each LWS the answer creates or rescales and
-report it at once (`Degraded=LWSRefused`) instead of when the child fails to appear
-(`ChildNotCreated`, `api.CREATION_GRACE_SECONDS` later), or never (a refused update of the
-replicas of an existing LWS stalls the rollout silently). The answer is not changed: the cluster
-decides, and a cluster whose LWS release admits it goes on. The checks restate LeaderWorkerSet's
-webhook (`generalValidate` at 060ab4d, which refuses all that v0.8.0's does and `replicas` above
-1,000,000) and the API server's checks of the metadata:
-
-- `metadata.name` a DNS-1035 label (the LWS's headless Service takes it);
-- label keys qualified names and values valid label values; annotation keys qualified names,
-  and every annotation with Metacontroller's last-applied copy within
-  `limits.ANNOTATIONS_MAX_BYTES` (`compact.annotation_bytes`);
-- `replicas` 0 to 1,000,000, `size` at least 1, `replicas` times `size` within int32;
-- with a `rollingUpdateConfiguration`: maxSurge and maxUnavailable a non-negative int or a
-  percentage of at most 100%, `partition` not negative, and (replicas above 0) not both
-  coming to 0 at the LWS's replicas (maxSurge rounded up, maxUnavailable down): unlike the
-  set's rule, which exempts replicas 0 as upstream's does and resolves against the role's
-  target, this is the LWS's own replicas (an External role's, or a step of a rollout);
-- a `subGroupPolicy` that fits the size (`validation.subgroups_fit`), and the
-  subgroup-exclusive-topology annotation only with one.
-
-Pure: reads its arguments only.
+The checks restate LeaderWorkerSet's webhook (`generalValidate` at 060ab4d, which refuses all
+that v0.8.0's does) and the API server's checks of the metadata, against the LWS as written: its
+own replicas (unlike the set's rule 4, which resolves against the role's target). Pure.
 """
 
 from __future__ import annotations
@@ -49,8 +29,7 @@ _NAME_MAX: Final = 63
 
 
 def refusals(lws: JsonObject) -> list[str]:
-    """Why LeaderWorkerSet's admission would refuse `lws` as written (see the module), one
-    "field: why" each; empty when it admits it."""
+    """Why LeaderWorkerSet's admission would refuse `lws`, one "field: why" each."""
     return [*_metadata(lws), *_spec(lws.get("spec") or {}, lws)]
 
 
@@ -58,7 +37,7 @@ def refused(
     observed: Iterable[records.ObservedObject], answered: Iterable[JsonObject]
 ) -> list[problems.Problem]:
     """What LeaderWorkerSet's admission would refuse of each LWS this answer creates or
-    rescales (`admission`), reported at once instead of when the child fails to appear."""
+    rescales."""
     replicas = {
         item.name: item.spec_replicas for item in observed if item.kind is records.ChildKind.LWS
     }

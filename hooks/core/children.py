@@ -1,17 +1,9 @@
 """The child objects a sync returns: new ones rendered once, existing ones re-emitted.
 
-New LWS are rendered from the role's spec exactly as stored, with `replicas` set, the five labels
-on the LWS and on both pod templates, the role's metadata copied, and placement injected. New
-Services and scalers are rendered from names and labels only; a new DisaggregatedSetRevision records
-the roles of its revision, in the compact form of `hooks.core.compact`.
-
-Existing children are never re-rendered from the current spec: that would rewrite a live pod
-template and restart every group. They are re-emitted from what this hook returned before
-(`ObservedObject.applied`); for an LWS only `spec.replicas` and the rollout's annotations
-(`initial-replicas`, `rollout-target-replicas`) may change, for a scaler only `spec.replicas` is
-refreshed from the observed object (the autoscaler owns it), for a DisaggregatedSetRevision only
-its number, change-cause and `completedAs`. Nothing here mutates its inputs: every change is
-made on a copy.
+An existing child is never re-rendered from the spec (that would rewrite a live pod template):
+it is re-emitted from what this hook returned before (`ObservedObject.applied`), changing only an
+LWS's replicas and rollout annotations, a scaler's observed replicas, or a record's number,
+change-cause and `completedAs`. Nothing here mutates its inputs.
 """
 
 from __future__ import annotations
@@ -25,7 +17,6 @@ from hooks.core import compact, placement, records
 JsonObject = api.JsonObject
 
 POD_TEMPLATE_KEYS = ("leaderTemplate", "workerTemplate")
-"""The pod templates of a leaderWorkerTemplate, each given the LWS's labels and placement."""
 
 
 def render_lws(
@@ -38,8 +29,9 @@ def render_lws(
     policy: api.PlacementPolicy | None,
     record: int | None = None,
 ) -> JsonObject:
-    """A new LWS for a role in a slice at a revision; `record`, for the LWS of a rollout, is the
-    role's target when the rollout started (docs/rollout.md, "Scaling while a rollout runs")."""
+    """A new LWS for a role in a slice at a revision, its labels and placement on both pod
+    templates; `record`: the role's target when its rollout started (docs/rollout.md, "The
+    record")."""
     labels = naming.lws_labels(
         set_name=set_name, slice_index=slice_index, revision=revision, role=role.name
     )
@@ -101,9 +93,8 @@ def render_history(
     change_cause: str | None,
     completed: bool = False,
 ) -> JsonObject:
-    """A new DisaggregatedSetRevision recording the roles of `revision` (`hooks.core.history`),
-    packed (`compact.pack_roles`), numbered `number` (which is also its `firstRevision`, and its
-    `completedAs` when every slice runs it already), with the change-cause cut to its bound."""
+    """A new DisaggregatedSetRevision of `revision`, numbered `number` (also its
+    `firstRevision`, and its `completedAs` when `completed`)."""
     metadata: JsonObject = {
         "name": naming.history_name(set_name=set_name, revision=revision),
         "labels": naming.history_labels(set_name=set_name, revision=revision),
@@ -126,21 +117,21 @@ def render_history(
 
 
 def history_roles(roles: Sequence[api.Role]) -> list[JsonObject]:
-    """Roles as a DisaggregatedSetRevision records them (`history_role`), in order."""
-    return [history_role(role) for role in roles]
-
-
-def history_role(role: api.Role) -> JsonObject:
-    """A role as a DisaggregatedSetRevision records it: name, metadata, scaling and the LWS spec as
-    stored (the template unchanged, so that a restore gives the same revision)."""
-    recorded: JsonObject = {"name": role.name}
-    if role.metadata is not None:
-        recorded["metadata"] = role.metadata.model_dump(
-            mode="json", by_alias=True, exclude_none=True
-        )
-    if role.scaling is not None:
-        recorded["scaling"] = role.scaling.model_dump(mode="json", by_alias=True, exclude_none=True)
-    recorded["spec"] = role.spec
+    """Roles as a DisaggregatedSetRevision records them: name, metadata, scaling and the LWS spec
+    as stored (so that a restore gives the same revision)."""
+    recorded = []
+    for role in roles:
+        entry: JsonObject = {"name": role.name}
+        if role.metadata is not None:
+            entry["metadata"] = role.metadata.model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        if role.scaling is not None:
+            entry["scaling"] = role.scaling.model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        entry["spec"] = role.spec
+        recorded.append(entry)
     return recorded
 
 
@@ -151,20 +142,14 @@ def update_history(
     completed_as: int | None,
     change_cause: str | None = None,
 ) -> JsonObject:
-    """An existing DisaggregatedSetRevision with its number and `completedAs` (its roles and
-    firstRevision, which the API server keeps immutable, unchanged), and the set's change-cause,
-    cut to its bound, when one is given."""
-    applied = child.applied
-    result = {**applied, "revision": number}
+    """An existing DisaggregatedSetRevision with its number, `completedAs` and change-cause (when
+    given) set; its roles and firstRevision are immutable."""
+    result = {**child.applied, "revision": number}
     if completed_as is not None:
         result["completedAs"] = completed_as
     if change_cause is not None:
-        metadata = dict(applied["metadata"])
-        annotations = metadata.get("annotations")
-        annotations = dict(annotations) if isinstance(annotations, dict) else {}
-        annotations[api.CHANGE_CAUSE_ANNOTATION] = compact.cut_change_cause(change_cause)
-        metadata["annotations"] = annotations
-        result["metadata"] = metadata
+        cause = compact.cut_change_cause(change_cause)
+        result["metadata"] = _annotated(child.applied, {api.CHANGE_CAUSE_ANNOTATION: cause})
     return result
 
 
@@ -179,29 +164,33 @@ def reemit_lws(
     replicas: int,
     annotations: Mapping[str, str | None] | None = None,
 ) -> JsonObject:
-    """An existing LWS with only `spec.replicas` and the rollout's own annotations changed:
-    `annotations` sets each key given a value and removes each key given None (the
-    `initial-replicas` snapshot, the record of the rollout's target)."""
+    """An existing LWS with only `spec.replicas` and the rollout's own annotations changed
+    (`annotations`: a key given None is removed)."""
     applied = child.applied
     spec = applied.get("spec")
     spec = dict(spec) if isinstance(spec, dict) else {}
     spec["replicas"] = replicas
     result = {**applied, "spec": spec}
     if annotations:
-        metadata = dict(applied["metadata"])
-        current = metadata.get("annotations")
-        edited = dict(current) if isinstance(current, dict) else {}
-        for key, value in annotations.items():
-            if value is None:
-                edited.pop(key, None)
-            else:
-                edited[key] = value
-        if edited:
-            metadata["annotations"] = edited
-        else:
-            metadata.pop("annotations", None)
-        result["metadata"] = metadata
+        result["metadata"] = _annotated(applied, annotations)
     return result
+
+
+def _annotated(applied: JsonObject, edits: Mapping[str, str | None]) -> JsonObject:
+    """A copy of `applied`'s metadata with each key of `edits` set, or removed when None."""
+    metadata = dict(applied["metadata"])
+    current = metadata.get("annotations")
+    edited = dict(current) if isinstance(current, dict) else {}
+    for key, value in edits.items():
+        if value is None:
+            edited.pop(key, None)
+        else:
+            edited[key] = value
+    if edited:
+        metadata["annotations"] = edited
+    else:
+        metadata.pop("annotations", None)
+    return metadata
 
 
 def reemit_scaler(child: records.ObservedObject) -> JsonObject:
@@ -216,7 +205,7 @@ def reemit_scaler(child: records.ObservedObject) -> JsonObject:
 
 
 def unchanged(child: records.ObservedObject) -> JsonObject:
-    """An existing child exactly as it is now (the hold path): identity and replicas observed."""
+    """An existing child exactly as it is now (the hold path)."""
     if child.kind is records.ChildKind.LWS:
         return reemit_lws(child, replicas=child.replicas)
     if child.kind is records.ChildKind.SCALER:

@@ -1,22 +1,9 @@
 """The compact form of a history record, and what the API server lets a child's annotations hold.
 
-Metacontroller writes every child with a copy of itself, as JSON, in its last-applied annotation,
-and the API server refuses an object whose annotations (keys and values) exceed
-`limits.ANNOTATIONS_MAX_BYTES` (`annotation_bytes` counts them as the API server will). So a
-DisaggregatedSetRevision stores (docs/rollout.md, "Revision history"):
-
-- its roles packed into one string, `packedRoles` (`pack_roles`): the base64 of the
-  zlib-compressed UTF-8 JSON of the list of recorded roles, at most
-  `limits.PACKED_ROLES_MAX_LENGTH` characters; a revision whose roles pack to more gets no record
-  (`fits`). Reading one back (`unpack_roles`) inflates at most `limits.UNPACKED_ROLES_MAX_BYTES`;
-  the JSON is parsed where every record is read (`hooks.wire.objects`);
-- the set's change-cause cut to `limits.CHANGE_CAUSE_MAX_BYTES` as Go's JSON writes it, with a
-  marker saying how long it was (`cut_change_cause`).
-
-With both at their bounds a record's annotations stay below the API server's (the copy holds the
-change-cause a second time); tests/unit/test_compact.py builds that record.
-
-Pure: no I/O, clock or state.
+A record's roles packed (`pack_roles`, `unpack_roles`, `fits`) and its change-cause cut to its
+bound (`cut_change_cause`), so that its annotations with Metacontroller's last-applied copy
+(`annotation_bytes`) stay below the API server's bound: docs/rollout.md, "Revision history",
+"The bounds". Pure.
 """
 
 from __future__ import annotations
@@ -44,13 +31,13 @@ class PackError(ValueError):
 
 
 def pack_roles(roles: Sequence[JsonObject]) -> str:
-    """The `packedRoles` of `roles` (as a record stores them, `children.history_role`)."""
+    """The `packedRoles` of `roles` (as a record stores them, `children.history_roles`): the
+    base64 of their zlib-compressed JSON."""
     text = json.dumps(list(roles), ensure_ascii=False, separators=(",", ":"))
     return base64.b64encode(zlib.compress(text.encode(), _LEVEL)).decode("ascii")
 
 
 def fits(packed: str) -> bool:
-    """Whether a record can hold roles packed into `packed`."""
     return len(packed) <= limits.PACKED_ROLES_MAX_LENGTH
 
 
@@ -75,8 +62,7 @@ def unpack_roles(packed: str) -> bytes:
 
 
 def cut_change_cause(text: str) -> str:
-    """`text`, or as much of it as fits `limits.CHANGE_CAUSE_MAX_BYTES` (as Go's JSON writes it)
-    with `CUT_MARKER` after it."""
+    """`text`, or as much of it as fits its bound (as Go's JSON writes it) and `CUT_MARKER`."""
     if _go_bytes(text) <= limits.CHANGE_CAUSE_MAX_BYTES:
         return text
     marker = CUT_MARKER.format(total=len(text.encode()))
@@ -92,8 +78,8 @@ def cut_change_cause(text: str) -> str:
 
 
 def annotation_bytes(desired: JsonObject) -> int:
-    """The bytes of annotations the API server counts for `desired` once Metacontroller has added
-    its last-applied copy (every key and value, the copy being `desired` as Go's JSON)."""
+    """The bytes of annotations the API server counts for `desired` with Metacontroller's
+    last-applied copy (`desired` as Go's JSON)."""
     metadata = desired.get("metadata")
     own = metadata.get("annotations") if isinstance(metadata, Mapping) else None
     pairs = [

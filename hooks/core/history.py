@@ -1,20 +1,9 @@
-"""The revision history of a set: its DisaggregatedSetRevisions, which of them count, what they say.
+"""The revision history of a set: its DisaggregatedSetRevisions, which count, what they say.
 
-docs/rollout.md ("Revision history") has the rules this module follows: the numbering (a new
-revision gets the next number, a move back renumbers its record), the change-cause,
-`completedAs`, pruning past the limit, what a rollback is and which revision is stable.
-docs/safety.md ("Hostile records and the canary controls") says which records count and why.
-This module owns:
-
-- `problem_with`, the one predicate "this record counts", which `kubectl ds` shares
-  (`hooks.kubectl.rollout`);
-- `read`, the set's `History`: the records that count, the ones that do not and why, and the
-  queries every decision reads (`is_rollback`, `stable`, `of`);
-- `plan`, the records of one pass and the ones that go;
-- `is_child_type`: a set keeps a history only while its CompositeController declares
-  DisaggregatedSetRevisions (`NOT_KEPT` says what it then lacks).
-
-Pure: reads its arguments only, renders through `children`.
+Owns `problem_with` (the one "this record counts", shared with `kubectl ds`), `read` (the set's
+`History` and its queries), `plan` (the records of one pass) and `is_child_type`. Rules:
+docs/rollout.md, "Revision history"; which records count: docs/safety.md, "Hostile records and
+the canary controls". Pure: reads its arguments only, renders through `children`.
 """
 
 from __future__ import annotations
@@ -59,7 +48,7 @@ class History:
 
     counted: tuple[Record, ...]
     uncounted: tuple[tuple[records.ObservedObject, str], ...]
-    """Records of the set that do not count, and why: kept as they are, never read."""
+    """Records that do not count, and why: kept as they are, never read."""
 
     def of(self, revision: str) -> Record | None:
         """The record of `revision`, when one counts."""
@@ -67,7 +56,6 @@ class History:
 
     @property
     def ties(self) -> tuple[tuple[Record, Record], ...]:
-        """Pairs of records that hold one number."""
         return tuple(
             (first, second)
             for first, second in zip(self.counted, self.counted[1:], strict=False)
@@ -81,13 +69,11 @@ class History:
 
     @property
     def top(self) -> Record | None:
-        """The record with the highest number."""
         return self.counted[-1] if self.counted else None
 
     def is_rollback(self, target: str) -> bool:
-        """Whether moving to `target` goes back to something the set ran: its record was
-        created with a number below another recorded revision's number. False when the
-        history cannot tell (two records share a number): a hold then applies."""
+        """Whether moving to `target` goes back: its record was created below another's number
+        (False when two records share a number)."""
         mine = self.of(target)
         if mine is None or not self.is_ordered:
             return False
@@ -100,11 +86,8 @@ class History:
     def stable(
         self, target: str, *, spec_roles: Sequence[api.Role], running: AbstractSet[str]
     ) -> Stable | None:
-        """The stable revision: the one every slice ran together last before the rollout to
-        `target` began (the highest `completedAs`, the target's only when it was reached before
-        its latest number); while nothing but the target is recorded or runs, the target
-        (nothing older exists to hold back); otherwise, or when the history cannot tell, none.
-        `running`: the revisions some LWS of the set carries."""
+        """The stable revision (docs/rollout.md, "Canary rollouts: a partition and a hold"), or
+        None when the history cannot tell; `running`: the revisions some LWS of the set carries."""
         if not self.is_ordered:
             return None
         ran = [
@@ -127,10 +110,7 @@ class History:
 
 
 def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:
-    """Whether the set keeps a history: its CompositeController declares DisaggregatedSetRevisions
-    (or the request names no controller: a request built by hand keeps the default install's).
-    Metacontroller observes only the types it declares: a record answered to a controller that
-    does not declare them would be created on every pass and never seen."""
+    """Whether the CompositeController declares DisaggregatedSetRevisions (or none is named)."""
     return declared is None or records.ChildKind.REVISION in declared
 
 
@@ -146,17 +126,14 @@ NOT_KEPT: Final = (
 
 def problem_with(item: records.ObservedObject, *, set_name: str, set_uid: str) -> str | None:
     """Why a DisaggregatedSetRevision does not count as the set's record of a revision, or None
-    when it does: it is controlled by the set, labelled with the set's name, named
-    `<set>-<revision>` after its revision label, its body is a record's, the roles it stores hash
-    to that revision, and it was not created with a number above its own."""
+    when it does."""
     if not item.is_controlled_by(set_uid):
         return "it is not controlled by this DisaggregatedSet"
     return problem_with_body(item, set_name=set_name)
 
 
 def problem_with_body(item: records.ObservedObject, *, set_name: str) -> str | None:
-    """`problem_with` but for who controls it: what `kubectl ds adopt --orphans` asks of a
-    record before it hands the record to the set."""
+    """`problem_with` but for who controls it (what `kubectl ds adopt --orphans` asks)."""
     label = item.labels.get(api.LABEL_REVISION, "")
     stored = item.stored
     if item.labels.get(api.LABEL_NAME) != set_name:
@@ -194,23 +171,20 @@ def read(items: Sequence[records.ObservedObject], *, set_name: str, set_uid: str
 
 @dataclass(frozen=True, slots=True)
 class HistoryPlan:
-    """The history children of one pass and what goes."""
+    """The history children of one pass (or of a part of it) and what goes."""
 
-    children: tuple[api.JsonObject, ...]
-    pruned: tuple[str, ...]
-    """Names of records past the history limit, deleted."""
+    children: tuple[api.JsonObject, ...] = ()
+    pruned: tuple[str, ...] = ()
     problems: tuple[problems.Problem, ...] = ()
     notes: tuple[str, ...] = ()
     """What the history does not record, and why (`status.history`)."""
 
     @property
     def note(self) -> str | None:
-        """`status.history`: the notes in one line, None when there are none."""
         return problems.summarise(self.notes) if self.notes else None
 
 
-NO_HISTORY: Final = HistoryPlan(children=(), pruned=(), notes=(NOT_KEPT,))
-"""The plan of a set that keeps no history (`is_child_type`): no record, and why."""
+NO_HISTORY: Final = HistoryPlan(notes=(NOT_KEPT,))
 
 
 def plan(
@@ -225,25 +199,16 @@ def plan(
     complete: bool,
     running: Sequence[records.ObservedObject] = (),
 ) -> HistoryPlan:
-    """The set's records after this pass. `in_use`: the revisions some LWS of the set carries;
-    `complete`: every slice runs the target after this pass (its record's `completedAs` becomes
-    its number); `running`: the set's LWS, whose revisions get a record rebuilt from them when
-    they lack one (`recovered`)."""
+    """The set's records after this pass. `in_use`: the revisions some LWS carries; `complete`:
+    every slice runs the target; `running`: the LWS to rebuild missing records from."""
     kept = [children.reemit(item) for item, _ in history.uncounted]
     found = [_uncounted(item, why) for item, why in history.uncounted]
     if not history.is_ordered:
         found.extend(_tie(first, second) for first, second in history.ties)
         kept.extend(children.reemit(record.item) for record in history.counted)
-        return HistoryPlan(children=tuple(kept), pruned=(), problems=tuple(found))
+        return HistoryPlan(children=tuple(kept), problems=tuple(found))
     others = [record for record in history.counted if record.revision != target]
-    rebuilt = _rebuilt(
-        history,
-        set_name=set_name,
-        spec=spec,
-        target=target,
-        running=running,
-        held={item.name for item, _ in history.uncounted},
-    )
+    rebuilt = _rebuilt(history, set_name=set_name, spec=spec, target=target, running=running)
     own = _target_record(
         history,
         set_name=set_name,
@@ -265,15 +230,6 @@ def plan(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """What one part of the plan adds: children, problems (Degraded) and notes (status.history)."""
-
-    children: tuple[api.JsonObject, ...] = ()
-    problems: tuple[problems.Problem, ...] = ()
-    notes: tuple[str, ...] = ()
-
-
 def _target_record(
     history: History,
     *,
@@ -283,27 +239,23 @@ def _target_record(
     cause: str | None,
     complete: bool,
     above: int,
-) -> _Outcome:
-    """The target's record after this pass (kept, renumbered, created, or none when a record that
-    does not count holds its name, the numbers ran out or its roles do not fit a record), and what
-    stops it. Its number is the highest, and above `above` (the records rebuilt this pass take the
-    numbers below)."""
+) -> HistoryPlan:
+    """The target's record after this pass (kept, renumbered, created, or none), numbered the
+    highest and above `above` (the records rebuilt this pass take the numbers below)."""
     current, top = history.of(target), history.top
     if current is not None and current is top and current.number > above:
         completed = current.number if complete else current.stored.completed_as
-        return _Outcome(
+        return HistoryPlan(
             (children.update_history(current.item, number=current.number, completed_as=completed),)
         )
-    name = naming.history_name(set_name=set_name, revision=target)
-    stopped = _not_numbered(history, name=name, current=current)
+    stopped = _not_numbered(history, set_name=set_name, target=target)
     if stopped is not None:
-        kept = tuple(children.reemit(record.item) for record in (current,) if record)
-        return _Outcome(kept, tuple(stopped))
+        return stopped
     following = max(0 if top is None or top is current else top.number, above) + 1
     if current is None:
         packed = compact.pack_roles(children.history_roles(spec.roles))
         if not compact.fits(packed):
-            return _Outcome(notes=(_too_large(target, packed),))
+            return HistoryPlan(notes=(_too_large(target, packed),))
         created = children.render_history(
             set_name=set_name,
             revision=target,
@@ -312,14 +264,27 @@ def _target_record(
             change_cause=cause,
             completed=complete,
         )
-        return _Outcome((created,))
+        return HistoryPlan((created,))
     completed = current.stored.completed_as
     if complete or (current is top and completed == current.number):
         completed = following  # still at its latest number (moved up past rebuilt records)
     renumbered = children.update_history(
         current.item, number=following, change_cause=cause, completed_as=completed
     )
-    return _Outcome((renumbered,))
+    return HistoryPlan((renumbered,))
+
+
+def _not_numbered(history: History, *, set_name: str, target: str) -> HistoryPlan | None:
+    """What stands for the target's record when it gets no new number (none: a record that does
+    not count holds its name, reported already; kept: the numbers ran out), else None."""
+    current, top = history.of(target), history.top
+    name = naming.history_name(set_name=set_name, revision=target)
+    if current is None and name in {item.name for item, _ in history.uncounted}:
+        return HistoryPlan()
+    if top is not None and top.number >= api.MAX_HISTORY_NUMBER:
+        kept = tuple(children.reemit(record.item) for record in (current,) if record)
+        return HistoryPlan(kept, problems=(_exhausted(top),))
+    return None
 
 
 def _rebuilt(
@@ -329,23 +294,21 @@ def _rebuilt(
     spec: api.DisaggregatedSetSpec,
     target: str,
     running: Sequence[records.ObservedObject],
-    held: AbstractSet[str],
-) -> _Outcome:
-    """Records of the revisions that run without one (`recovered`), oldest first, numbered from
-    above the other records; none when its name is held. So that moving back to one is a
-    rollback while the target stays a new revision, each takes a number below the target's
-    `firstRevision` unless the target is a rollback itself: the newest get those numbers, the
-    others no record (each one that gets none is noted)."""
-    found, notes = _rebuildable(
-        history, set_name=set_name, spec=spec, target=target, running=running, held=held
-    )
+) -> HistoryPlan:
+    """Records of the revisions that run without one, numbered below the target's
+    `firstRevision` (docs/rollout.md, "A history that starts from what runs")."""
+    found, notes = _rebuildable(history, set_name=set_name, spec=spec, target=target, lws=running)
     top = max((r.number for r in history.counted if r.revision != target), default=0)
     room = api.MAX_HISTORY_NUMBER - 1 - top
     current = history.of(target)
     if current is not None and not history.is_rollback(target):
         room = min(room, current.stored.first_number - top)
     cut = max(0, len(found) - max(room, 0))
-    notes.extend(_no_number(revision_, target) for _, revision_, _ in found[:cut])
+    notes.extend(
+        f"revision {revision_} runs without a record, and gets none: the numbers below the"
+        f" record of revision {target} went to revisions that ran later; {_NO_UNDO}"
+        for _, revision_, _ in found[:cut]
+    )
     created = tuple(
         children.render_history(
             set_name=set_name,
@@ -356,27 +319,13 @@ def _rebuilt(
         )
         for index, (_, revision_, packed) in enumerate(found[cut:], start=1)
     )
-    return _Outcome(created, (), tuple(notes))
-
-
-def _not_numbered(
-    history: History, *, name: str, current: Record | None
-) -> list[problems.Problem] | None:
-    """Why the target's record gets no new number (an empty list: a record that does not count
-    holds its name, reported already), or None when it does."""
-    if current is None and name in {item.name for item, _ in history.uncounted}:
-        return []
-    top = history.top
-    if top is not None and top.number >= api.MAX_HISTORY_NUMBER:
-        return [_exhausted(top)]
-    return None
+    return HistoryPlan(created, notes=tuple(notes))
 
 
 def _past_the_limit(
     old: Sequence[Record], *, in_use: AbstractSet[str], limit: int
 ) -> tuple[str, ...]:
-    """The oldest old records beyond `limit` (by number, then name), skipping those whose
-    revision still has LWS."""
+    """The oldest records beyond `limit` (by number, then name) whose revision has no LWS."""
     excess = len(old) - limit
     if excess <= 0:
         return ()
@@ -391,26 +340,30 @@ def _rebuildable(
     set_name: str,
     spec: api.DisaggregatedSetSpec,
     target: str,
-    running: Sequence[records.ObservedObject],
-    held: AbstractSet[str],
+    lws: Sequence[records.ObservedObject],
 ) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """The revisions that run without a record and whose record can be made, as (when they
-    last started, revision, packed roles) oldest first; and a note for each that cannot."""
+    """The revisions that run without a record (and whose name no uncounted record holds) whose
+    record can be made (`recovered`), as (last started, revision, packed roles) oldest first; a
+    note for each that cannot."""
     by_revision: dict[str, list[records.ObservedObject]] = {}
-    for item in running:
+    for item in lws:
         by_revision.setdefault(item.labels.get(api.LABEL_REVISION, ""), []).append(item)
     recorded = {record.revision for record in history.counted} | {target, ""}
+    held = {item.name for item, _ in history.uncounted}
     found, notes = [], []
-    for revision_, lws in sorted(by_revision.items()):
+    for revision_, own in sorted(by_revision.items()):
         name = naming.history_name(set_name=set_name, revision=revision_)
         if revision_ in recorded or name in held:
             continue
         rebuilt = recovered.recover(
-            lws, set_name=set_name, revision_=revision_, order=[role.name for role in spec.roles]
+            own, set_name=set_name, revision_=revision_, order=[role.name for role in spec.roles]
         )
         packed = compact.pack_roles(rebuilt.roles) if rebuilt.roles is not None else ""
         if rebuilt.roles is None:
-            notes.append(_not_rebuilt(revision_, rebuilt.why))
+            notes.append(
+                f"revision {revision_} runs without a record, and none can be made from its"
+                f" LeaderWorkerSets: {rebuilt.why}; {_NO_UNDO}"
+            )
         elif not compact.fits(packed):
             notes.append(_too_large(revision_, packed))
         else:
@@ -418,20 +371,10 @@ def _rebuildable(
     return sorted(found), notes
 
 
-def _not_rebuilt(revision: str, why: str) -> str:
-    return (
-        f"revision {revision} runs without a record, and none can be made from its"
-        f" LeaderWorkerSets: {why}; `kubectl ds rollout undo` cannot come back to it and a move"
-        " back to it is held like a new revision"
-    )
-
-
-def _no_number(revision: str, target: str) -> str:
-    return (
-        f"revision {revision} runs without a record, and gets none: the numbers below the"
-        f" record of revision {target} went to revisions that ran later; `kubectl ds rollout"
-        " undo` cannot come back to it and a move back to it is held like a new revision"
-    )
+_NO_UNDO: Final = (
+    "`kubectl ds rollout undo` cannot come back to it and a move back to it is held like a new"
+    " revision"
+)
 
 
 def _too_large(revision: str, packed: str) -> str:
@@ -439,8 +382,7 @@ def _too_large(revision: str, packed: str) -> str:
         f"revision {revision} has no record: its roles pack to {len(packed)} characters, more"
         f" than the {api.PACKED_ROLES_MAX_LENGTH} a {api.REVISION_KIND} holds (the API server"
         " bounds an object's annotations, and Metacontroller copies the record into one), so"
-        " `kubectl ds rollout undo` cannot come back to it and a move back to it is held like a"
-        " new revision"
+        f" {_NO_UNDO}"
     )
 
 

@@ -1,9 +1,5 @@
-"""Why a set is Degraded, in words a person can act on: the `Problem` every module of the pass
-reports (`status` turns the first into the Degraded condition, and counts the rest), the problems
-found in its children and spec, and the one rule for bounding a text (`cut`, `summarise`), which
-every message and the server's error answers follow.
-
-Pure: builds messages from records; decides nothing.
+"""Why a set is Degraded, in words a person can act on (`Problem`, and those found in its children
+and spec), and the one rule for bounding a text (`cut`, `summarise`). Decides nothing.
 """
 
 from __future__ import annotations
@@ -16,14 +12,11 @@ from hooks import api
 from hooks.core import records
 
 SHOWN_ITEMS: Final = 5
-"""Items a message lists before it counts the rest."""
 ITEM_MAX_LENGTH: Final = 1000
-"""Characters of one listed item (an object name, a problem) before it is cut."""
 
 
 def summarise(items: Sequence[str]) -> str:
-    """The first few items, each cut to a bounded length, then how many more there are: a text
-    that fits a condition message whatever the number of items."""
+    """The first `SHOWN_ITEMS` items, each `cut`, then how many more there are."""
     shown = [cut(item) for item in items[:SHOWN_ITEMS]]
     rest = len(items) - len(shown)
     return "; ".join(shown) + (f"; and {rest} more" if rest else "")
@@ -53,8 +46,8 @@ def of_children(
     conflicts: Iterable[tuple[str, str]],
 ) -> list[Problem]:
     """What is wrong with the set's children, most actionable first: scaler names held by
-    foreign objects (`orphans`: scalers another controller made for this set), names its own
-    children claim twice, impossible status counts."""
+    others (`orphans`: made for this set by another controller), names claimed twice, impossible
+    status counts."""
     problems = [
         Problem(
             api.Reason.SCALER_CONFLICT,
@@ -92,8 +85,8 @@ def of_children(
 
 
 def orphan_scalers(related: Iterable[records.ObservedObject], *, set_name: str) -> frozenset[str]:
-    """Related scalers with this set's name label and no controller: children of this set that
-    another controller made (docs/operations.md, "Moving from upstream's controller")."""
+    """Related scalers with this set's name label and no controller (docs/operations.md, "Moving
+    from upstream's controller")."""
     return frozenset(
         item.name
         for item in related

@@ -1,19 +1,14 @@
 """How a rollout's progress reads: the progress deadline, and the rollout record in status.
 
-docs/rollout.md ("Pausing and the progress deadline") has the rules: what counts as progress,
-when Progressing turns False with ProgressDeadlineExceeded, why a paused, held or partitioned
-rollout does not count against the deadline. This module owns the judgement of one pass
-(`judge`: the record to write in `status.rollout` and how Progressing reads) and the one resync
-a rolling set asks for (`resync_after`, at its deadline). `hooks.core.controls` reads the
-annotations. The time of the last progress lives in `status.rollout`, which Metacontroller hands
-back on every sync, so every hook replica, and a restarted one, sees the same clock.
-
-Pure: time comes only from the `now` the caller passes (RFC 3339).
+Owns one pass's judgement (`judge`: the record in `status.rollout`, how Progressing reads) and
+the resync at the deadline (`resync_after`). Rules: docs/rollout.md, "Pausing and the progress
+deadline". The last progress lives in `status.rollout`, so every hook replica sees one clock.
+Pure: time comes only from the `now` the caller passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hooks import api
@@ -24,12 +19,11 @@ from hooks.core import controls, problems, records, rollout, status
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """What a pass reports about its rollout: the record to keep, and how Progressing reads
-    (None: as usual, from readiness)."""
+    (None: from readiness); `deadline_counts`: not paused, held or partitioned."""
 
     rollout: api.RolloutStatus | None
     progressing: status.ConditionUpdate | None
     deadline_counts: bool = False
-    """The deadline runs: a rollout moves, not paused, held or partitioned."""
 
 
 def judge(
@@ -47,20 +41,20 @@ def judge(
 ) -> Verdict:
     """The rollout record and the Progressing override of one pass.
 
-    `rolling`: some slice still runs an old revision; `stepped`: some slice started its rollout,
-    took a step or created an LWS in this pass; `coming_up`: some LWS of the target revision was
-    created in this pass or is not ready; `new_lws`: the LWS of the target revision that stay;
-    `standing`:
-    how Progressing reads when every rolling slice stands still on purpose (held or
-    partitioned, `hooks.core.canary`); `slices`: where each slice that is not steady stands.
-    Like a pause, standing still is not a lack of progress: the deadline does not count, and
-    when the rollout moves on again its time starts anew.
+    `rolling`: some slice runs an old revision; `stepped`: some slice started, stepped or created
+    an LWS; `coming_up`: some target LWS was created now or is not ready; `standing`: Progressing
+    when every rolling slice stands still on purpose (`hooks.core.canary`), which, like a pause,
+    stops the deadline.
     """
     paused = _paused_condition(revision, rolling) if control.paused else None
     if not rolling and not _arriving(parent, revision, coming_up=coming_up, stepped=stepped):
         return Verdict(rollout=None, progressing=paused)
     stopped = paused or standing
-    moved = stepped or (stopped is None and _was_stopped(parent.conditions))
+    was_stopped = any(  # the previous pass reported a rollout standing still on purpose
+        c.type == api.ConditionType.PROGRESSING and c.reason in conditions.DELIBERATE_STOPS
+        for c in parent.conditions
+    )
+    moved = stepped or (stopped is None and was_stopped)
     record = _record(revision, new_lws, parent.rollout, moved=moved, now=now, slices=slices)
     if stopped is not None:
         return Verdict(rollout=record, progressing=stopped)
@@ -73,14 +67,8 @@ def judge(
 
 def _arriving(parent: records.Parent, revision: str, *, coming_up: bool, stepped: bool) -> bool:
     """Whether a set that runs no old revision is still coming up to its revision, which the
-    deadline covers as it covers a rollout: from the pass that created its LWS (a new set, a slice
-    added, an LWS deleted and made again) until every LWS of the revision is ready, the record
-    of that first pass carried in `status.rollout`. A status with no Available condition yet
-    counts as a first pass too: Metacontroller may sync the set again before its cache holds the
-    status of the pass that created the LWS. A set that was ready and lost a group, or that
-    scales up, has no record to carry, so the deadline does not run for it (as for a Deployment
-    whose rollout completed).
-    """
+    deadline covers too. A status without Available counts as the first pass: Metacontroller may
+    sync again before its cache holds the status of the pass that created the LWS."""
     if not coming_up:
         return False
     previous = parent.rollout
@@ -97,13 +85,9 @@ def _record(
     now: str,
     slices: Sequence[api.RolloutSlice] = (),
 ) -> api.RolloutStatus:
-    """The rollout record: `now` when the rollout moved (or is new), else the previous one.
-
-    The previous record is read back from the status, which anyone who can write the status can
-    edit, so it is trusted only as far as it is possible: a time that is not RFC 3339 or lies
-    after `now` starts the record afresh, and counts above what the new LWS can have are
-    lowered to that (a count kept impossibly high would hide every rise).
-    """
+    """The rollout record: `now` when the rollout moved (or is new), else the previous one,
+    trusted only as far as possible (anyone may write a status): a time that is not RFC 3339 or
+    lies after `now` starts afresh, counts above what the new LWS can have are lowered to it."""
     ready = sum(item.status.ready_replicas for item in new_lws)
     updated = sum(item.status.updated_replicas for item in new_lws)
     fresh = api.RolloutStatus(
@@ -158,12 +142,8 @@ def _past_deadline(
 
 
 def resync_after(control: controls.Control, verdict: Verdict, *, now: str) -> int | None:
-    """Seconds until the deadline of a waiting rollout passes, so that a sync then reports it.
-
-    Everything else a rollout waits for (readiness, a scaler, a deleted child) is a change of a
-    child or related object, which syncs the set without being asked; so there is no resync
-    without a running deadline, or once it has passed (it is reported already).
-    """
+    """Seconds until the deadline of a waiting rollout passes, so that a sync then reports it
+    (everything else a rollout waits for is a change that syncs the set unasked)."""
     record = verdict.rollout
     if record is None or not verdict.deadline_counts or not control.deadline_seconds:
         return None
@@ -185,14 +165,6 @@ def _paused_condition(revision: str, rolling: bool) -> status.ConditionUpdate:
     )
 
 
-def _was_stopped(observed: Iterable[records.ObservedCondition]) -> bool:
-    """Whether the previous pass reported a rollout standing still on purpose."""
-    return any(
-        c.type == api.ConditionType.PROGRESSING and c.reason in conditions.DELIBERATE_STOPS
-        for c in observed
-    )
-
-
 def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
     lagging = [
         f"slice {item.slice_index} {item.labels.get(api.LABEL_ROLE, '?')} {item.name}"
@@ -206,10 +178,8 @@ def _not_ready(new_lws: Sequence[records.ObservedObject]) -> str:
 
 
 def scaling_note(plans: Sequence[rollout.SlicePlan]) -> str:
-    """What the status says of scaling during a rollout (docs/rollout.md, "Scaling while a
-    rollout runs"): the targets that moved since the slices' rollouts started, and what each
-    slice that did not move waits for, or why one that stands still runs other than its
-    targets. Empty when neither."""
+    """What the status says of scaling during a rollout, or "" (docs/rollout.md, "What the
+    status says, and what an autoscaler sees")."""
     moved = sorted({(m.role, m.recorded, m.target) for plan in plans for m in plan.moved})
     parts = []
     if moved:

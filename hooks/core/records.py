@@ -1,15 +1,7 @@
 """The frozen records of Metacontroller hook calls: what a request holds and what a hook answers.
 
-This module owns their shapes: `ChildKind` (the `<Kind>.<apiVersion>` keys of `children` and
-`related`), the observed parent, scaler, children and conditions, one request record per hook, and
-the typed answers (`SyncAnswer`, `CustomizeAnswer`, inside a `HookResult`). Request records are
-built only by `hooks.wire` (`envelope`, from a request body), and answers become JSON only there
-(`answers.render_answer`). This module reads and writes no JSON, decides nothing and holds only
-data (pure: no I/O, clock, logging or state).
-
-An observed child's `applied` is the object as this hook last returned it
-(`hooks.wire.objects` says how it is recovered). Never mutate it: copy the parts you change. A
-DisaggregatedSetRevision's body is parsed once, from the object itself, into `stored`.
+Only `hooks.wire` builds request records and writes answers as JSON; this module holds data
+only (no JSON, no decisions). Never mutate an observed object's parts: copy what you change.
 """
 
 from __future__ import annotations
@@ -69,21 +61,15 @@ class ReplicaStatus:
 
 @dataclass(frozen=True, slots=True)
 class StoredRevision:
-    """What a DisaggregatedSetRevision stores, as read from the object itself: its numbers, its
-    roles, and the revision those roles hash to (which its name and labels claim;
-    `hooks.core.history` checks that they agree)."""
+    """What a DisaggregatedSetRevision stores (`revision`, `firstRevision`, `completedAs`, its
+    roles, as parsed and exactly as stored) and the revision its roles hash to."""
 
     number: int
-    """`revision`: its place in the set's history."""
     first_number: int
-    """`firstRevision`: the number it was created with."""
     completed_as: int | None
-    """`completedAs`: its number when every slice of the set last ran it together."""
     roles: tuple[api.Role, ...]
     roles_json: tuple[api.JsonObject, ...]
-    """The roles exactly as stored (what `kubectl ds rollout undo` restores)."""
     hash: str
-    """The revision the roles hash to (`hooks.gocompat.revision`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,32 +86,22 @@ class ObservedObject:
     spec_replicas: int | None
     status: ReplicaStatus
     applied: api.JsonObject
-    """What the hook answered for this child last time (Metacontroller's last-applied
-    annotation, when it names exactly this object); empty for a related object, which the hooks
-    look at but never answer with."""
+    """What the hook answered for this child last time (from Metacontroller's last-applied
+    annotation); empty for a related object."""
     slice_index: int | None = 0
-    """The slice label: 0 when absent or empty (objects from before slices existed), None when
-    it is not a canonical decimal number (such a child is kept but never planned)."""
+    """The slice label: 0 when absent or empty, None when not a canonical decimal (such a child
+    is kept but never planned)."""
     status_error: str | None = None
-    """Why `status` was ignored (all zero) when the observed one holds impossible counts."""
+    """Why `status` was ignored (all zero): the observed one holds impossible counts."""
     stored: StoredRevision | None = None
-    """A DisaggregatedSetRevision's body; None for other kinds, or when it is not a record's
-    (`stored_error` says why)."""
+    """A DisaggregatedSetRevision's body; None for other kinds or when `stored_error` says why."""
     stored_error: str | None = None
-    """Why a DisaggregatedSetRevision's body is not a record's."""
     spec: api.JsonObject = field(default_factory=dict)
-    """The observed `spec` as stored (`hooks.core.dropped` compares it with `applied`'s). Never
-    mutate it."""
+    """The observed `spec` as stored (`hooks.core.dropped` compares it with `applied`'s)."""
     resource_version: str = ""
-    """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
-    (`kubectl ds adopt`)."""
     owner_uids: tuple[str, ...] = ()
-    """The uid of each of its ownerReferences, the controller's among them (`kubectl ds adopt`
-    hands a set only an orphan that has none)."""
     controller_object: str | None = None
-    """Its controller as `Kind.group/name` (`Kind/name` in the core group), None without one:
-    `kubectl ds adopt` trusts only a controller reference to the set itself, the kind of
-    reference the kit's admission policy guards."""
+    """Its controller as `Kind.group/name` (`Kind/name` in the core group), None without one."""
 
     @property
     def replicas(self) -> int:
@@ -160,11 +136,8 @@ class ObservedRollout:
 
 @dataclass(frozen=True, slots=True)
 class Parent:
-    """The DisaggregatedSet being synced.
-
-    `spec` is None when the stored spec does not fit the API's structure; `spec_violations` then
-    says why (the sync holds instead of acting).
-    """
+    """The DisaggregatedSet being synced; `spec` is None when the stored one does not fit the
+    API's structure (`spec_violations` says why)."""
 
     name: str
     namespace: str
@@ -179,20 +152,15 @@ class Parent:
     creating: Mapping[tuple[str, str], str] = field(default_factory=dict)
     """`status.creating`: (kind, name) -> when a pass first found that child missing."""
     status_generation: int | None = None
-    """`status.observedGeneration`: the generation the last written status reflects."""
+    """`status.observedGeneration`."""
     role_replicas: Mapping[str, int] = field(default_factory=dict)
-    """`status.roleStatuses`: role -> its LWS groups, as the last written status counted them."""
+    """`status.roleStatuses`: role -> its `replicas`."""
     revision: str | None = None
-    """`status.revision`: the spec's revision when the status was last written."""
     slice_phases: Mapping[int, str] = field(default_factory=dict)
-    """`status.rollout.slices`: the phase of each slice that is not steady, by index."""
+    """`status.rollout.slices`: index -> phase, of each slice that is not steady."""
     ready: str | None = None
-    """`status.ready`: ready groups over those asked for, as `kubectl get` shows them."""
     history: str | None = None
-    """`status.history`: what the revision history does not record, and why."""
     resource_version: str = ""
-    """`metadata.resourceVersion`, for a write that must not overwrite a change made meanwhile
-    (`kubectl ds rollout undo`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +177,6 @@ class ScalerParent:
     spec_replicas: int
     conditions: tuple[ObservedCondition, ...]
     status: api.JsonObject = field(default_factory=dict)
-    """The observed status as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,13 +187,10 @@ class SyncRequest:
     children: tuple[ObservedObject, ...]
     related: tuple[ObservedObject, ...]
     declared: frozenset[ChildKind] | None = None
-    """The child types the CompositeController declares (`controller.spec.childResources`), the
-    only ones Metacontroller observes; None when the request names no controller (built by
-    hand, as in tests or `python -m hooks render`)."""
+    """The child types the CompositeController declares (`controller.spec.childResources`);
+    None when the request names no controller (built by hand)."""
     unknown_children: tuple[api.JsonObject, ...] = ()
-    """Children of kinds this version does not know (a newer version's CompositeController
-    lists them, while both versions answer during an upgrade), as they were last applied:
-    answered unchanged, never deleted. Sorted by kind and name."""
+    """Children of kinds this version does not know, as last applied: answered unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,8 +246,7 @@ class SyncAnswer:
     children: tuple[api.JsonObject, ...] = ()
     resync_after_seconds: float | None = None
     status_kept: api.JsonObject = field(default_factory=dict)
-    """Fields of the observed status this version does not compute (a newer version writes
-    them), answered as they are beside `status`."""
+    """Fields of the observed status this version does not compute, answered as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,5 +264,4 @@ class HookResult:
     answer: SyncAnswer | CustomizeAnswer
     summary: Mapping[str, object]
     request: SyncRequest | None = None
-    """The sync request answered, against which the server counts what Metacontroller writes for
-    the answer (`hooks.wire.answers.writes`); None when that is not counted."""
+    """The sync request answered, for `hooks.wire.answers.writes`; None when not counted."""

@@ -1,25 +1,8 @@
 """DisaggregatedSetRoleScalers: the children for External roles, and the RoleScaler controller.
 
-For the DisaggregatedSet sync (docs/rollout.md):
-
-- An External role without an owned scaler gets one named `<set>-<role>`, seeded with 1 when the
-  role has no LWS at all, else with the sum of replicas over all its LWS (all slices and
-  revisions), so a Static to External switch never drains a serving role. The seed already drives
-  the LWS replicas of the pass that creates the scaler.
-- An owned scaler is returned with its observed `spec.replicas`: the autoscaler owns the value
-  after creation, and leaving the field out would make Metacontroller remove it.
-- Owned scalers that match no External role (the role went Static or away) are deleted.
-- A scaler name held by an object this set does not control is never adopted or overwritten: the
-  role is reported as a conflict and its target stays unknown (the LWS keep their replicas).
-- An External role's target in each slice is its scaler's replicas, capped at the most groups
-  whose pods' names fit (`per_slice_targets`, `Degraded=NameBudgetExceeded` beyond them).
-
-For the RoleScaler controller (docs/rollout.md): customize asks for the owning set by name; sync
-reports the role's groups, the leader-only selector and a Ready condition. The groups are the
-set's own count (`status.roleStatuses[].replicas`: the replicas of every LWS of the role the set
-controls, all slices and revisions), which its sync refreshes on every change of those LWS; so
-the scaler follows its LWS one status write later, and Metacontroller never matches LWS events
-against every scaler's label selector (docs/operations.md, "Where Metacontroller's CPU goes").
+Rules: docs/rollout.md, "One pass" (step 2: created once, seeded, returned with the observed
+replicas, dropped with the role; a foreign one never taken over) and "External roles" (the
+RoleScaler controller); the cap by the name budget: "Names and their budget".
 """
 
 from __future__ import annotations
@@ -42,7 +25,7 @@ class ScalerPlan:
     targets: Mapping[str, int]
     """External role -> replicas per slice from its scaler (observed, or this pass's seed)."""
     conflicts: Mapping[str, str]
-    """External role -> name of the foreign object that holds its scaler name."""
+    """External role -> its scaler name, held by a foreign object."""
 
 
 def plan(
@@ -59,15 +42,10 @@ def plan(
         for role in spec.roles
         if role.is_external
     }
-    kept: dict[str, records.ObservedObject] = {}
-    dropped = []
-    for scaler in observed:
-        if scaler.name in wanted:
-            kept[wanted[scaler.name]] = scaler
-        else:
-            dropped.append(scaler.name)
+    kept = {wanted[scaler.name]: scaler for scaler in observed if scaler.name in wanted}
+    dropped = [scaler.name for scaler in observed if scaler.name not in wanted]
     result = [children.reemit_scaler(scaler) for scaler in kept.values()]
-    targets = {role: _replicas(scaler) for role, scaler in kept.items()}
+    targets = {role: scaler.spec_replicas or 0 for role, scaler in kept.items()}
     created = []
     conflicts = {}
     for name, role in wanted.items():
@@ -92,10 +70,8 @@ def plan(
 def per_slice_targets(
     set_name: str, spec: api.DisaggregatedSetSpec, scaler_plan: ScalerPlan
 ) -> tuple[dict[str, int | None], tuple[problems.Problem, ...]]:
-    """Each spec role's replicas per slice: spec.replicas (default applied) for Static roles;
-    for External ones the scaler's (None when unknown), capped at the most groups whose pods'
-    names fit (admission checks a Static role's replicas; an autoscaler's are never admitted),
-    with a problem for each role capped."""
+    """Each spec role's replicas per slice (an External one's None when unknown, capped by its
+    name budget, which admission checks for Static roles only), and a problem per role capped."""
     targets: dict[str, int | None] = {}
     capped = []
     for role in spec.roles:
@@ -125,15 +101,10 @@ def per_slice_targets(
     return targets, tuple(capped)
 
 
-def _replicas(scaler: records.ObservedObject) -> int:
-    return scaler.spec_replicas if scaler.spec_replicas is not None else 0
-
-
 def _seed(role: str, lws: Sequence[records.ObservedObject]) -> int:
-    own = [item for item in lws if item.labels.get(api.LABEL_ROLE) == role]
-    if not own:
-        return 1
-    return sum(1 if item.spec_replicas is None else item.spec_replicas for item in own)
+    """1 for a new role; a role that was Static keeps what it runs (the switch never drains it)."""
+    running = [item.replicas for item in lws if item.labels.get(api.LABEL_ROLE) == role]
+    return sum(running) if running else 1
 
 
 # --- the RoleScaler controller -------------------------------------------------------------------
@@ -164,9 +135,10 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     scaler = request.scaler
     set_name = scaler.labels.get(api.LABEL_NAME) or scaler.owner_name or ""
     role = scaler.labels.get(api.LABEL_ROLE, "")
-    owner = _owner(scaler, request.owners)
+    owner = next((o for o in request.owners if o.uid == scaler.owner_uid), None)
     replicas = 0 if owner is None else owner.role_replicas.get(role, 0)
-    ready, reason, message = _readiness(scaler, owner, set_name=set_name, role=role)
+    reason, message = _readiness(owner, set_name=set_name, role=role)
+    ready = reason is api.Reason.BOUND
     condition = status.carry_over(
         [status.new_condition(api.ConditionType.READY, true=ready, reason=reason, message=message)],
         observed=scaler.conditions,
@@ -196,51 +168,27 @@ def sync(request: records.ScalerSyncRequest, *, now: str) -> records.HookResult:
     )
 
 
-def _owner(scaler: records.ScalerParent, owners: Sequence[records.Parent]) -> records.Parent | None:
-    for owner in owners:
-        if scaler.owner_uid is not None and owner.uid == scaler.owner_uid:
-            return owner
-    return None
-
-
-def _readiness(
-    scaler: records.ScalerParent,
-    owner: records.Parent | None,
-    *,
-    set_name: str,
-    role: str,
-) -> tuple[bool, api.Reason, str]:
+def _readiness(owner: records.Parent | None, *, set_name: str, role: str) -> tuple[api.Reason, str]:
+    """Ready's reason and message: Bound when the owning set drives the role, else why not."""
     if not set_name or not role:
-        return (
-            False,
-            api.Reason.LABELS_MISSING,
+        return api.Reason.LABELS_MISSING, (
             f"The scaler needs the labels {api.LABEL_NAME} and {api.LABEL_ROLE}; "
-            "it is created by its DisaggregatedSet, do not create scalers by hand",
+            "it is created by its DisaggregatedSet, do not create scalers by hand"
         )
     if owner is None:
-        return (
-            False,
-            api.Reason.OWNER_NOT_FOUND,
-            f"DisaggregatedSet {set_name!r} that owns this scaler was not found",
+        return api.Reason.OWNER_NOT_FOUND, (
+            f"DisaggregatedSet {set_name!r} that owns this scaler was not found"
         )
     if owner.spec is None:
-        return (
-            False,
-            api.Reason.OWNER_SPEC_INVALID,
-            f"DisaggregatedSet {set_name!r} has an invalid spec; see its Degraded condition",
+        return api.Reason.OWNER_SPEC_INVALID, (
+            f"DisaggregatedSet {set_name!r} has an invalid spec; see its Degraded condition"
         )
     spec_role = owner.spec.role(role)
     if spec_role is None or not spec_role.is_external:
-        return (
-            False,
-            api.Reason.ROLE_NOT_EXTERNAL,
-            f"Role {role!r} of DisaggregatedSet {set_name!r} is not scaling.mode External",
+        return api.Reason.ROLE_NOT_EXTERNAL, (
+            f"Role {role!r} of DisaggregatedSet {set_name!r} is not scaling.mode External"
         )
-    return (
-        True,
-        api.Reason.BOUND,
-        f"Drives role {role!r} of DisaggregatedSet {set_name!r}",
-    )
+    return api.Reason.BOUND, f"Drives role {role!r} of DisaggregatedSet {set_name!r}"
 
 
 def _key(scaler: records.ScalerParent) -> str:

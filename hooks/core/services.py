@@ -1,17 +1,7 @@
-"""Headless Services of one slice (docs/rollout.md).
+"""The headless `-prv` Services of one slice, and whether a set has Services at all.
 
-A revision is ready in a slice when every spec role has an LWS of that revision whose status
-reports at least one ready replica. When the target revision is ready, its Services are kept or
-created (named after the LWS, `<lws>-prv`, selecting name, role, revision and slice) and the
-Services of revisions that are neither the target nor ready go; until then every existing Service
-of the slice stays, so clients keep reaching the revision that still serves. A Service is never
-updated once created. `lws` must be the slice's LWS that remain after this pass; which revision a
-slice plans its Services for is `hooks.core.slices`'s to say.
-
-A set has Services only while they are one of its child types (`is_child_type`): an install
-may leave them out of the CompositeController (components/no-services, docs/operations.md).
-Metacontroller then observes no Service, and would create one in an answer but never update or
-delete it, so the set answers with none and nothing else of its answer changes.
+Rules: docs/rollout.md, "One pass", step 4.4; without Services: docs/operations.md, "Without the
+`-prv` Services". Which revision a slice plans its Services for is `hooks.core.slices`'s to say.
 """
 
 from __future__ import annotations
@@ -27,8 +17,7 @@ JsonObject = api.JsonObject
 
 
 def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:
-    """Whether Services are a child type of the set: the CompositeController declares them, or
-    the request names no controller (a request built by hand keeps the default install's)."""
+    """Whether the CompositeController declares Services (or none is named)."""
     return declared is None or records.ChildKind.SERVICE in declared
 
 
@@ -43,9 +32,9 @@ def plan_slice(
     frozen: bool = False,
     keep_others: bool = False,
 ) -> tuple[list[JsonObject], list[str]]:
-    """The slice's Services, and the names of the observed ones that go: none when `frozen` (the
-    Services stay as they are) or `keep_others` (those of `revision` are created when it is
-    ready, and every other one stays)."""
+    """The slice's Services, and the names of the observed ones that go. `lws`: the slice's LWS
+    after this pass; `frozen`: all stay as they are; `keep_others`: those of `revision` are
+    made once it is ready, every other stays."""
     groups = stock.group(lws, set_name=set_name, slice_index=slice_index).groups
 
     def ready(candidate: str) -> bool:

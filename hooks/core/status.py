@@ -1,27 +1,19 @@
 """Status of a DisaggregatedSet: role statuses and the Available, Progressing, Degraded conditions.
 
-Computed from observed LWS and the decisions of the pass; the clock is injected (`now`), never read.
+Computed from observed LWS and the decisions of the pass; the clock is injected (`now`). Rules
+(docs/rollout.md, "One pass"; each reason in docs/troubleshooting.md):
 
-Rules (docs/rollout.md):
-
-- `roleStatuses` lists the spec roles in spec order. `replicas` and `readyReplicas` sum the LWS
-  `status` over all slices and revisions; `updatedReplicas` sums only target-revision LWS. A role
-  removed from the spec has no entry, even while its old LWS drain.
-- A role is available when replicas == readyReplicas == updatedReplicas == target x slices. An
-  External role without a usable scaler, or a role whose LWS name is held by a foreign object, is
-  never available (its target is unknown, and a coincidental match must not read as success).
-- A role at 0 groups beside roles at more (only an External role can make that mix: Static
-  roles are all 0 or all positive) leaves the set unable to serve: Available is False with
-  reason RoleScaledToZero naming the roles, and so is Progressing once no role lags. Upstream
-  calls such a set Available; a set whose roles are all at 0 is Available, on purpose.
-- Otherwise Available is True exactly when no role lags, and Progressing is then False, else
-  True: the false one carries the true one's reason and message, as upstream does. A pass may
-  replace Progressing (`progressing`): Unknown while a rollout stands still on purpose (paused,
-  held, partitioned), False past the progress deadline (`hooks.core.progress`).
-- Degraded is True with the first problem's reason and message, else False (reason AsExpected).
-- Every condition carries observedGeneration = metadata.generation. lastTransitionTime is carried
-  over from the observed condition unless the status flipped, so an idle sync returns the same
-  bytes.
+- `roleStatuses` lists the spec roles in order: `replicas` and `readyReplicas` summed over every
+  LWS, `updatedReplicas` over target-revision LWS only.
+- A role is available when replicas == readyReplicas == updatedReplicas == target x slices; a
+  role whose target is unknown (no usable scaler, its LWS not created) never is.
+- Roles at 0 groups beside roles at more: Available False, RoleScaledToZero (upstream says
+  Available), and Progressing too once no role lags. All roles at 0 is Available.
+- Otherwise Available is True exactly when no role lags and Progressing is its opposite, with
+  the true one's reason and message, as upstream. A pass may replace Progressing (paused, held,
+  partitioned, past the deadline: `hooks.core.progress`); held or partitioned is never Available.
+- Degraded: True with the first problem's reason and message, else False (AsExpected).
+- Every condition carries observedGeneration; lastTransitionTime moves only when the status flips.
 """
 
 from __future__ import annotations
@@ -44,6 +36,16 @@ class RoleProgress:
     """Target replicas x slices, or None when the target is unknown (never available then)."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConditionUpdate:
+    """A condition's new status, before `carry_over` decides its transition time."""
+
+    type: api.ConditionType
+    status: api.ConditionStatus
+    reason: api.Reason
+    message: str
+
+
 def compute(
     *,
     roles: Sequence[RoleProgress],
@@ -60,18 +62,9 @@ def compute(
     warnings: Sequence[str] = (),
     history: str | None = None,
 ) -> api.DisaggregatedSetStatus:
-    """The status of a set whose children are `lws` (the LWS that remain after this pass).
-
-    `progressing` replaces the Progressing condition readiness implies (a paused rollout, one
-    past its progress deadline, or one standing still on purpose: held or partitioned, never
-    Available, even where every count is already at its target, as at 0); `rollout` is the
-    rollout record to keep (`core/progress.py`); `creating` the children asked for and not
-    observed yet (`core/creations.py`); `note` ends the message of a rollout in progress (a hold
-    that does not apply, `core/canary.py`); `warnings` what the spec asks for that is ignored
-    (`validation.warnings`); `history` what the revision history does not record
-    (`core/history.py`).
-    """
-    role_statuses = role_statuses_of(roles, lws, revision=revision)
+    """The status of a set whose LWS after this pass are `lws`; `progressing` replaces the
+    Progressing condition readiness implies, `note` ends the message of a rollout in progress."""
+    role_statuses = _role_statuses(roles, lws, revision=revision)
     conditions = [
         *_available_and_progressing(role_statuses, roles, revision=revision, note=note),
         _degraded(problems),
@@ -111,9 +104,20 @@ def _available_and_progressing(
     revision: str,
     note: str,
 ) -> tuple[ConditionUpdate, ConditionUpdate]:
-    """Available and Progressing as readiness and the roles' targets have them (see the
-    module): Progressing says the rollout while one runs, then why the set is not Available."""
-    available, reason, message = _availability(role_statuses, roles, revision=revision, note=note)
+    """Available and Progressing as readiness and the roles' targets have them."""
+    lagging = [
+        _describe_lag(status, role)
+        for status, role in zip(role_statuses, roles, strict=True)
+        if role.desired is None
+        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
+    ]
+    available = not lagging
+    if available:
+        reason = api.Reason.ALL_ROLES_READY
+        message = f"All roles run revision {revision} with every replica ready"
+    else:
+        reason = api.Reason.ROLLOUT_IN_PROGRESS
+        message = "Waiting for " + "; ".join(lagging) + (f" ({note})" if note else "")
     idle = _idle_beside_busy(roles)
     progress_reason, progress_message = idle if idle and available else (reason, message)
     if idle:
@@ -134,34 +138,8 @@ def _available_and_progressing(
     )
 
 
-def _availability(
-    role_statuses: Sequence[api.RoleStatus],
-    roles: Sequence[RoleProgress],
-    *,
-    revision: str,
-    note: str,
-) -> tuple[bool, api.Reason, str]:
-    """Whether every role is available, and the reason and message Available and Progressing
-    share: what each lagging role waits for (then `note`), or that all roles are ready."""
-    lagging = [
-        _describe_lag(status, role)
-        for status, role in zip(role_statuses, roles, strict=True)
-        if role.desired is None
-        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
-    ]
-    if not lagging:
-        return (
-            True,
-            api.Reason.ALL_ROLES_READY,
-            (f"All roles run revision {revision} with every replica ready"),
-        )
-    message = "Waiting for " + "; ".join(lagging) + (f" ({note})" if note else "")
-    return False, api.Reason.ROLLOUT_IN_PROGRESS, message
-
-
 def _idle_beside_busy(roles: Sequence[RoleProgress]) -> tuple[api.Reason, str] | None:
-    """The reason and message of a set some of whose roles are at 0 groups while others are not
-    (see the module), or None. At most 10 roles of at most 63 characters: a bounded message."""
+    """RoleScaledToZero's reason and message when some roles are at 0 groups and others not."""
     idle = [role.name for role in roles if role.desired == 0]
     busy = [f"{role.name} {role.desired}" for role in roles if role.desired]
     if not idle or not busy:
@@ -175,18 +153,16 @@ def _idle_beside_busy(roles: Sequence[RoleProgress]) -> tuple[api.Reason, str] |
 
 
 def _ready(role_statuses: Sequence[api.RoleStatus], roles: Sequence[RoleProgress]) -> str:
-    """Ready groups over desired groups, summed over the spec roles (`?` when a target is
-    unknown)."""
+    """Ready over desired groups (`?` desired when a target is unknown)."""
     ready = sum(status.ready_replicas for status in role_statuses)
     wanted = [role.desired for role in roles]
     desired = "?" if None in wanted else str(sum(value or 0 for value in wanted))
     return f"{ready}/{desired}"
 
 
-def role_statuses_of(
+def _role_statuses(
     roles: Sequence[RoleProgress], lws: Iterable[records.ObservedObject], *, revision: str
 ) -> list[api.RoleStatus]:
-    """Per spec role: replicas and ready summed over every LWS, updated over the target's."""
     totals = {role.name: [0, 0, 0] for role in roles}
     for item in lws:
         sums = totals.get(item.labels.get(api.LABEL_ROLE, ""))
@@ -222,23 +198,9 @@ def compute_held(
     return records.HeldStatus(observed=status, degraded=degraded)
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionUpdate:
-    """A condition's new status, before `carry_over` decides its transition time."""
-
-    type: api.ConditionType
-    status: api.ConditionStatus
-    reason: api.Reason
-    message: str
-
-
 def unknown_fields(observed: api.JsonObject, *, known: frozenset[str]) -> api.JsonObject:
-    """The fields of an observed status that this version does not compute, as they are.
-
-    During an upgrade of the hook server two versions answer for a while (docs/operations.md,
-    "Upgrading the hook server"): a field a newer version writes is kept by an older one, which
-    answers it unchanged, instead of being dropped until the newer version writes it again.
-    """
+    """The fields of an observed status this version does not compute, as they are (kept while
+    two versions answer: docs/operations.md, "Upgrading the hook server")."""
     return {key: value for key, value in observed.items() if key not in known}
 
 
@@ -310,10 +272,5 @@ def role_progress(
     roles: Sequence[api.Role], targets: Mapping[str, int | None], *, slices: int
 ) -> list[RoleProgress]:
     """Per spec role, its per-slice target times the slice count (None when unknown)."""
-    progress = []
-    for role in roles:
-        target = targets.get(role.name)
-        progress.append(
-            RoleProgress(name=role.name, desired=None if target is None else target * slices)
-        )
-    return progress
+    desired = {name: None if value is None else value * slices for name, value in targets.items()}
+    return [RoleProgress(name=role.name, desired=desired.get(role.name)) for role in roles]

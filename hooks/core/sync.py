@@ -1,25 +1,14 @@
 """The DisaggregatedSet sync hook: the top of the reconcile, orchestration only.
 
-`sync` reads like the algorithm (docs/architecture.md walks one request through it):
-
-1. validate the parent; an invalid spec holds the set (every observed child returned unchanged,
-   the status kept, Degraded=True with the broken rules, `problems`);
-2. compute the target revision;
-3. plan the scalers of External roles (`scalers`), which fixes every role's target, read the
-   history (`history`: a rollback? the stable revision?) and what the annotations ask
-   (`controls`, `canary`);
-4. reconcile each slice on its own (`slices.reconcile_slice`: its rollout step from `rollout`,
-   its LWS from `children`, its Services from `services`), then the history's records;
-5. collect the answer (`desired.DesiredChildren`), whose guard refuses to drop an observed child
-   the spec does not let go, and compute the status (`status`, `progress`).
-
-It returns a typed answer (`records.SyncAnswer`); `hooks.wire.answers` writes it as JSON.
+Validate (an invalid spec holds the set), compute the target revision, plan the set (scalers,
+history, controls), reconcile each slice, collect the guarded answer, compute the status.
+docs/architecture.md, "One /sync call", walks one request through it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,9 +35,6 @@ from hooks.core import (
 )
 from hooks.gocompat import gotext, revision
 
-JsonObject = api.JsonObject
-Objects = Sequence[records.ObservedObject]
-
 
 def sync(
     request: records.SyncRequest,
@@ -56,8 +42,8 @@ def sync(
     now: str,
     revision_of: Callable[[api.DisaggregatedSetSpec], str] = revision.of_spec,
 ) -> records.HookResult:
-    """The desired children and status of one DisaggregatedSet. `revision_of` computes the
-    spec's revision (the hook server passes one that remembers, `hooks.server.revisions`)."""
+    """The desired children and status of one DisaggregatedSet; `revision_of` computes the
+    spec's revision."""
     parent = request.parent
     violations = validation.violations(parent)
     if parent.spec is None or violations:
@@ -71,24 +57,16 @@ def sync(
     return _reconcile(request, spec, target, now=now)
 
 
-# --- the whole set ------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class _SetPlan:
     """The decisions every slice depends on, and the observed children sorted by slice."""
 
     context: slices.SetContext
-    control: controls.Control
     scalers: scalers.ScalerPlan
     targets: Mapping[str, int | None]
-    capped: tuple[problems.Problem, ...]
-    """External roles asking for more groups than their names allow."""
-    dropped: tuple[dropped.Dropped, ...]
-    """Target-revision LWS that lack fields the set asked for (counted as not ready)."""
+    found: tuple[problems.Problem, ...]
+    """LWS that lack fields the set asked for, External roles capped by their names."""
     history: history.History
-    keeps_history: bool
-    """The CompositeController declares DisaggregatedSetRevisions (`history.is_child_type`)."""
     lws: slices.BySlice
     services: slices.BySlice
 
@@ -127,7 +105,8 @@ def _reconcile(
         records_plan,
         now=now,
     )
-    resync = _earliest(progress.resync_after(plan.control, verdict, now=now), awaited.resync_after)
+    delays = (progress.resync_after(plan.context.control, verdict, now=now), awaited.resync_after)
+    resync = min((delay for delay in delays if delay is not None), default=None)
     kept = status.unknown_fields(parent.status, known=api.json_names(api.DisaggregatedSetStatus))
     return records.HookResult(
         answer=records.SyncAnswer(
@@ -157,14 +136,15 @@ def _plan_set(
 ) -> _SetPlan:
     """Scalers first (they fix the External roles' targets), then what every slice shares."""
     parent = request.parent
-    observed = _by_kind(request.children)
+    observed = {
+        kind: [item for item in request.children if item.kind is kind] for kind in records.ChildKind
+    }
     lacking = dropped.find(observed[records.ChildKind.LWS], revision=target)
-    if lacking:
-        names = {item.name for item in lacking}
-        observed[records.ChildKind.LWS] = [
-            dropped.not_ready(item) if item.name in names else item
-            for item in observed[records.ChildKind.LWS]
-        ]
+    names = {item.name for item in lacking}
+    observed[records.ChildKind.LWS] = [
+        dropped.not_ready(item) if item.name in names else item
+        for item in observed[records.ChildKind.LWS]
+    ]
     scaler_plan = scalers.plan(
         set_name=parent.name,
         spec=spec,
@@ -188,7 +168,14 @@ def _plan_set(
         set_name=parent.name,
         spec=spec,
         revision=target,
-        roles=_role_inputs(spec, targets),
+        roles=tuple(
+            stock.RoleInput(
+                name=role.name,
+                target=targets[role.name],
+                config=rollout.role_config(role, targets[role.name]),
+            )
+            for role in spec.roles
+        ),
         control=control,
         rollback=recorded.is_rollback(target),
         stable=stable,
@@ -196,41 +183,24 @@ def _plan_set(
     )
     return _SetPlan(
         context=context,
-        control=control,
         scalers=scaler_plan,
         targets=targets,
-        capped=capped,
-        dropped=lacking,
+        found=(*dropped.reported(lacking), *capped),
         history=recorded,
-        keeps_history=history.is_child_type(request.declared),
         lws=lws_by_slice,
         services=slices.split_by_slice(observed[records.ChildKind.SERVICE], slices=spec.slices),
     )
 
 
-def _role_inputs(
-    spec: api.DisaggregatedSetSpec, targets: Mapping[str, int | None]
-) -> tuple[stock.RoleInput, ...]:
-    return tuple(
-        stock.RoleInput(
-            name=role.name,
-            target=targets[role.name],
-            config=rollout.role_config(role, targets[role.name]),
-        )
-        for role in spec.roles
-    )
-
-
-def _revisions_of(lws: Objects) -> frozenset[str]:
+def _revisions_of(lws: Iterable[records.ObservedObject]) -> frozenset[str]:
     return frozenset(item.labels.get(api.LABEL_REVISION, "") for item in lws)
 
 
 def _history(
     request: records.SyncRequest, plan: _SetPlan, results: Sequence[slices.SliceResult]
 ) -> history.HistoryPlan:
-    """The records after this pass; the target's is marked complete once every slice runs it.
-    None at all when the set keeps no history."""
-    if not plan.keeps_history:
+    """The records after this pass (none when the set keeps no history)."""
+    if not history.is_child_type(request.declared):
         return history.NO_HISTORY
     target = plan.context.revision
     complete = all(
@@ -246,7 +216,7 @@ def _history(
         in_use=_revisions_of(lws),
         running=lws,
         annotations=request.parent.annotations,
-        limit=plan.control.history_limit,
+        limit=plan.context.control.history_limit,
         complete=complete,
     )
 
@@ -257,8 +227,7 @@ def _collect(
     results: Sequence[slices.SliceResult],
     records_plan: history.HistoryPlan,
 ) -> desired.DesiredChildren:
-    """The answer: children of kinds this version does not know, scalers, history records,
-    children of removed or unparsable slices, and every slice's part."""
+    """The answer: unknown kinds, scalers, records, other slices' children, every slice's part."""
     answer = desired.DesiredChildren(request.children)
     for child in request.unknown_children:
         answer.keep(child)
@@ -293,10 +262,8 @@ def _status(
     *,
     now: str,
 ) -> tuple[api.DisaggregatedSetStatus, progress.Verdict]:
-    """The set's status; `found`: what LeaderWorkerSet would refuse, then the children asked
-    for that never appeared."""
-    # A role whose new LWS cannot be created (or never appears) has no known target: it is never
-    # Available.
+    """The set's status; `found`: what LeaderWorkerSet would refuse, then missing children."""
+    # A role whose new LWS cannot be created (or never appears) is never Available.
     unmade = answer.conflicts | awaited.missing
     blocked = {
         role
@@ -309,7 +276,7 @@ def _status(
     kept_lws = [*plan.lws.elsewhere, *(item for result in results for item in result.kept_lws)]
     verdict = _verdict(request, plan, results, now=now)
     rollback = canary.rollback_note(
-        plan.control, rollback=plan.context.rollback, revision=plan.context.revision
+        plan.context.control, rollback=plan.context.rollback, revision=plan.context.revision
     )
     scaled = progress.scaling_note([result.plan for result in results])
     return status.compute(
@@ -326,10 +293,9 @@ def _status(
                 conflicts=answer.conflicts,
             ),
             *found,
-            *dropped.reported(plan.dropped),
-            *plan.capped,
+            *plan.found,
             *records_plan.problems,
-            *plan.control.problems,
+            *plan.context.control.problems,
         ],
         observed=request.parent.conditions,
         now=now,
@@ -343,8 +309,7 @@ def _status(
 
 
 def _noted(update: status.ConditionUpdate | None, note: str) -> status.ConditionUpdate | None:
-    """A Progressing override (paused, held, partitioned, past the deadline) that also says what
-    scaling during the rollout does (`progress.scaling_note`)."""
+    """A Progressing override that also says what scaling does (`progress.scaling_note`)."""
     if update is None or not note:
         return update
     return dataclasses.replace(update, message=f"{update.message} ({note})")
@@ -370,7 +335,7 @@ def _verdict(
     }
     created, coming_up = _coming_up(results, new_lws)
     return progress.judge(
-        control=plan.control,
+        control=plan.context.control,
         rolling=phases != {rollout.Phase.STEADY},
         stepped=created or bool(phases & {rollout.Phase.STARTING, rollout.Phase.STEPPING}),
         coming_up=coming_up,
@@ -381,7 +346,7 @@ def _verdict(
         standing=canary.progressing(
             [result.plan for result in results],
             revision=revision,
-            control=plan.control,
+            control=plan.context.control,
             share=canary.share(new_lws, held=held, roles=plan.context.roles),
             empty=empty,
         ),
@@ -396,8 +361,7 @@ def _verdict(
 def _coming_up(
     results: Sequence[slices.SliceResult], new_lws: Sequence[records.ObservedObject]
 ) -> tuple[bool, bool]:
-    """Whether this pass creates an LWS, and whether the target revision is still coming up
-    (an LWS created now or not ready): what `progress.judge` needs of a set that does not roll."""
+    """Whether this pass creates an LWS, and whether the target revision is still coming up."""
     created = any(result.created for result in results)
     return created, created or any(item.status.ready_replicas < item.replicas for item in new_lws)
 
@@ -434,26 +398,8 @@ def _hold(
     )
 
 
-def _by_kind(
-    objects: Iterable[records.ObservedObject],
-) -> dict[records.ChildKind, list[records.ObservedObject]]:
-    grouped: dict[records.ChildKind, list[records.ObservedObject]] = {
-        kind: [] for kind in records.ChildKind
-    }
-    for item in objects:
-        grouped[item.kind].append(item)
-    return grouped
-
-
-def _earliest(*delays: int | None) -> int | None:
-    return min((delay for delay in delays if delay is not None), default=None)
-
-
-def _count_kinds(objects: Iterable[JsonObject]) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for child in objects:
-        counts[child["kind"]] += 1
-    return dict(sorted(counts.items()))
+def _count_kinds(objects: Iterable[api.JsonObject]) -> dict[str, int]:
+    return dict(sorted(Counter(child["kind"] for child in objects).items()))
 
 
 def _describe(plan: rollout.SlicePlan) -> str:

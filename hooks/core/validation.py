@@ -1,23 +1,11 @@
-"""The hook's re-check of the CRD's validation rules (the README's Validation section lists them).
+"""The hook's re-check of the CRD's rules, which `sync` runs before it acts (an older or
+hand-edited CRD may have let a set in: docs/safety.md, "Bad input").
 
-The CRD enforces every rule at admission (OpenAPI structure plus the CEL rules of
-`rules.CEL_RULES`). A cluster may still run an older or hand-edited CRD, so `sync` re-checks the
-rules here before it acts and holds the set when one is broken (docs/safety.md). Each check reports
-under the id and message of its CEL rule (or of `rules.ROLE_NAMES_UNIQUE`, which the schema's
-list-map keys enforce), so the CRD and the hook cannot drift apart in wording. The property tests
-hold the two implementations to the same verdicts on defaulted objects.
-
-What pydantic already checks when the spec is parsed (2..10 roles, the role-name pattern and
-length, slices 1..100, enum values, the types of the LWS fields read) is not repeated here.
-
-Absent optional fields read as the CRD would have defaulted them: slices 1, placement type None,
-scaling mode Static, maxSurge 0, maxUnavailable 1. An absent `replicas` is "unset", which rule 2
-counts with the zero side and rule 4 exempts, as upstream's rules do (with the CRD installed the
-API server has defaulted it to 1 before any of this runs).
-
-Pure: no I/O, logging, clock or randomness; never raises for bad data. Violations come in the
-order of the rule table (unique names first), then by role index; the three checks of rule 4 go
-role by role (maxSurge, maxUnavailable, then the pair).
+Each check reports under the id and message of its rule in `hooks.api.rules`; what pydantic
+checks when the spec is parsed is not repeated. Absent fields read as the CRD defaults them; an
+absent `replicas` is unset, counted with the zero side by rule 2 and exempt from rule 4, as
+upstream's rules do. Never raises for bad data. Violations come in rule-table order, then by
+role index (rule 4's three checks role by role).
 """
 
 from __future__ import annotations
@@ -46,16 +34,11 @@ def violations(parent: records.Parent) -> tuple[api.Violation, ...]:
 def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, ...]:
     """Every broken rule of a parsed spec; empty when the set is valid."""
     return (
-        *_unique_role_names(spec),
-        *_replicas_all_or_nothing(spec),
-        *_rollout_type(spec),
-        *_rollout_partition(spec),
-        *_surge_and_unavailable(spec),
-        *_placement_topology(spec),
-        *_placement_annotation_conflict(spec),
+        *_role_names_and_replicas(spec),
+        *_rollout_strategy(spec),
+        *_placement(spec),
         *_external_single_slice(spec),
-        *_generated_names(name=name, spec=spec),
-        *_scaler_names(name=name, spec=spec),
+        *_names(name=name, spec=spec),
         *_lws_admission(spec),
     )
 
@@ -68,15 +51,12 @@ def _role_path(index: int, suffix: str = "") -> str:
     return f"spec.roles[{index}]" + (f".{suffix}" if suffix else "")
 
 
-def _unique_role_names(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+def _role_names_and_replicas(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     seen: set[str] = set()
     for index, role in enumerate(spec.roles):
         if role.name in seen:
             yield _violation(rules.ROLE_NAMES_UNIQUE, _role_path(index, "name"))
         seen.add(role.name)
-
-
-def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     counted = [role.replicas for role in spec.roles if not role.is_external]
     if any(replicas is not None and replicas < 0 for replicas in counted):
         return  # the schema's error (replicas at least 0), not this rule's: said once
@@ -86,25 +66,20 @@ def _replicas_all_or_nothing(spec: api.DisaggregatedSetSpec) -> Iterator[api.Vio
         yield _violation(rules.REPLICAS_ALL_OR_NOTHING, "spec.roles")
 
 
-def _rollout_type(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+def _rollout_strategy(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """The rolloutStrategy's rules: type, partition, then rule 4 (per role with replicas > 0 and
+    a rollingUpdateConfiguration)."""
     for index, role in enumerate(spec.roles):
         if role.rollout_type not in (None, "", "RollingUpdate"):
             yield _violation(
                 rules.ROLLOUT_TYPE_ROLLING_UPDATE, _role_path(index, f"{_ROLL_PATH}.type")
             )
-
-
-def _rollout_partition(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     for index, role in enumerate(spec.roles):
         config = role.rolling_update_configuration
         if config is not None and config.get("partition", 0) != 0:
             yield _violation(
                 rules.ROLLOUT_PARTITION_UNSET, _role_path(index, f"{_RUC_PATH}.partition")
             )
-
-
-def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """Rule 4, per role with replicas > 0 and a rollingUpdateConfiguration."""
     for index, role in enumerate(spec.roles):
         replicas = role.replicas
         budget = role.rolling_update_budget
@@ -121,12 +96,8 @@ def _surge_and_unavailable(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
 def budget_violations(
     *, max_surge: Any, max_unavailable: Any, replicas: int, path: str
 ) -> Iterator[api.Violation]:
-    """Rule 4 for one role with `replicas` > 0, its maxSurge and maxUnavailable already
-    defaulted, reported under `path` (its rollingUpdateConfiguration).
-
-    Each value must be a non-negative int or a percentage of at most 100%; only when both are
-    valid is the pair checked for resolving to 0 together (as upstream's webhook does).
-    """
+    """Rule 4 for one role with `replicas` > 0, its maxSurge and maxUnavailable defaulted,
+    under `path`: the pair is checked only when both values are valid (as upstream's webhook)."""
     surge = int_or_percent(max_surge)
     unavailable = int_or_percent(max_unavailable)
     if surge is None:
@@ -138,8 +109,7 @@ def budget_violations(
 
 
 def both_zero(surge: int | str, unavailable: int | str, replicas: int) -> bool:
-    """Whether maxSurge (rounded up) and maxUnavailable (rounded down) both resolve to 0 for a
-    role of `replicas` (the pair the rule refuses: such a rollout can never progress)."""
+    """Whether maxSurge (rounded up) and maxUnavailable (rounded down) both resolve to 0."""
     return (
         planner.scaled_value(surge, total=replicas, round_up=True) == 0
         and planner.scaled_value(unavailable, total=replicas, round_up=False) == 0
@@ -147,12 +117,9 @@ def both_zero(surge: int | str, unavailable: int | str, replicas: int) -> bool:
 
 
 def int_or_percent(value: Any) -> int | str | None:
-    """A valid maxSurge/maxUnavailable in canonical form, or None when it is invalid.
-
-    Valid: a non-negative int, or "<digits>%" of at most 100% (upstream's IsValidPercent plus its
-    100% bound; leading zeros allowed) no longer than the CRD's `maxLength`. Percentages come back
-    without leading zeros.
-    """
+    """A valid maxSurge/maxUnavailable in canonical form (a percentage without leading zeros),
+    or None: valid is a non-negative int or "<digits>%" of at most 100% within the CRD's
+    `maxLength` (upstream's IsValidPercent and its bound)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -169,19 +136,12 @@ def int_or_percent(value: Any) -> int | str | None:
     return f"{digits}%"
 
 
-def _placement_active(spec: api.DisaggregatedSetSpec) -> bool:
-    return spec.placement_policy is not None and spec.placement_policy.is_active
-
-
-def _placement_topology(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+def _placement(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
     policy = spec.placement_policy
-    if policy is not None and policy.is_active and not policy.topology:
-        yield _violation(rules.PLACEMENT_TOPOLOGY_REQUIRED, "spec.placementPolicy.topology")
-
-
-def _placement_annotation_conflict(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    if not _placement_active(spec):
+    if policy is None or not policy.is_active:
         return
+    if not policy.topology:
+        yield _violation(rules.PLACEMENT_TOPOLOGY_REQUIRED, "spec.placementPolicy.topology")
     for index, role in enumerate(spec.roles):
         annotation_maps = [role.annotations]
         for template in role.pod_templates():
@@ -200,8 +160,9 @@ def _external_single_slice(spec: api.DisaggregatedSetSpec) -> Iterator[api.Viola
         yield _violation(rules.EXTERNAL_SINGLE_SLICE, "spec.slices")
 
 
-def _generated_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """Rule 7: every role's generated names fit their DNS-1035 budget (`naming.budget`)."""
+def _names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
+    """Rule 7: every role's generated names fit their budget (`naming.budget`), and an External
+    role's scaler name <name>-<role> fits 253."""
     for index, role in enumerate(spec.roles):
         budget = naming.budget(
             set_name=name, role=role.name, slices=spec.slices, replicas=role.replicas
@@ -214,10 +175,6 @@ def _generated_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[a
                     length=budget.length, combined_limit=budget.combined_limit
                 ),
             )
-
-
-def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """Rule 7 for External roles: the scaler name <name>-<role> fits 253."""
     for index, role in enumerate(spec.roles):
         scaler = naming.scaler_name(set_name=name, role=role.name)
         if role.is_external and len(scaler) > naming.DNS1123_SUBDOMAIN_MAX:
@@ -225,11 +182,8 @@ def _scaler_names(*, name: str, spec: api.DisaggregatedSetSpec) -> Iterator[api.
 
 
 def warnings(*, name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
-    """What a valid spec asks for that the controller ignores, one sentence per role: each
-    External role's `spec.replicas` above 1. The same sentences, in the same words, as the
-    kit's ValidatingAdmissionPolicy warns with on `kubectl apply`
-    (metacontroller/validatingadmissionpolicy.yaml; 1 is the CRD's default, so it stays
-    silent)."""
+    """What a valid spec asks for that is ignored: each External role's `spec.replicas` above 1,
+    in the words of the kit's ValidatingAdmissionPolicy (1 is the CRD's default: silent)."""
     return [
         f'spec.roles[name="{role.name}"].spec.replicas is {role.replicas} but the role has'
         " scaling.mode External, so this value is ignored: its replicas are driven by the"
@@ -242,8 +196,7 @@ def warnings(*, name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
 
 
 def _lws_admission(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
-    """What LeaderWorkerSet's admission refuses of a role's LWS that its spec decides alone:
-    the size, the pods of a Static role in one slice, the subgroups and their annotation."""
+    """What LeaderWorkerSet's admission refuses of a role's LWS that its spec decides alone."""
     for index, role in enumerate(spec.roles):
         size = role.size
         if size < 1:
@@ -268,8 +221,7 @@ def _lws_admission(spec: api.DisaggregatedSetSpec) -> Iterator[api.Violation]:
 
 
 def subgroups_fit(policy: api.JsonObject, *, size: int) -> bool:
-    """Whether LeaderWorkerSet admits a subGroupPolicy for groups of `size` pods: a subGroupSize
-    from 1 to size that divides size or size - 1 (size - 1 with LeaderExcluded)."""
+    """Whether LeaderWorkerSet admits a subGroupPolicy for groups of `size` pods."""
     subgroup = policy.get("subGroupSize")
     if not isinstance(subgroup, int) or isinstance(subgroup, bool) or not 1 <= subgroup <= size:
         return False

@@ -11,7 +11,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final, ParamSpec, TypeVar
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of
@@ -25,15 +25,15 @@ SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
 REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
 
-_Read = TypeVar("_Read")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class Kubectl:
-    """The kubectl binary with the user's connection flags; a failure, whether kubectl reports it
-    or cannot be run at all, is a `console.CliError` on one line (kubectl's own words when it
-    has some). Objects and patches go to kubectl on its standard input or in a file, never on
-    its command line: Linux takes no argument over 128 KiB, and a set's templates can be ten
-    times that."""
+    """The kubectl binary with the user's connection flags; any failure is a `console.CliError`
+    on one line (kubectl's own words when it has some). Objects and patches go on its standard
+    input or in a file, never on its command line: Linux takes no argument over 128 KiB, and a
+    set's templates can be ten times that."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         given = (("kubeconfig", args.kubeconfig), ("context", args.context))
@@ -106,8 +106,7 @@ class Kubectl:
 
     def get_set(self, name: str, *, managed_fields: bool = False) -> JsonObject:
         """The set as kubectl prints it (with `managedFields` when asked)."""
-        shown = ["--show-managed-fields"] if managed_fields else []
-        return self.get(SETS, name, *shown)
+        return self.get(SETS, name, *(["--show-managed-fields"] if managed_fields else []))
 
     def read_set(self, name: str) -> records.Parent:
         """The set as the hooks read it."""
@@ -116,7 +115,7 @@ class Kubectl:
     def lws_of(self, parent: records.Parent) -> list[records.ObservedObject]:
         """The LeaderWorkerSets the set controls."""
         listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
-        return read(lambda value: rollout.read_children(_LWS, value, parent=parent), listing)
+        return read(rollout.read_children, records.ChildKind.LWS, listing, parent=parent)
 
     def history(self, parent: records.Parent) -> rollout.History:
         """The set's history: the records with its name label, read as the hooks read them; the
@@ -127,9 +126,6 @@ class Kubectl:
         except values.RequestError as error:
             raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
         return rollout.records_of(parent, observed)
-
-
-_LWS: Final = records.ChildKind.LWS
 
 
 def _json_object(text: str, command: str) -> JsonObject:
@@ -143,10 +139,10 @@ def _json_object(text: str, command: str) -> JsonObject:
     return value
 
 
-def read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
-    """`reader(value)`, its RolloutError a CliError."""
+def read(reader: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """`reader(...)`, its RolloutError a CliError."""
     try:
-        return reader(value)
+        return reader(*args, **kwargs)
     except rollout.RolloutError as error:
         raise console.CliError(str(error)) from None
 

@@ -47,8 +47,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What adoption does with one candidate: why (`reason`, words for its line) and, for
-    ADOPT, the merge patch."""
+    """What adoption does with one candidate, why, and (ADOPT) the merge patch."""
 
     kind: str
     namespace: str
@@ -96,8 +95,7 @@ def decide(
     orphans: bool,
     known: adoptable.Known,
 ) -> Decision:
-    """What adoption does with `candidate` (a child kind with `parent`'s name label); `known`:
-    what `parent` can vouch for (`known_of`)."""
+    """What adoption does with `candidate`, a child kind with `parent`'s name label."""
     set_name, uid = parent.name, parent.uid
     label = candidate.labels.get(api.CONTROLLER_UID_LABEL)
     controller = candidate.controller_uid
@@ -148,9 +146,7 @@ def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str |
 
 
 def _orphan_reason(set_name: str, label: str | None) -> str:
-    """Why an object with the set's name label and no controller is left alone, by what most
-    likely made it an orphan: a set of that name deleted with `--cascade=orphan` (its children
-    keep that set's controller-uid label), or Metacontroller releasing an unlabelled child."""
+    """Why an orphan is left alone, by what most likely made it one."""
     if label:
         how = (
             f"its {api.CONTROLLER_UID_LABEL} label names {label}, an earlier set of this name,"
@@ -170,8 +166,7 @@ def _orphan_reason(set_name: str, label: str | None) -> str:
 def known_of(
     parents: Sequence[records.Parent], candidates: Sequence[records.ObservedObject]
 ) -> dict[tuple[str, str], adoptable.Known]:
-    """What each set can vouch for (`adoptable.known`), by (namespace, name), from its spec and
-    the records among `candidates` that carry its name label."""
+    """What each set can vouch for (`adoptable.known`), by (namespace, name)."""
     by_set: dict[tuple[str, str], list[records.ObservedObject]] = {}
     for item in candidates:
         by_set.setdefault(set_of(item), []).append(item)
@@ -185,9 +180,8 @@ def plan(
     orphans: bool,
     known: Mapping[tuple[str, str], adoptable.Known],
 ) -> list[Decision]:
-    """A decision for every candidate of a child kind whose name label names one of `parents`
-    (in its namespace), by set, then kind and name; other objects are no candidates. `known`:
-    `known_of(parents, candidates)`."""
+    """A decision for every candidate whose name label names one of `parents` (in its
+    namespace), by set, then kind and name; `known`: `known_of(parents, candidates)`."""
     by_set = {key_of(parent): parent for parent in parents}
     decisions = [
         decide(by_set[key], candidate, orphans=orphans, known=known[key])

@@ -85,8 +85,7 @@ def known(parent: records.Parent, items: Iterable[records.ObservedObject]) -> Kn
 
 
 def difference(item: records.ObservedObject, known: Known) -> str | None:
-    """Why orphan `item` is not what the set of `known` would have made at its name, in words
-    for one line; None when it is."""
+    """Why orphan `item` is not what the set would have made at its name; None when it is."""
     if item.kind is records.ChildKind.LWS:
         return _lws_difference(item, known)
     if item.kind is records.ChildKind.SERVICE:
@@ -132,8 +131,7 @@ def _defaulted(container: JsonObject, key: str) -> JsonObject | None:
 
 @dataclass(frozen=True, slots=True)
 class _View:
-    """An object as stored, or what the hooks would write back for it (`where` begins what a
-    difference found in it says)."""
+    """An object as stored, or what the hooks would write back for it."""
 
     where: str
     labels: JsonObject
@@ -142,8 +140,7 @@ class _View:
 
 
 def _views(item: records.ObservedObject) -> list[_View]:
-    """The object itself, and, when Metacontroller's last-applied annotation names it, that copy
-    (the hooks write it back once the set has the object)."""
+    """The object itself, and Metacontroller's last-applied copy of it when there is one."""
     observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
     if api.LAST_APPLIED_ANNOTATION not in item.annotations:
         return [observed]
@@ -342,8 +339,7 @@ def _scaler_difference(item: records.ObservedObject, known: Known) -> str | None
 def _placed(
     item: records.ObservedObject, known: Known, *, service: bool = False
 ) -> tuple[int, str, str] | str:
-    """The slice, revision and role an LWS or Service's labels give, when its name is the one
-    they give; else why not."""
+    """The slice, revision and role the labels give, when the name is theirs; else why not."""
     revision_ = item.labels.get(api.LABEL_REVISION, "")
     role = item.labels.get(api.LABEL_ROLE, "")
     if not revision_ or not role:
@@ -373,8 +369,7 @@ class _Difference:
 def _first_difference(
     seen: object, wanted: object, path: str, at: tuple[int, ...] = ()
 ) -> _Difference | None:
-    """Where `seen` first differs from `wanted` (fields in `wanted`'s order, then the others);
-    None when they are equal."""
+    """Where `seen` first differs from `wanted` (fields in `wanted`'s order, then the others)."""
     if isinstance(seen, dict) and isinstance(wanted, dict):
         have, want, step = seen, wanted, path + ".{}"
     elif isinstance(seen, list) and isinstance(wanted, list):

@@ -10,8 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable
-from typing import Final, ParamSpec, TypeVar
+from typing import Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of
@@ -24,9 +23,6 @@ KUBECTL_TIMEOUT_SECONDS: Final = 120
 SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
 REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
 class Kubectl:
@@ -90,8 +86,7 @@ class Kubectl:
         return _json_object(self.run("get", *arguments, "--output=json"), "kubectl get")
 
     def may(self, verb: str, resource: str, name: str, *, namespace: str) -> bool:
-        """Whether the user may `verb` the object `name` of `resource` (`plural.group`), as the
-        API server answers a SelfSubjectAccessReview."""
+        """Whether the user may `verb` `name` of `resource`: a SelfSubjectAccessReview."""
         plural, _, group = resource.partition(".")
         attributes = {"namespace": namespace, "verb": verb, "group": group}
         review = {
@@ -110,16 +105,15 @@ class Kubectl:
 
     def read_set(self, name: str) -> records.Parent:
         """The set as the hooks read it."""
-        return read(rollout.read_set, self.get_set(name))
+        return rollout.read_set(self.get_set(name))
 
     def lws_of(self, parent: records.Parent) -> list[records.ObservedObject]:
         """The LeaderWorkerSets the set controls."""
         listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
-        return read(rollout.read_children, records.ChildKind.LWS, listing, parent=parent)
+        return rollout.read_children(records.ChildKind.LWS, listing, parent=parent)
 
     def history(self, parent: records.Parent) -> rollout.History:
-        """The set's history: the records with its name label, read as the hooks read them; the
-        ones that do not count, those it does not control included, are named in its notes."""
+        """The set's history, from the records with its name label."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         try:
             observed = objects.parse_records(list_of(items))
@@ -137,14 +131,6 @@ def _json_object(text: str, command: str) -> JsonObject:
     if not isinstance(value, dict):
         raise console.CliError(f"{command} printed no JSON object")
     return value
-
-
-def read(reader: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
-    """`reader(...)`, its RolloutError a CliError."""
-    try:
-        return reader(*args, **kwargs)
-    except rollout.RolloutError as error:
-        raise console.CliError(str(error)) from None
 
 
 def child(item: JsonObject) -> records.ObservedObject | None:

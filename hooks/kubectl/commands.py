@@ -66,7 +66,7 @@ def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
     try:
         current = rollout.spec_revision(parent)
         record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
-    except (console.CliError, rollout.RolloutError) as error:
+    except console.CliError as error:  # a RolloutError, or kubectl failing
         return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
     return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
 
@@ -80,8 +80,7 @@ def run_history(args: argparse.Namespace) -> int:
         _note(args, str(error))
         current = None
     if args.revision is not None:
-        record = client.read(rollout.find, history, args.revision)
-        detail = rollout.record_detail(record, current=current)
+        detail = rollout.record_detail(rollout.find(history, args.revision), current=current)
         import yaml  # only this command prints YAML: the others start without it
 
         print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
@@ -121,7 +120,7 @@ def run_undo(args: argparse.Namespace) -> int:
 def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
     """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
     live = kubectl.get_set(args.set, managed_fields=True)
-    parent = client.read(rollout.read_set, live)
+    parent = rollout.read_set(live)
     known = _history(args, kubectl, parent)
     try:
         current = rollout.spec_revision(parent)
@@ -243,14 +242,13 @@ def _check_allowed(kubectl: Kubectl, planned: Sequence[adopt.Decision]) -> None:
 def _adoption_candidates(
     kubectl: Kubectl, args: argparse.Namespace
 ) -> tuple[list[records.Parent], list[records.ObservedObject]]:
-    """The sets `adopt` works on (SET, or every set with --all) and the objects of a child kind
-    that carry their name label."""
+    """The sets `adopt` works on, and the objects of a child kind with their name label."""
     scope = ["--all-namespaces"] if args.all_namespaces else []
     if args.set:
         parents = [kubectl.read_set(args.set)]
     else:
         listed = client.items(kubectl.get(SETS, *scope))
-        parents = [client.read(rollout.read_set, item) for item in listed]
+        parents = [rollout.read_set(item) for item in listed]
     label = api.LABEL_NAME + (f"={args.set}" if args.set else "")
     kinds = ",".join(adopt.RESOURCES.values())
     listed = client.items(kubectl.get(kinds, f"--selector={label}", *scope))
@@ -265,8 +263,7 @@ def _adopted(
     orphans: bool,
     known: Mapping[tuple[str, str], adoptable.Known],
 ) -> adopt.Decision:
-    """Patch one object; when it changed since it was read (a conflict), read and judge it
-    again, a few times."""
+    """Patch one object; on a conflict, read and judge it again, a few times."""
     (parent,) = (p for p in parents if adopt.key_of(p) == (decision.namespace, decision.set_name))
     where = (decision.resource, decision.name, f"--namespace={decision.namespace}")
     for _ in range(ADOPT_ATTEMPTS):

@@ -198,8 +198,7 @@ def _connection(*, default: object) -> argparse.ArgumentParser:
 def _leaf(
     actions: _Subcommands, name: str, run: str, *, description: str, **text: Any
 ) -> argparse.ArgumentParser:
-    """A `rollout` subcommand taking SET and the connection flags that runs `run` of
-    `hooks.kubectl.commands` (`text`: help, epilog)."""
+    """A `rollout` subcommand taking SET that runs `run` of `hooks.kubectl.commands`."""
     about = description[:1].upper() + description[1:].replace("%%", "%")
     about += "" if about.endswith(".") else "."
     flags = _connection(default=argparse.SUPPRESS)

@@ -15,6 +15,7 @@ from typing import Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of, object_of
+from hooks.cli import console
 from hooks.core import history, records
 from hooks.gocompat import gotext, revision
 from hooks.kubectl import TEMPLATE
@@ -23,7 +24,7 @@ from hooks.wire import objects, parents, values
 _RECORDED_KEYS: Final = ("name", "metadata", "scaling", "spec")
 
 
-class RolloutError(Exception):
+class RolloutError(console.CliError):
     """What was asked cannot be done; the message is one line."""
 
 
@@ -38,8 +39,7 @@ def read_set(obj: JsonObject) -> records.Parent:
 def read_children(
     kind: records.ChildKind, listing: JsonObject, *, parent: records.Parent
 ) -> list[records.ObservedObject]:
-    """The objects of a `kubectl get -o json` list that `parent` controls, as the hooks read
-    them; RolloutError when one is not of that kind's shape."""
+    """The objects of a `kubectl get` list that `parent` controls; RolloutError: one is bad."""
     found = []
     for index, item in enumerate(list_of(listing.get("items"))):
         try:
@@ -212,8 +212,7 @@ def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
 def _restored_role(
     recorded: JsonObject, current: JsonObject | None, number: int
 ) -> tuple[JsonObject, str]:
-    """One role of revision `number` as the spec gets it back (the spec's role with the recorded
-    template, or the recorded role), and what changed."""
+    """One role of revision `number` as the spec gets it back, and what changed."""
     name = str(recorded["name"])
     if current is None:
         added: JsonObject = {
@@ -244,8 +243,7 @@ def _list_changes(before: Sequence[str], after: Sequence[str], number: int) -> l
 
 
 def change_cause_change(parent: records.Parent, record: Record) -> list[str]:
-    """How the set's change-cause annotation follows the restored revision (no line when it
-    already has the revision's)."""
+    """How the set's change-cause annotation follows the restored revision."""
     cause = record.change_cause
     if parent.annotations.get(api.CHANGE_CAUSE_ANNOTATION) == cause:
         return []

@@ -208,8 +208,7 @@ def _slice_line(
     *,
     phase: str | None,
 ) -> str:
-    """One slice's line: its phase (as status.rollout names it, or `_unrecorded_phase`), then
-    per role the old and new revision's ready/replicas."""
+    """One slice's line (`progress`)."""
     removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
     cells = [
         f"{role} old {_counts(groups.get((index, role, False), []))}"
@@ -233,8 +232,7 @@ def _counts(items: Sequence[records.ObservedObject]) -> str:
 
 
 def partition_hint(parent: records.Parent, value: str | None) -> str | None:
-    """What a partition at `value` does to a set with fewer slices, in one line (None when it
-    keeps some slice back, or is removed)."""
+    """What a partition at `value` does to a set with no more slices (None: to others)."""
     if value is None or parent.spec is None or int(value) < parent.spec.slices:
         return None
     count = parent.spec.slices

@@ -44,8 +44,7 @@ class Write:
 def undo_writes(
     live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str | None
 ) -> list[Write]:
-    """The writes that give `live` the spec `roles` and the `change_cause` annotation (None:
-    none), guarded by its resourceVersion."""
+    """The writes that give `live` the spec `roles` and the `change_cause` (None: none)."""
     owner = template_owner(live)
     if owner is None:
         return [_patch(live, roles=roles, change_cause=change_cause)]
@@ -71,8 +70,7 @@ def undo_writes(
 
 
 def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject:
-    """A restored role as the applier writes it: what it owns of the role now, with the
-    restored template; a role coming back, as the revision recorded it."""
+    """A restored role as the applier writes it: what it owns of it, with the template."""
     mine = owned.get(str(role.get("name")))
     if mine is None:
         return role

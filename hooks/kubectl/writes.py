@@ -52,8 +52,8 @@ def undo_writes(
     spec = object_of(configuration.get("spec"))
     owned = {str(role.get("name")): role for role in map(object_of, list_of(spec.get("roles")))}
     configuration["spec"] = {**spec, "roles": [_owned_role(role, owned) for role in roles]}
-    apply = Write(Method.APPLY, configuration, manager=owner)
     if not _owns_change_cause(live, owner):
+        apply = Write(Method.APPLY, configuration, manager=owner)
         if _annotations(live).get(_CAUSE) == change_cause:
             return [apply]
         cause = {"metadata": {"annotations": {_CAUSE: change_cause}}}
@@ -66,7 +66,7 @@ def undo_writes(
         metadata["annotations"] = annotations
     else:
         metadata.pop("annotations", None)
-    return [apply]
+    return [Write(Method.APPLY, configuration, manager=owner)]
 
 
 def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject:

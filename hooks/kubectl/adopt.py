@@ -1,13 +1,7 @@
 """What `kubectl ds adopt` decides: which children another controller made to hand to
-Metacontroller, which to refuse and why, and the patch that hands each over (the story and what
-it trusts: docs/safety.md, "What `kubectl ds adopt` trusts"; the steps: docs/operations.md,
-"Moving from upstream's controller").
-
-Pure: reads the set and the objects kubectl printed as `hooks.wire.envelope` parses them and
-returns values; `hooks.kubectl.commands` runs kubectl and prints. An object is a candidate when it
-is of a child kind (`RESOURCES`) and its `disaggregatedset.x-k8s.io/name` label names a set in its
-namespace. The patch is a merge patch carrying the `resourceVersion` read (409 Conflict when the
-object moved: read it again and judge again) that adds or replaces one label.
+Metacontroller, which to refuse and why, and the patch that hands each over (what it trusts:
+docs/safety.md, "What `kubectl ds adopt` trusts"). Pure: `hooks.kubectl.commands` runs kubectl
+and prints.
 """
 
 from __future__ import annotations
@@ -23,21 +17,17 @@ from hooks.kubectl import adoptable
 
 JsonObject = dict[str, Any]
 
-
-def _resource(plural: str, api_version: str) -> str:
-    """kubectl's `resource.group` name of a kind (the core group has none)."""
-    group = api_version.rpartition("/")[0]
-    return f"{plural}.{group}" if group else plural
-
-
 RESOURCES: Final[Mapping[str, str]] = {
-    api.LWS_KIND: _resource(api.LWS_PLURAL, api.LWS_API_VERSION),
-    api.SERVICE_KIND: _resource(api.SERVICE_PLURAL, api.SERVICE_API_VERSION),
-    api.SCALER_KIND: _resource(api.SCALER_PLURAL, api.API_VERSION),
-    api.REVISION_KIND: _resource(api.REVISION_PLURAL, api.API_VERSION),
+    kind: f"{plural}.{api_version.rpartition('/')[0]}".removesuffix(".")
+    for kind, plural, api_version in (
+        (api.LWS_KIND, api.LWS_PLURAL, api.LWS_API_VERSION),
+        (api.SERVICE_KIND, api.SERVICE_PLURAL, api.SERVICE_API_VERSION),
+        (api.SCALER_KIND, api.SCALER_PLURAL, api.API_VERSION),
+        (api.REVISION_KIND, api.REVISION_PLURAL, api.API_VERSION),
+    )
 }
 """The set's child kinds (the CompositeController's childResources) and kubectl's name for
-each: LeaderWorkerSets, Services, RoleScalers and the history records."""
+each (`plural.group`; the core group has none)."""
 
 VERB: Final = "adopt"
 """The RBAC verb on a DisaggregatedSet that hands it an object (docs/operations.md, "Who may
@@ -45,19 +35,19 @@ hand a set a child")."""
 
 
 class Verdict(StrEnum):
+    """ADOPT: label it (controlled by the set, or an orphan with `--orphans`); ADOPTED: it has
+    the set's `controller-uid` already; REFUSED: never touched (another owner, or not what the
+    set would make); ORPHAN: controlled by nothing, and orphans were not asked for."""
+
     ADOPT = "adopt"
-    """Controlled by the set (or an orphan, with `--orphans`): label it."""
     ADOPTED = "adopted"
-    """Already carries the set's `controller-uid`."""
     REFUSED = "refused"
-    """Controlled by another owner: never touched."""
     ORPHAN = "orphan"
-    """Controlled by nothing, and orphans were not asked for: left alone."""
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What adoption does with one candidate."""
+    """What adoption does with one candidate, why, and (ADOPT) the merge patch."""
 
     kind: str
     namespace: str
@@ -65,9 +55,7 @@ class Decision:
     set_name: str
     verdict: Verdict
     reason: str
-    """Why, in words for the line printed about it."""
     patch: JsonObject | None = None
-    """The merge patch (ADOPT only)."""
 
     @property
     def resource(self) -> str:
@@ -91,7 +79,7 @@ def set_of(candidate: records.ObservedObject) -> tuple[str, str]:
 
 def patch_of(candidate: records.ObservedObject, *, uid: str) -> JsonObject:
     """The merge patch that labels `candidate` for the set of `uid`, valid only at the
-    resourceVersion it was read at."""
+    resourceVersion it was read at (409 Conflict when the object moved)."""
     return {
         "metadata": {
             "resourceVersion": candidate.resource_version,
@@ -107,23 +95,15 @@ def decide(
     orphans: bool,
     known: adoptable.Known,
 ) -> Decision:
-    """What adoption does with `candidate` (a child kind with `parent`'s name label); `known`:
-    what `parent` can vouch for (`known_of`)."""
+    """What adoption does with `candidate`, a child kind with `parent`'s name label."""
     set_name, uid = parent.name, parent.uid
     label = candidate.labels.get(api.CONTROLLER_UID_LABEL)
     controller = candidate.controller_uid
 
     def decision(verdict: Verdict, reason: str) -> Decision:
         patch = patch_of(candidate, uid=uid) if verdict is Verdict.ADOPT else None
-        return Decision(
-            candidate.kind.kind,
-            candidate.namespace,
-            candidate.name,
-            set_name,
-            verdict,
-            reason,
-            patch,
-        )
+        kind, namespace, name = candidate.kind.kind, candidate.namespace, candidate.name
+        return Decision(kind, namespace, name, set_name, verdict, reason, patch)
 
     if controller is not None and controller != uid:
         return decision(
@@ -133,7 +113,7 @@ def decide(
         )
     if label == uid:
         return decision(Verdict.ADOPTED, f"already adopted by {set_name}")
-    if controller == uid and candidate.controller_object != _set_object(set_name):
+    if controller == uid and candidate.controller_object != f"{api.DS_KIND}.{api.GROUP}/{set_name}":
         return decision(
             Verdict.REFUSED,
             f"carries {set_name}'s uid in a controller reference to"
@@ -141,26 +121,18 @@ def decide(
         )
     if controller is None and not orphans:
         return decision(Verdict.ORPHAN, _orphan_reason(set_name, label))
-    if controller is None:
-        why = _why_not(candidate, known)
-        if why is not None:
-            return decision(Verdict.REFUSED, why)
+    why = _why_not(candidate, known) if controller is None else None
+    if why is not None:
+        return decision(Verdict.REFUSED, why)
     return decision(Verdict.ADOPT, f"adopted by {set_name} ({api.CONTROLLER_UID_LABEL}={uid})")
-
-
-def _set_object(set_name: str) -> str:
-    """A set as `records.ObservedObject.controller_object` names it."""
-    return f"{api.DS_KIND}.{api.GROUP}/{set_name}"
 
 
 def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str | None:
     """Why an orphan is not handed to the set, in words for its line; None when it is."""
-    set_name = known.set_name
     if candidate.owner_uids:
-        owners = ", ".join(candidate.owner_uids)
         return (
-            f"has an owner that is not its controller (uid {owners}), so it is no orphan that"
-            f" {set_name} lost: left alone"
+            f"has an owner that is not its controller (uid {', '.join(candidate.owner_uids)}), so"
+            f" it is no orphan that {known.set_name} lost: left alone"
         )
     why = adoptable.difference(candidate, known)
     if why is None:
@@ -170,27 +142,11 @@ def _why_not(candidate: records.ObservedObject, known: adoptable.Known) -> str |
             f"a history record that would not count ({why}): left alone (delete it: a record"
             " the set needs is created again)"
         )
-    return f"not what {set_name} would have made at its name: {why}: left alone"
-
-
-def known_of(
-    parents: Sequence[records.Parent], candidates: Sequence[records.ObservedObject]
-) -> dict[tuple[str, str], adoptable.Known]:
-    """What each set can vouch for (`hooks.kubectl.adoptable.known`), by (namespace, name), from
-    its spec and the records among `candidates` that carry its name label."""
-    by_set: dict[tuple[str, str], list[records.ObservedObject]] = {}
-    for item in candidates:
-        by_set.setdefault(set_of(item), []).append(item)
-    return {
-        key_of(parent): adoptable.known(parent, by_set.get(key_of(parent), []))
-        for parent in parents
-    }
+    return f"not what {known.set_name} would have made at its name: {why}: left alone"
 
 
 def _orphan_reason(set_name: str, label: str | None) -> str:
-    """Why an object with the set's name label and no controller is left alone, by what most
-    likely made it an orphan: a set of that name deleted with `--cascade=orphan` (its children
-    keep that set's controller-uid label), or Metacontroller releasing an unlabelled child."""
+    """Why an orphan is left alone, by what most likely made it one."""
     if label:
         how = (
             f"its {api.CONTROLLER_UID_LABEL} label names {label}, an earlier set of this name,"
@@ -207,6 +163,16 @@ def _orphan_reason(set_name: str, label: str | None) -> str:
     )
 
 
+def known_of(
+    parents: Sequence[records.Parent], candidates: Sequence[records.ObservedObject]
+) -> dict[tuple[str, str], adoptable.Known]:
+    """What each set can vouch for (`adoptable.known`), by (namespace, name)."""
+    by_set: dict[tuple[str, str], list[records.ObservedObject]] = {}
+    for item in candidates:
+        by_set.setdefault(set_of(item), []).append(item)
+    return {key_of(p): adoptable.known(p, by_set.get(key_of(p), [])) for p in parents}
+
+
 def plan(
     parents: Sequence[records.Parent],
     candidates: Sequence[records.ObservedObject],
@@ -214,19 +180,13 @@ def plan(
     orphans: bool,
     known: Mapping[tuple[str, str], adoptable.Known],
 ) -> list[Decision]:
-    """A decision for every candidate of a child kind whose name label names one of `parents`
-    (in its namespace), by set, then kind and name; other objects are no candidates. `known`:
-    `known_of(parents, candidates)`."""
+    """A decision for every candidate whose name label names one of `parents` (in its
+    namespace), by set, then kind and name; `known`: `known_of(parents, candidates)`."""
     by_set = {key_of(parent): parent for parent in parents}
     decisions = [
-        decide(
-            by_set[set_of(candidate)],
-            candidate,
-            orphans=orphans,
-            known=known[set_of(candidate)],
-        )
+        decide(by_set[key], candidate, orphans=orphans, known=known[key])
         for candidate in candidates
-        if candidate.kind.kind in RESOURCES and set_of(candidate) in by_set
+        if candidate.kind.kind in RESOURCES and (key := set_of(candidate)) in by_set
     ]
     return sorted(decisions, key=lambda d: (d.namespace, d.set_name, d.kind, d.name))
 

@@ -1,15 +1,10 @@
 """What `kubectl ds adopt --orphans` asks of an orphan before it hands it to a set: that it is
-exactly what the set would have made at its name (docs/safety.md, "What `kubectl ds adopt`
-trusts"; `hooks.kubectl.adopt` decides the rest), in the object and in Metacontroller's
-last-applied copy alike, since the hooks write that back (`difference` says what does not agree).
-
-An LWS's revision must be the spec's or that of a history record that counts
-(`hooks.core.history`), and the rest is compared with what `hooks.core.children.render_lws` makes
-for its role, slice and revision, as LWS's admission stores it (`admitted`); the
-leaderWorkerTemplate in upstream's typed Go encoding (`hooks.gocompat.gojson`), since upstream's
-controller re-encodes a role through its Go types before it creates the LWS. Its placement terms
-may be those of another placement policy (`_policies`): a placement change reaches an LWS only when
-it is created. Pure: reads the objects kubectl printed, as `hooks.wire.envelope` parsed them.
+exactly what the set would have made at its name, in the object and in Metacontroller's
+last-applied copy alike (the rules: docs/safety.md, "What `kubectl ds adopt` trusts";
+`difference` names the first disagreement). An LWS is compared with what
+`hooks.core.children.render_lws` makes for its role, slice and revision, as LWS's admission stores
+it (`admitted`), its template in upstream's typed Go encoding (`hooks.gocompat.gojson`), as
+upstream's controller re-encodes it. Pure: reads the objects kubectl printed, as parsed.
 """
 
 from __future__ import annotations
@@ -24,9 +19,9 @@ from hooks import api
 from hooks.api import limits, naming
 from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import children, history, problems, records
-from hooks.gocompat import gojson, gotext, revision
+from hooks.gocompat import gojson, gotext
+from hooks.kubectl import TEMPLATE, rollout
 
-TEMPLATE: Final = "leaderWorkerTemplate"
 POD_TEMPLATES: Final = ("leaderTemplate", "workerTemplate")
 SERVED: Final[Mapping[str, object]] = {
     "clusterIPs": ["None"],
@@ -52,20 +47,23 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Known:
-    """The revisions a set can vouch for, and what it renders them with."""
+    """The revisions a set can vouch for (`sources`, by revision: the spec when it is the
+    spec's, then its records by name), and what it renders them with."""
 
     set_name: str
     policy: api.PlacementPolicy | None
     spec_revision: str | None
     sources: Mapping[str, tuple[Source, ...]]
-    """By revision: the spec (when it is the spec's), then its records by name."""
 
 
 def known(parent: records.Parent, items: Iterable[records.ObservedObject]) -> Known:
     """What `parent` can vouch for: its spec's revision and the revisions of its records among
     `items` that count, or would once adopted (orphans that would count)."""
     sources: dict[str, list[Source]] = {}
-    spec_revision = _spec_revision(parent)
+    try:
+        spec_revision: str | None = rollout.spec_revision(parent)
+    except rollout.RolloutError:
+        spec_revision = None
     if parent.spec is not None and spec_revision is not None:
         sources[spec_revision] = [Source("the spec", {r.name: r for r in parent.spec.roles})]
     for item in sorted(items, key=lambda item: item.name):
@@ -86,18 +84,8 @@ def known(parent: records.Parent, items: Iterable[records.ObservedObject]) -> Kn
     )
 
 
-def _spec_revision(parent: records.Parent) -> str | None:
-    if parent.spec is None:
-        return None
-    try:
-        return revision.of_spec(parent.spec)
-    except gotext.EncodingError:
-        return None
-
-
 def difference(item: records.ObservedObject, known: Known) -> str | None:
-    """Why orphan `item` is not what the set of `known` would have made at its name, in words
-    for one line; None when it is."""
+    """Why orphan `item` is not what the set would have made at its name; None when it is."""
     if item.kind is records.ChildKind.LWS:
         return _lws_difference(item, known)
     if item.kind is records.ChildKind.SERVICE:
@@ -107,17 +95,10 @@ def difference(item: records.ObservedObject, known: Known) -> str | None:
     return history.problem_with_body(item, set_name=known.set_name)
 
 
-# --- LeaderWorkerSets ----------------------------------------------------------------------------
-
-
 def admitted(spec: JsonObject) -> JsonObject:
-    """An LWS spec as LWS's defaulting webhook leaves it (kubernetes-sigs/lws at 060ab4d,
-    `LeaderWorkerSetWebhook.Default`, and the CRD's defaults inside a rollingUpdateConfiguration
-    and of `partition`), so that an LWS made where that webhook runs compares equal to one made
-    where it does not: a restartPolicy left out is RecreateGroupOnPodRestart and the deprecated
-    `Default` is `None`; a rolloutStrategy type left out is RollingUpdate, whose configuration
-    left out is maxUnavailable 1, maxSurge 0, partition 0; a subdomainPolicy left out is
-    Shared. A copy: `spec` is not changed."""
+    """A copy of an LWS spec as LWS's defaulting webhook leaves it (kubernetes-sigs/lws at
+    060ab4d, `LeaderWorkerSetWebhook.Default`, and the CRD's defaults), so that an LWS made where
+    that webhook runs compares equal to one made where it does not."""
     result = copy.deepcopy(spec)
     template = _defaulted(result, TEMPLATE)
     if template is not None and not template.get("restartPolicy"):
@@ -129,13 +110,10 @@ def admitted(spec: JsonObject) -> JsonObject:
         strategy["type"] = "RollingUpdate"
     if strategy is not None and strategy["type"] == "RollingUpdate":
         configuration = _defaulted(strategy, "rollingUpdateConfiguration")
-        for key, value in (
-            ("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE),
-            ("maxSurge", limits.LWS_DEFAULT_MAX_SURGE),
-            ("partition", 0),
-        ):
-            if configuration is not None:
-                configuration.setdefault(key, value)
+        if configuration is not None:
+            configuration.setdefault("maxUnavailable", limits.LWS_DEFAULT_MAX_UNAVAILABLE)
+            configuration.setdefault("maxSurge", limits.LWS_DEFAULT_MAX_SURGE)
+            configuration.setdefault("partition", 0)
     network = _defaulted(result, "networkConfig")
     if network is not None and network.get("subdomainPolicy") is None:
         network["subdomainPolicy"] = "Shared"
@@ -152,38 +130,56 @@ def _defaulted(container: JsonObject, key: str) -> JsonObject | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Lws:
-    """What adoption compares of an LWS (or of its last-applied copy)."""
+class _View:
+    """An object as stored, or what the hooks would write back for it."""
 
     where: str
-    """How a difference found in it begins ("" for the object itself)."""
+    labels: JsonObject
+    annotations: JsonObject
+    spec: JsonObject
+
+
+def _views(item: records.ObservedObject) -> list[_View]:
+    """The object itself, and Metacontroller's last-applied copy of it when there is one."""
+    observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
+    if api.LAST_APPLIED_ANNOTATION not in item.annotations:
+        return [observed]
+    metadata = object_of(item.applied.get("metadata"))
+    applied = _View(
+        "its last-applied annotation (what the set would write back): ",
+        object_of(metadata.get("labels")),
+        object_of(metadata.get("annotations")),
+        object_of(item.applied.get("spec")),
+    )
+    return [observed, applied]
+
+
+@dataclass(frozen=True, slots=True)
+class _Lws:
+    """What adoption compares of an LWS view: the spec as admitted without replicas and the
+    template (`rest`), and the template in upstream's typed Go encoding (or, not `readable`, why
+    it has none)."""
+
+    where: str
     labels: JsonObject
     annotations: JsonObject
     rest: JsonObject
-    """The spec as admitted, without replicas and the leaderWorkerTemplate."""
     template: str
-    """The admitted leaderWorkerTemplate in upstream's typed Go encoding (or why it has none)."""
     readable: bool
 
 
-def _lws(where: str, labels: object, annotations: object, spec: object) -> _Lws:
-    stored = admitted(object_of(spec))
-    template = stored.pop(TEMPLATE)
-    stored.pop("replicas", None)
+def _lws(view: _View) -> _Lws:
+    rest = admitted(view.spec)
+    template = rest.pop(TEMPLATE)
+    rest.pop("replicas", None)
     try:
         text, readable = gojson.committed_table().encode(template), True
     except gotext.EncodingError as error:
         text, readable = str(error), False
-    return _Lws(
-        where=where,
-        labels=_without(labels, {api.CONTROLLER_UID_LABEL}),
-        annotations=_without(
-            annotations, {api.LAST_APPLIED_ANNOTATION, api.ANNOTATION_INITIAL_REPLICAS}
-        ),
-        rest=stored,
-        template=text,
-        readable=readable,
-    )
+    labels = _without(view.labels, {api.CONTROLLER_UID_LABEL})
+    unrendered = {api.LAST_APPLIED_ANNOTATION, api.ANNOTATION_INITIAL_REPLICAS}
+    annotations = _without(view.annotations, unrendered)
+    return _Lws(view.where, labels, annotations, rest, text, readable)
 
 
 def _lws_difference(item: records.ObservedObject, known: Known) -> str | None:
@@ -194,7 +190,7 @@ def _lws_difference(item: records.ObservedObject, known: Known) -> str | None:
     roles = _roles_of(known, revision_, role_name)
     if isinstance(roles, str):
         return roles
-    views = [_lws(view.where, view.labels, view.annotations, view.spec) for view in _views(item)]
+    views = [_lws(view) for view in _views(item)]
     closest: _Difference | None = None
     for source, role in roles:
         for policy in _policies(known.policy, item.spec):
@@ -207,7 +203,14 @@ def _lws_difference(item: records.ObservedObject, known: Known) -> str | None:
                 policy=policy,
             )
             metadata = rendered["metadata"]
-            wanted = _lws("", metadata.get("labels"), metadata.get("annotations"), rendered["spec"])
+            wanted = _lws(
+                _View(
+                    "",
+                    metadata.get("labels", {}),
+                    metadata.get("annotations", {}),
+                    rendered["spec"],
+                )
+            )
             found = [
                 why
                 for index, view in enumerate(views)
@@ -259,8 +262,9 @@ def _lws_mismatch(seen: _Lws, wanted: _Lws, index: int) -> _Difference | None:
 def _policies(
     current: api.PlacementPolicy | None, spec: JsonObject
 ) -> list[api.PlacementPolicy | None]:
-    """The placement policies an LWS may have been rendered with: the spec's, none, and each
-    kind with a topology key its pod templates' required pod-affinity terms name."""
+    """The placement policies an LWS may have been rendered with (a placement change reaches an
+    LWS only when it is created): the spec's, none, and each kind with a topology key its pod
+    templates' required pod-affinity terms name."""
     template = object_of(spec.get(TEMPLATE))
     keys = sorted(
         {
@@ -288,9 +292,6 @@ def _policies(
     return list(unique.values())
 
 
-# --- Services and scalers ------------------------------------------------------------------------
-
-
 def _service_difference(item: records.ObservedObject, known: Known) -> str | None:
     placed = _placed(item, known, service=True)
     if isinstance(placed, str):
@@ -307,15 +308,11 @@ def _service_difference(item: records.ObservedObject, known: Known) -> str | Non
             if not (key in SERVED and SERVED[key] in (None, value))
             and not (key == "ports" and value == [])
         }
+        labels_seen = _without(view.labels, {api.CONTROLLER_UID_LABEL})
+        annotations = _without(view.annotations, {api.LAST_APPLIED_ANNOTATION})
         why = (
-            _first_difference(
-                _without(view.labels, {api.CONTROLLER_UID_LABEL}), labels, "metadata.labels"
-            )
-            or _first_difference(
-                _without(view.annotations, {api.LAST_APPLIED_ANNOTATION}),
-                {},
-                "metadata.annotations",
-            )
+            _first_difference(labels_seen, labels, "metadata.labels")
+            or _first_difference(annotations, {}, "metadata.annotations")
             or _first_difference(spec, wanted, "spec")
         )
         if why is not None:
@@ -339,40 +336,10 @@ def _scaler_difference(item: records.ObservedObject, known: Known) -> str | None
     return None
 
 
-# --- shared --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _View:
-    """An object as stored, or what the hooks would write back for it."""
-
-    where: str
-    labels: JsonObject
-    annotations: JsonObject
-    spec: JsonObject
-
-
-def _views(item: records.ObservedObject) -> list[_View]:
-    """The object itself, and, when Metacontroller's last-applied annotation names it, that copy
-    (the hooks write it back once the set has the object)."""
-    observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
-    if api.LAST_APPLIED_ANNOTATION not in item.annotations:
-        return [observed]
-    metadata = object_of(item.applied.get("metadata"))
-    applied = _View(
-        "its last-applied annotation (what the set would write back): ",
-        object_of(metadata.get("labels")),
-        object_of(metadata.get("annotations")),
-        object_of(item.applied.get("spec")),
-    )
-    return [observed, applied]
-
-
 def _placed(
     item: records.ObservedObject, known: Known, *, service: bool = False
 ) -> tuple[int, str, str] | str:
-    """The slice, revision and role an LWS or Service's labels give, when its name is the one
-    they give; else why not."""
+    """The slice, revision and role the labels give, when the name is theirs; else why not."""
     revision_ = item.labels.get(api.LABEL_REVISION, "")
     role = item.labels.get(api.LABEL_ROLE, "")
     if not revision_ or not role:
@@ -393,8 +360,7 @@ def _placed(
 @dataclass(frozen=True, slots=True)
 class _Difference:
     """Where an object first differs from what the set renders, in words, and how far the
-    comparison got before it (positions in the order fields are compared: the larger, the
-    more of the object agreed)."""
+    comparison got (positions in the order fields are compared: larger, more agreed)."""
 
     at: tuple[int, ...]
     words: str
@@ -403,8 +369,7 @@ class _Difference:
 def _first_difference(
     seen: object, wanted: object, path: str, at: tuple[int, ...] = ()
 ) -> _Difference | None:
-    """Where `seen` first differs from `wanted` (fields in `wanted`'s order, then the others);
-    None when they are equal."""
+    """Where `seen` first differs from `wanted` (fields in `wanted`'s order, then the others)."""
     if isinstance(seen, dict) and isinstance(wanted, dict):
         have, want, step = seen, wanted, path + ".{}"
     elif isinstance(seen, list) and isinstance(wanted, list):

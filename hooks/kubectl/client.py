@@ -10,8 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of
@@ -25,15 +24,12 @@ SETS: Final = f"{api.DS_PLURAL}.{api.GROUP}"
 LWS: Final = f"{api.LWS_PLURAL}.{api.LWS_API_VERSION.split('/')[0]}"
 REVISIONS: Final = f"{api.REVISION_PLURAL}.{api.GROUP}"
 
-_Read = TypeVar("_Read")
-
 
 class Kubectl:
-    """The kubectl binary with the user's connection flags; a failure, whether kubectl reports it
-    or cannot be run at all, is a `console.CliError` on one line (kubectl's own words when it
-    has some). Objects and patches go to kubectl on its standard input or in a file, never on
-    its command line: Linux takes no argument over 128 KiB, and a set's templates can be ten
-    times that."""
+    """The kubectl binary with the user's connection flags; any failure is a `console.CliError`
+    on one line (kubectl's own words when it has some). Objects and patches go on its standard
+    input or in a file, never on its command line: Linux takes no argument over 128 KiB, and a
+    set's templates can be ten times that."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         given = (("kubeconfig", args.kubeconfig), ("context", args.context))
@@ -90,8 +86,7 @@ class Kubectl:
         return _json_object(self.run("get", *arguments, "--output=json"), "kubectl get")
 
     def may(self, verb: str, resource: str, name: str, *, namespace: str) -> bool:
-        """Whether the user may `verb` the object `name` of `resource` (`plural.group`), as the
-        API server answers a SelfSubjectAccessReview."""
+        """Whether the user may `verb` `name` of `resource`: a SelfSubjectAccessReview."""
         plural, _, group = resource.partition(".")
         attributes = {"namespace": namespace, "verb": verb, "group": group}
         review = {
@@ -106,30 +101,25 @@ class Kubectl:
 
     def get_set(self, name: str, *, managed_fields: bool = False) -> JsonObject:
         """The set as kubectl prints it (with `managedFields` when asked)."""
-        shown = ["--show-managed-fields"] if managed_fields else []
-        return self.get(SETS, name, *shown)
+        return self.get(SETS, name, *(["--show-managed-fields"] if managed_fields else []))
 
     def read_set(self, name: str) -> records.Parent:
         """The set as the hooks read it."""
-        return read(rollout.read_set, self.get_set(name))
+        return rollout.read_set(self.get_set(name))
 
     def lws_of(self, parent: records.Parent) -> list[records.ObservedObject]:
         """The LeaderWorkerSets the set controls."""
         listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
-        return read(lambda value: rollout.read_children(_LWS, value, parent=parent), listing)
+        return rollout.read_children(records.ChildKind.LWS, listing, parent=parent)
 
     def history(self, parent: records.Parent) -> rollout.History:
-        """The set's history: the records with its name label, read as the hooks read them; the
-        ones that do not count, those it does not control included, are named in its notes."""
+        """The set's history, from the records with its name label."""
         items = self.get(REVISIONS, f"--selector={api.LABEL_NAME}={parent.name}").get("items")
         try:
             observed = objects.parse_records(list_of(items))
         except values.RequestError as error:
             raise console.CliError(f"kubectl get {REVISIONS}: {error}") from None
         return rollout.records_of(parent, observed)
-
-
-_LWS: Final = records.ChildKind.LWS
 
 
 def _json_object(text: str, command: str) -> JsonObject:
@@ -141,14 +131,6 @@ def _json_object(text: str, command: str) -> JsonObject:
     if not isinstance(value, dict):
         raise console.CliError(f"{command} printed no JSON object")
     return value
-
-
-def read(reader: Callable[[JsonObject], _Read], value: JsonObject) -> _Read:
-    """`reader(value)`, its RolloutError a CliError."""
-    try:
-        return reader(value)
-    except rollout.RolloutError as error:
-        raise console.CliError(str(error)) from None
 
 
 def child(item: JsonObject) -> records.ObservedObject | None:

@@ -1,12 +1,12 @@
-"""What each `kubectl ds` command does against the cluster: read through `hooks.kubectl.client`,
-decide with `hooks.kubectl.rollout`, `hooks.kubectl.status` and `hooks.kubectl.adopt`, write and
-print. The arguments and each command's `--help` are `hooks.kubectl.plugin`'s, which imports this
-module only when a command runs.
+"""What each `kubectl ds` command does: read through `hooks.kubectl.client`, decide with the
+pure modules of `hooks.kubectl`, write and print. `hooks.kubectl.plugin` holds the arguments and
+imports this module only when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -26,9 +26,6 @@ UNDO_ATTEMPTS: Final = 3
 
 def _note(args: argparse.Namespace, text: str) -> None:
     console.report(args.report_as, "note", text)
-
-
-# --- rollout status ------------------------------------------------------------------------------
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -69,43 +66,39 @@ def _undo_hint(kubectl: Kubectl, parent: records.Parent, name: str) -> str:
     try:
         current = rollout.spec_revision(parent)
         record = rollout.undo_target(kubectl.history(parent), current=current, number=None)
-    except (console.CliError, rollout.RolloutError) as error:
+    except console.CliError as error:  # a RolloutError, or kubectl failing
         return f"and `{PROG} rollout undo {name}` has nothing to go back to ({error})"
     return f"`{PROG} rollout undo {name}` goes back to revision {record.number} ({record.revision})"
 
 
-# --- rollout history and undo --------------------------------------------------------------------
-
-
 def run_history(args: argparse.Namespace) -> int:
-    kubectl = Kubectl(args)
-    parent = kubectl.read_set(args.set)
-    known = kubectl.history(parent)
-    history = known.records
-    for text in known.notes:
-        _note(args, text)
+    parent = (kubectl := Kubectl(args)).read_set(args.set)
+    history = _history(args, kubectl, parent).records
     try:
         current: str | None = rollout.spec_revision(parent)
     except rollout.RolloutError as error:
         _note(args, str(error))
         current = None
     if args.revision is not None:
-        try:
-            record = rollout.find(history, args.revision)
-        except rollout.RolloutError as error:
-            raise console.CliError(str(error)) from None
-        detail = rollout.record_detail(record, current=current)
+        detail = rollout.record_detail(rollout.find(history, args.revision), current=current)
         import yaml  # only this command prints YAML: the others start without it
 
         print(yaml.safe_dump(detail, sort_keys=False, width=100), end="")
-        return 0
-    if not history:
+    elif not history:
         print(f"No rollout history found for {args.set}.")
-        return 0
-    print(rollout.history_table(history, current=current))
-    if current is not None and all(record.revision != current for record in history):
-        _note(args, f"the spec's revision {current} is not recorded yet (its rollout starts)")
+    else:
+        print(rollout.history_table(history, current=current))
+        if current is not None and all(record.revision != current for record in history):
+            _note(args, f"the spec's revision {current} is not recorded yet (its rollout starts)")
     return 0
+
+
+def _history(args: argparse.Namespace, kubectl: Kubectl, parent: records.Parent) -> rollout.History:
+    """The set's history, each record that does not count noted."""
+    known = kubectl.history(parent)
+    for text in known.notes:
+        _note(args, text)
+    return known
 
 
 class _StatusMoved(Exception):
@@ -127,10 +120,8 @@ def run_undo(args: argparse.Namespace) -> int:
 def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
     """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
     live = kubectl.get_set(args.set, managed_fields=True)
-    parent = client.read(rollout.read_set, live)
-    known = kubectl.history(parent)
-    for text in known.notes:
-        _note(args, text)
+    parent = rollout.read_set(live)
+    known = _history(args, kubectl, parent)
     try:
         current = rollout.spec_revision(parent)
         record = rollout.undo_target(known, current=current, number=args.to_revision)
@@ -141,8 +132,13 @@ def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
     lws = kubectl.lws_of(parent)
     planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
     for index, write in enumerate(planned):
+        manager = f"--field-manager={write.manager}"
         try:
-            _write(kubectl, args.set, write)
+            if write.method is writes.Method.APPLY:
+                apply = ("apply", "--server-side", manager, "--filename=-", "--output=name")
+                kubectl.run(*apply, stdin=json.dumps(write.body))
+            else:
+                kubectl.patch(SETS, args.set, f"--type={write.method}", manager, body=write.body)
         except console.CliError:
             if index == 0:
                 _raise_if_moved(kubectl, parent)
@@ -173,20 +169,6 @@ def _raise_if_moved(kubectl: Kubectl, parent: records.Parent) -> None:
     )
 
 
-def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
-    """Make one of an undo's writes."""
-    manager = f"--field-manager={write.manager}"
-    if write.method is writes.Method.APPLY:
-        kubectl.run(
-            "apply", "--server-side", manager, "--filename=-", "--output=name", stdin=write.text
-        )
-        return
-    kubectl.patch(SETS, name, f"--type={write.method}", manager, body=write.body)
-
-
-# --- the rollout annotations ---------------------------------------------------------------------
-
-
 def _change(args: argparse.Namespace) -> tuple[str, str | None, str]:
     """The annotation a command changes, the value it writes (None: removes it), what it did."""
     if args.action in ("pause", "resume"):
@@ -211,16 +193,12 @@ def run_annotate(args: argparse.Namespace) -> int:
     if parent.annotations.get(key) == value:
         print(f"{args.set} already {done} ({shown}): nothing to change")
     else:
-        kubectl.patch(
-            SETS, args.set, "--type=merge", body={"metadata": {"annotations": {key: value}}}
-        )
+        body = {"metadata": {"annotations": {key: value}}}
+        kubectl.patch(SETS, args.set, "--type=merge", body=body)
         print(f"{args.set} {done} ({shown})")
     if hint is not None:
         _note(args, hint)
     return 0
-
-
-# --- adopt ---------------------------------------------------------------------------------------
 
 
 def run_adopt(args: argparse.Namespace) -> int:
@@ -264,15 +242,13 @@ def _check_allowed(kubectl: Kubectl, planned: Sequence[adopt.Decision]) -> None:
 def _adoption_candidates(
     kubectl: Kubectl, args: argparse.Namespace
 ) -> tuple[list[records.Parent], list[records.ObservedObject]]:
-    """The sets `adopt` works on (SET, or every set with --all) and the objects of a child kind
-    that carry their name label."""
+    """The sets `adopt` works on, and the objects of a child kind with their name label."""
     scope = ["--all-namespaces"] if args.all_namespaces else []
     if args.set:
         parents = [kubectl.read_set(args.set)]
     else:
-        parents = [
-            client.read(rollout.read_set, item) for item in client.items(kubectl.get(SETS, *scope))
-        ]
+        listed = client.items(kubectl.get(SETS, *scope))
+        parents = [rollout.read_set(item) for item in listed]
     label = api.LABEL_NAME + (f"={args.set}" if args.set else "")
     kinds = ",".join(adopt.RESOURCES.values())
     listed = client.items(kubectl.get(kinds, f"--selector={label}", *scope))
@@ -287,8 +263,7 @@ def _adopted(
     orphans: bool,
     known: Mapping[tuple[str, str], adoptable.Known],
 ) -> adopt.Decision:
-    """Patch one object; when it changed since it was read (a conflict), read and judge it
-    again, a few times."""
+    """Patch one object; on a conflict, read and judge it again, a few times."""
     (parent,) = (p for p in parents if adopt.key_of(p) == (decision.namespace, decision.set_name))
     where = (decision.resource, decision.name, f"--namespace={decision.namespace}")
     for _ in range(ADOPT_ATTEMPTS):

@@ -1,11 +1,8 @@
 """`kubectl ds`: the kubectl plugin of DisaggregatedSets (the `kubectl-ds` console script), its
-arguments and `--help` (each command's, and the exit statuses in the epilogs).
-
-It reaches the cluster only through the user's `kubectl` (`hooks.kubectl.client`);
-`hooks.kubectl.commands` runs each command. A command imports only what it runs: `--help` and
-usage errors load the parser alone (tests/test_architecture.py). Exit status 3 (`rollout status
---timeout` ran out) lets a pipeline tell "give it longer" from "broken", since kubectl gives 1 for
-a timeout too; 130 is an interrupt. Every error is one line, `kubectl ds COMMAND: error: ...`.
+arguments and `--help` (each command's, and the exit statuses in the epilogs). A command's module,
+`hooks.kubectl.commands`, loads only when it runs: `--help` and usage errors load the parser alone
+(tests/test_architecture.py). Exit status 3 (`rollout status --timeout` ran out) tells "give it
+longer" from "broken", which kubectl reports alike (1); 130 is an interrupt.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import argparse
 import importlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol, TypeAlias
 
 from hooks import api
@@ -24,9 +21,7 @@ from hooks.kubectl import PROG
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
-_Parser: TypeAlias = argparse.ArgumentParser
 _Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-_Command: TypeAlias = Callable[[argparse.Namespace], int]
 
 
 class Clock(Protocol):
@@ -37,23 +32,11 @@ class Clock(Protocol):
     def sleep(self, seconds: float, /) -> None: ...
 
 
-def _runs(name: str) -> _Command:
-    """The command `name` of `hooks.kubectl.commands`, which is imported only when it runs."""
-
-    def run(args: argparse.Namespace) -> int:
-        command: _Command = getattr(importlib.import_module("hooks.kubectl.commands"), name)
-        return command(args)
-
-    return run
-
-
-# --- rollout status ------------------------------------------------------------------------------
-
-
 def _add_status(actions: _Subcommands) -> None:
     parser = _leaf(
         actions,
         "status",
+        "run_status",
         help="watch a rollout until it is done, held or partitioned, or fails",
         description="Print each slice's phase and, per role, the old and new revision's "
         "ready/replicas when they change, until the rollout of the set's current generation "
@@ -70,7 +53,6 @@ def _add_status(actions: _Subcommands) -> None:
         metavar="D",
         help="give up after D (90s, 5m, 1h30m) with exit status 3; 0 (default) waits for ever",
     )
-    parser.set_defaults(run=_runs("run_status"))
 
 
 def _duration(text: str) -> tuple[float, str]:
@@ -83,13 +65,11 @@ def _duration(text: str) -> tuple[float, str]:
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts), text
 
 
-# --- rollout history and undo --------------------------------------------------------------------
-
-
 def _add_history(actions: _Subcommands) -> None:
     parser = _leaf(
         actions,
         "history",
+        "run_history",
         help="list the set's revisions, or show one",
         description="List the revisions the set has run (its DisaggregatedSetRevisions): number, "
         "revision hash, change-cause (the set's kubernetes.io/change-cause when it moved there) "
@@ -97,13 +77,13 @@ def _add_history(actions: _Subcommands) -> None:
         "revision's roles and templates as YAML.",
     )
     parser.add_argument("--revision", type=_whole, metavar="N", help="show revision N in full")
-    parser.set_defaults(run=_runs("run_history"))
 
 
 def _add_undo(actions: _Subcommands) -> None:
     parser = _leaf(
         actions,
         "undo",
+        "run_undo",
         help="roll back to the previous revision, or to --to-revision N",
         description="Restore a recorded revision: each of its roles' leaderWorkerTemplate goes "
         "into the spec role of that name, which keeps its replicas, scaling, rollout strategy "
@@ -121,7 +101,6 @@ def _add_undo(actions: _Subcommands) -> None:
         metavar="N",
         help="the revision number to restore (default, and 0: the previous one)",
     )
-    parser.set_defaults(run=_runs("run_undo"))
 
 
 def _whole(text: str) -> int:
@@ -130,13 +109,9 @@ def _whole(text: str) -> int:
     return int(text)
 
 
-# --- the rollout annotations ---------------------------------------------------------------------
-
-
 def _add_annotations(actions: _Subcommands) -> None:
     for name, text in _ANNOTATION_HELP.items():
-        parser = _leaf(actions, name, help=text.split(" (")[0], description=text)
-        parser.set_defaults(run=_runs("run_annotate"))
+        parser = _leaf(actions, name, "run_annotate", help=text.split(" (")[0], description=text)
         if name == "hold":
             parser.add_argument(
                 "--at", required=True, type=_hold_at, metavar="P%", help="0%%-100%%"
@@ -177,9 +152,6 @@ def _partition(text: str) -> str:
     return _checked(text, key=api.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
 
 
-# --- adopt ---------------------------------------------------------------------------------------
-
-
 def _add_adopt(commands: _Subcommands) -> None:
     parser = commands.add_parser(
         "adopt",
@@ -210,10 +182,7 @@ def _add_adopt(commands: _Subcommands) -> None:
         help="adopt objects with no owner as well, each only if exactly what the set would make",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be adopted")
-    parser.set_defaults(run=_runs("run_adopt"), report_as=parser.prog, parser=parser)
-
-
-# --- the parser and the entry point --------------------------------------------------------------
+    parser.set_defaults(run="run_adopt", report_as=parser.prog, parser=parser)
 
 
 def _connection(*, default: object) -> argparse.ArgumentParser:
@@ -226,14 +195,16 @@ def _connection(*, default: object) -> argparse.ArgumentParser:
     return flags
 
 
-def _leaf(actions: _Subcommands, name: str, *, description: str, **text: Any) -> _Parser:
-    """A `rollout` subcommand taking SET and the connection flags (`text`: help, epilog)."""
+def _leaf(
+    actions: _Subcommands, name: str, run: str, *, description: str, **text: Any
+) -> argparse.ArgumentParser:
+    """A `rollout` subcommand taking SET that runs `run` of `hooks.kubectl.commands`."""
     about = description[:1].upper() + description[1:].replace("%%", "%")
     about += "" if about.endswith(".") else "."
     flags = _connection(default=argparse.SUPPRESS)
     parser = actions.add_parser(name, parents=[flags], description=about, **text)
     parser.add_argument("set", metavar="SET", help="the DisaggregatedSet's name")
-    parser.set_defaults(report_as=parser.prog, parser=parser)
+    parser.set_defaults(run=run, report_as=parser.prog, parser=parser)
     return parser
 
 
@@ -274,6 +245,8 @@ def main(argv: Sequence[str] | None = None, *, clock: Clock = time) -> int:
         leaf: argparse.ArgumentParser = getattr(args, "parser", parser)
         leaf.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.clock = clock
+    if isinstance(args.run, str):  # a command of hooks.kubectl.commands, loaded only to run
+        args.run = getattr(importlib.import_module("hooks.kubectl.commands"), args.run)
     try:
         return console.run(args)
     except KeyboardInterrupt:

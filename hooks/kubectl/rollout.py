@@ -1,15 +1,8 @@
-"""What `kubectl ds rollout history` and `undo` decide, from the objects kubectl prints
-(`hooks.kubectl.commands` runs kubectl; `read_set`, `read_children` and `objects.parse_records`
-parse its JSON with `hooks.wire.envelope`). Pure: none runs kubectl, reads the clock or prints.
-
-- **History**: the records that count by the hooks' own predicate (`hooks.core.history`); the
-  others are named in notes and never listed or restored. The current revision is the one the
-  spec hashes to, recorded or not yet.
-- **Undo** (`undo_target`, `restore`; what it writes back: `kubectl ds rollout undo --help`). The
-  previous revision is the highest number below the current's (the highest of all while the
-  current one is not recorded); two records of one number restore nothing. The set's
-  change-cause becomes the revision's (or goes when it has none), so the record renumbered by the
-  rollback keeps its own. How it is written: `hooks.kubectl.writes`.
+"""What `kubectl ds rollout history` and `undo` decide, from the objects kubectl prints: the
+records that count (`hooks.core.history` judges; the others are named in notes, never listed or
+restored), the record to restore and the spec roles that give it back (the rules:
+docs/rollout.md, "Rolling back with kubectl ds"; the writes: `hooks.kubectl.writes`). Pure: none
+runs kubectl, reads the clock or prints.
 """
 
 from __future__ import annotations
@@ -22,37 +15,33 @@ from typing import Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of, object_of
+from hooks.cli import console
 from hooks.core import history, records
 from hooks.gocompat import gotext, revision
+from hooks.kubectl import TEMPLATE
 from hooks.wire import objects, parents, values
 
-TEMPLATE: Final = "leaderWorkerTemplate"
 _RECORDED_KEYS: Final = ("name", "metadata", "scaling", "spec")
 
 
-class RolloutError(Exception):
+class RolloutError(console.CliError):
     """What was asked cannot be done; the message is one line."""
 
 
-# --- reading objects -----------------------------------------------------------------------------
-
-
-def read_set(obj: object) -> records.Parent:
+def read_set(obj: JsonObject) -> records.Parent:
     """The set kubectl printed, as the hooks read it; RolloutError when it is not one."""
     try:
-        return parents.parse_parent(_json_object(obj, "the set"))
+        return parents.parse_parent(obj)
     except values.RequestError as error:
         raise RolloutError(f"kubectl printed no usable {api.DS_KIND}: {error}") from None
 
 
 def read_children(
-    kind: records.ChildKind, listing: object, *, parent: records.Parent
+    kind: records.ChildKind, listing: JsonObject, *, parent: records.Parent
 ) -> list[records.ObservedObject]:
-    """The objects of a `kubectl get -o json` list that `parent` controls, as the hooks read
-    them; RolloutError when one is not of that kind's shape."""
-    items = _json_object(listing, "the list").get("items")
+    """The objects of a `kubectl get` list that `parent` controls; RolloutError: one is bad."""
     found = []
-    for index, item in enumerate(list_of(items)):
+    for index, item in enumerate(list_of(listing.get("items"))):
         try:
             child = objects.parse_object(kind, item, where=f"items[{index}]")
         except values.RequestError as error:
@@ -62,16 +51,8 @@ def read_children(
     return found
 
 
-def _json_object(value: object, what: str) -> JsonObject:
-    """`value` when it is a JSON object; RolloutError naming `what` otherwise."""
-    if not isinstance(value, dict):
-        raise RolloutError(f"kubectl printed no JSON object for {what}")
-    return value
-
-
 def spec_roles(obj: JsonObject) -> list[JsonObject]:
-    """The set's roles exactly as kubectl printed them: an undo writes back all but their
-    templates unchanged."""
+    """The set's roles exactly as kubectl printed them."""
     return [object_of(role) for role in list_of(object_of(obj.get("spec")).get("roles"))]
 
 
@@ -88,19 +69,6 @@ def spec_revision(parent: records.Parent) -> str:
         raise RolloutError(message) from None
 
 
-def _revision_of(roles: Sequence[JsonObject], *, what: str) -> str:
-    pairs = [
-        (str(role.get("name")), object_of(role.get("spec")).get(TEMPLATE, {})) for role in roles
-    ]
-    try:
-        return revision.compute_revision(pairs)
-    except gotext.EncodingError as error:
-        raise RolloutError(f"cannot compute the revision of {what}: {error}") from None
-
-
-# --- history -------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class Record:
     """One revision of a set's history."""
@@ -114,18 +82,16 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """A set's history as the plugin shows it."""
+    """A set's history: the records that count, by number; notes naming the records that do not
+    and why, and numbers two records hold; whether no two records hold one number."""
 
     records: tuple[Record, ...]
-    """The records that count, by number."""
     notes: tuple[str, ...]
-    """Records that do not count and why; numbers two records hold."""
     ordered: bool
-    """No two records hold one number."""
 
 
 def records_of(parent: records.Parent, observed: Sequence[records.ObservedObject]) -> History:
-    """The set's history from its DisaggregatedSetRevisions (see the module)."""
+    """The set's history from its DisaggregatedSetRevisions."""
     found = history.read(observed, set_name=parent.name, set_uid=parent.uid)
     notes = [f"{item.name} is not counted: {why}" for item, why in found.uncounted]
     notes.extend(
@@ -183,9 +149,6 @@ def find(records: Sequence[Record], number: int) -> Record:
     raise RolloutError(f"revision {number} is not in the history (revisions: {known})")
 
 
-# --- undo ----------------------------------------------------------------------------------------
-
-
 def undo_target(known: History, *, current: str, number: int | None) -> Record:
     """The record to restore: revision `number`, or (None or 0) the previous one."""
     if not known.ordered:
@@ -220,18 +183,24 @@ class Restored:
 
 
 def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
-    """The spec roles (`spec_roles`: as kubectl printed them, written back as they are but for
-    their templates) that give back `record`'s revision (see the module); RolloutError when the
-    record cannot be restored or the result would hash to another revision."""
+    """The spec roles (`spec_roles`, as kubectl printed them) that give back `record`'s revision;
+    RolloutError when the record cannot be restored or the result would hash to another one."""
     current = {str(role.get("name")): role for role in spec_roles}
-    roles: list[JsonObject] = []
-    changes: list[str] = []
-    for recorded in record.roles:
-        role, change = _restored_role(recorded, current.get(str(recorded["name"])), record)
-        roles.append(role)
-        changes.append(change)
-    changes.extend(_list_changes(list(current), [str(role["name"]) for role in roles], record))
-    restored = _revision_of(roles, what=f"revision {record.number} as restored")
+    number = record.number
+    done = [_restored_role(role, current.get(str(role["name"])), number) for role in record.roles]
+    roles = [role for role, _ in done]
+    after = [str(role["name"]) for role in roles]
+    changes = [change for _, change in done]
+    changes += _list_changes(list(current), after, number)
+    templates = [
+        (name, object_of(role.get("spec")).get(TEMPLATE, {}))
+        for name, role in zip(after, roles, strict=True)
+    ]
+    try:
+        restored = revision.compute_revision(templates)
+    except gotext.EncodingError as error:
+        what = f"revision {number} as restored"
+        raise RolloutError(f"cannot compute the revision of {what}: {error}") from None
     if restored != record.revision:
         raise RolloutError(
             f"the restored spec hashes to revision {restored}, not to the recorded"
@@ -241,35 +210,32 @@ def restore(spec_roles: Sequence[JsonObject], record: Record) -> Restored:
 
 
 def _restored_role(
-    recorded: JsonObject, current: JsonObject | None, record: Record
+    recorded: JsonObject, current: JsonObject | None, number: int
 ) -> tuple[JsonObject, str]:
-    """One role of the record as the spec gets it back, and what changed: the spec's role with
-    the recorded template, or the recorded role when the spec no longer has it."""
+    """One role of revision `number` as the spec gets it back, and what changed."""
     name = str(recorded["name"])
     if current is None:
         added: JsonObject = {
             key: copy.deepcopy(recorded[key]) for key in _RECORDED_KEYS if key in recorded
         }
-        return added, f"role {name}: added back as revision {record.number} records it"
+        return added, f"role {name}: added back as revision {number} records it"
     if TEMPLATE not in recorded["spec"]:
-        raise RolloutError(f"revision {record.number} records no {TEMPLATE} for role {name}")
+        raise RolloutError(f"revision {number} records no {TEMPLATE} for role {name}")
     role = copy.deepcopy(current)
     spec = object_of(role.get("spec"))
     template = copy.deepcopy(recorded["spec"][TEMPLATE])
-    kept = "restored (replicas, scaling and the other settings kept)"
     role["spec"] = {**spec, TEMPLATE: template}
+    kept = "restored (replicas, scaling and the other settings kept)"
     return (
         role,
         f"role {name}: {TEMPLATE} {'unchanged' if spec.get(TEMPLATE) == template else kept}",
     )
 
 
-def _list_changes(before: Sequence[str], after: Sequence[str], record: Record) -> list[str]:
+def _list_changes(before: Sequence[str], after: Sequence[str], number: int) -> list[str]:
     """The roles the undo removes, and the new order when the roles kept move."""
     changes = [
-        f"role {name}: removed (not in revision {record.number})"
-        for name in before
-        if name not in after
+        f"role {name}: removed (not in revision {number})" for name in before if name not in after
     ]
     if [name for name in after if name in before] != [name for name in before if name in after]:
         changes.append(f"role order: {', '.join(after)}")
@@ -277,8 +243,7 @@ def _list_changes(before: Sequence[str], after: Sequence[str], record: Record) -
 
 
 def change_cause_change(parent: records.Parent, record: Record) -> list[str]:
-    """The line saying how the set's change-cause annotation follows the restored revision
-    (none when it already has the revision's)."""
+    """How the set's change-cause annotation follows the restored revision."""
     cause = record.change_cause
     if parent.annotations.get(api.CHANGE_CAUSE_ANNOTATION) == cause:
         return []

@@ -1,13 +1,11 @@
-"""What `kubectl ds rollout status` decides, from the objects kubectl prints (`judge`, `progress`;
-its outcomes and exit statuses: `kubectl ds rollout status --help`). Pure, as
-`hooks.kubectl.rollout` is.
+"""What `kubectl ds rollout status` decides, from the objects kubectl prints (`judge`,
+`progress`; its outcomes and exit statuses: `kubectl ds rollout status --help`). Pure.
 
 Only a status of the current generation counts. One that names no revision is not these hooks'
-(they always write one; upstream's controller writes none): then the spec's revision tells the new
-LWS from the old, and the lines say so instead of naming a revision "None". Held or partitioned
-counts as done only when the annotations ask for just that now: an annotation change keeps the
-generation, so after `release`, `partition --clear` or a new hold the status can report the old
-one until the hooks have seen the change.
+(they always write one; upstream's controller writes none): the spec's revision then tells the
+new LWS from the old, and the lines say so. Held or partitioned counts as done only when the
+annotations ask for just that now: an annotation change keeps the generation, so the status can
+still report an earlier hold or partition.
 """
 
 from __future__ import annotations
@@ -36,6 +34,18 @@ class Outcome(StrEnum):
 
 FAILED: Final = frozenset({Outcome.DEADLINE_EXCEEDED, Outcome.DEGRADED, Outcome.CANNOT_SERVE})
 FINAL: Final = FAILED | {Outcome.AVAILABLE, Outcome.HELD, Outcome.PARTITIONED}
+_FAILING: Final = {
+    api.Reason.PROGRESS_DEADLINE_EXCEEDED.value: (
+        Outcome.DEADLINE_EXCEEDED,
+        "exceeded its progress deadline",
+    ),
+    api.Reason.ROLE_SCALED_TO_ZERO.value: (Outcome.CANNOT_SERVE, "cannot be Available"),
+}
+"""The reasons of a Progressing=False that fail `rollout status`, and what it says of the set."""
+_STANDING: Final = {
+    api.Reason.ROLLOUT_HELD.value: Outcome.HELD,
+    api.Reason.ROLLOUT_PARTITIONED.value: Outcome.PARTITIONED,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +58,7 @@ class Verdict:
 
 def target_of(parent: records.Parent) -> tuple[str | None, str | None]:
     """The revision the set's rollout moves to, and, when the status does not name it, a line
-    saying why and what stands in for it (see the module): the spec's revision, or None when
-    that cannot be computed either."""
+    saying so and what stands in for it: the spec's revision, or None."""
     if parent.revision is not None or parent.status_generation != parent.generation:
         return parent.revision, None
     unrun = (
@@ -64,7 +73,7 @@ def target_of(parent: records.Parent) -> tuple[str | None, str | None]:
 
 
 def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verdict:
-    """Where the rollout of the set's current generation stands (see the module)."""
+    """Where the rollout of the set's current generation stands."""
     name, generation = parent.name, parent.generation
     target, unrun = target_of(parent)
     if parent.status_generation != generation:
@@ -82,31 +91,13 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
         else ("", "", "")
     )
     new = [item for item in lws if _is_of(item, target)]
-    goal = _to_revision(target)
+    goal = f" to revision {target}" if target is not None else ""
     outcome = _STANDING.get(reason) if state == api.ConditionStatus.UNKNOWN else None
     if outcome is not None and _stands(parent, new, outcome):
         return Verdict(outcome, f"{name} rollout{goal} is {outcome}: {message}")
     if reason == api.Reason.ROLLOUT_PAUSED:
         return Verdict(Outcome.PAUSED, f"{name} rollout is paused: {message}")
     return Verdict(Outcome.WAITING, f"waiting for {name} to roll out{goal}: {message}")
-
-
-def _available(name: str, target: str | None, *, unrun: bool) -> str:
-    """What Available means: rolled out to the target, or, when the status names no revision
-    (`target_of`), only what the status says."""
-    if not unrun:
-        return f"{name} successfully rolled out to revision {target}"
-    spec = f"the spec's is {target}" if target is not None else "the spec's cannot be computed"
-    return f"{name} is Available, as its status says (it names no revision; {spec})"
-
-
-def _to_revision(target: str | None) -> str:
-    return f" to revision {target}" if target is not None else ""
-
-
-def _is_of(item: records.ObservedObject, revision_: str | None) -> bool:
-    """Whether an LWS is of `revision_` (none is of no revision)."""
-    return revision_ is not None and item.labels.get(api.LABEL_REVISION) == revision_
 
 
 def _settled(
@@ -123,7 +114,13 @@ def _settled(
         return Verdict(Outcome.DEGRADED, text)
     available = conditions.get(api.ConditionType.AVAILABLE)
     if available is not None and available.status == api.ConditionStatus.TRUE:
-        return Verdict(Outcome.AVAILABLE, _available(name, target, unrun=unrun))
+        if not unrun:
+            return Verdict(
+                Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}"
+            )
+        spec = f"the spec's is {target}" if target is not None else "the spec's cannot be computed"
+        text = f"{name} is Available, as its status says (it names no revision; {spec})"
+        return Verdict(Outcome.AVAILABLE, text)
     progressing = conditions.get(api.ConditionType.PROGRESSING)
     if progressing is None or progressing.status != api.ConditionStatus.FALSE:
         return None
@@ -134,13 +131,18 @@ def _settled(
     return Verdict(outcome, f"{name} {said}: {progressing.message}")
 
 
+def _is_of(item: records.ObservedObject, revision_: str | None) -> bool:
+    """Whether an LWS is of `revision_` (none is of no revision)."""
+    return revision_ is not None and item.labels.get(api.LABEL_REVISION) == revision_
+
+
 def _stands(
     parent: records.Parent, new: Sequence[records.ObservedObject], outcome: Outcome
 ) -> bool:
-    """Whether the set stands where its annotations ask now, not where the status may still say:
-    every slice the status calls held has each Static spec role of the new revision at the hold's
-    share of its target (an External role's target is its scaler's, not read here), every slice
-    it calls partitioned is past the partition, and every LWS of the new revision is ready."""
+    """Whether the set stands where its annotations ask now: every slice the status calls held
+    has each Static role of the new revision at the hold's share of its target (an External
+    role's target is its scaler's, not read here), every slice it calls partitioned is past the
+    partition, and every LWS of the new revision is ready."""
     if parent.spec is None:
         return False
     control = controls.control_of(parent.annotations)
@@ -175,40 +177,24 @@ def _sum(lws: Sequence[records.ObservedObject], index: int, role: str) -> int:
     )
 
 
-_FAILING: Final = {
-    api.Reason.PROGRESS_DEADLINE_EXCEEDED.value: (
-        Outcome.DEADLINE_EXCEEDED,
-        "exceeded its progress deadline",
-    ),
-    api.Reason.ROLE_SCALED_TO_ZERO.value: (Outcome.CANNOT_SERVE, "cannot be Available"),
-}
-"""The reasons of a Progressing=False that fail `rollout status`, and what it says of the set."""
-
-_STANDING: Final = {
-    api.Reason.ROLLOUT_HELD.value: Outcome.HELD,
-    api.Reason.ROLLOUT_PARTITIONED.value: Outcome.PARTITIONED,
-}
-
-
 def progress(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> dict[str, str]:
     """One line per slice: its phase, then per role the old and new revision's ready/replicas
-    (spec roles in order, then removed ones by name). LWS without a decimal slice label are
-    left out, as the hooks leave them out of planning. First, when the status names no
-    revision, what stands in for it (`target_of`)."""
-    phases = parent.slice_phases
+    (spec roles in order, then removed ones by name); LWS without a decimal slice label left out,
+    as the hooks leave them out of planning. First, when the status names no revision, what
+    stands in for it (`target_of`); last, `surge_line`."""
     target, unrun = target_of(parent)
     groups: dict[tuple[int, str, bool], list[records.ObservedObject]] = {}
     for item in lws:
         if item.slice_index is not None:
-            is_new = _is_of(item, target)
-            key = (item.slice_index, item.labels.get(api.LABEL_ROLE, "?"), is_new)
+            key = (item.slice_index, item.labels.get(api.LABEL_ROLE, "?"), _is_of(item, target))
             groups.setdefault(key, []).append(item)
     spec = parent.spec
     spec_roles = [role.name for role in spec.roles] if spec is not None else []
     count = spec.slices if spec is not None else 1
     lines = {} if unrun is None else {"revision": unrun}
     for index in sorted(set(range(count)) | {key[0] for key in groups}):
-        lines[f"slice {index}"] = _slice_line(index, groups, spec_roles, phase=phases.get(index))
+        phase = parent.slice_phases.get(index)
+        lines[f"slice {index}"] = _slice_line(index, groups, spec_roles, phase=phase)
     surge = surge_line(parent)
     if surge is not None:
         lines["ready"] = surge
@@ -222,8 +208,7 @@ def _slice_line(
     *,
     phase: str | None,
 ) -> str:
-    """One slice's line: its phase (`phase`, as status.rollout names it, or `_unrecorded_phase`),
-    then per role the old and new revision's ready/replicas."""
+    """One slice's line (`progress`)."""
     removed = sorted({role for i, role, _ in groups if i == index} - set(spec_roles))
     cells = [
         f"{role} old {_counts(groups.get((index, role, False), []))}"
@@ -236,8 +221,7 @@ def _slice_line(
 
 def _unrecorded_phase(items: Sequence[records.ObservedObject]) -> str:
     """A slice that `status.rollout` does not name: Steady once every group it asks for is
-    ready, else Coming up (a new set or slice, or groups not ready yet: regression, issue 35
-    item 8, a set still coming up read "Steady ... new 0/4")."""
+    ready, else Coming up (regression, issue 35 item 8: a set coming up read "Steady")."""
     ready = bool(items) and all(item.status.ready_replicas >= item.replicas for item in items)
     return "Steady" if ready else "Coming up"
 
@@ -248,8 +232,7 @@ def _counts(items: Sequence[records.ObservedObject]) -> str:
 
 
 def partition_hint(parent: records.Parent, value: str | None) -> str | None:
-    """What a partition at `value` does to a set with fewer slices, in one line (None when it
-    keeps some slice back, or is removed)."""
+    """What a partition at `value` does to a set with no more slices (None: to others)."""
     if value is None or parent.spec is None or int(value) < parent.spec.slices:
         return None
     count = parent.spec.slices
@@ -260,8 +243,7 @@ def partition_hint(parent: records.Parent, value: str | None) -> str | None:
 
 
 def surge_line(parent: records.Parent) -> str | None:
-    """Why READY counts more ready groups than the set asks for, in one line (None when it
-    does not)."""
+    """Why READY counts more ready groups than the set asks for, in one line (None: it does not)."""
     ready, _, wanted = (parent.ready or "").partition("/")
     if not (ready.isdigit() and wanted.isdigit()) or int(ready) <= int(wanted):
         return None

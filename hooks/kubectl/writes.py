@@ -1,27 +1,7 @@
-"""How `kubectl ds rollout undo` writes a set back: only what the undo changes, leaving every
-apply's bookkeeping usable (README, "Rolling back", tells users).
-
-The set's manifest is usually kept by `kubectl apply`, client-side (the last-applied annotation,
-fields owned by `kubectl-client-side-apply` with operation Update) or server-side (fields owned
-by an Apply manager, `kubectl` by default). An undo must leave both able to apply the next
-manifest, and must refuse a set that changed since it was read:
-
-- **Server-side apply.** When one Apply manager owns the roles' templates, the undo applies as
-  that manager: the configuration it owns now (the live object cut down to its managed fields),
-  with the restored roles and, when it owns it, the change-cause annotation. The manager keeps
-  exactly the fields it had, so its next apply of any manifest finds no conflict. The
-  configuration carries the resourceVersion read, which server-side apply takes as a
-  precondition.
-- **Otherwise** (client-side apply, `kubectl create`, edits): a JSON patch, its first operation a
-  test of the resourceVersion read. It replaces each template that changes in place, or the
-  whole role list when roles come back, go or move. It never touches the last-applied
-  annotation, so the next `kubectl apply` merges the manifest over the rolled-back set as
-  usual (and re-applying the newer manifest rolls forward again, as for a Deployment).
-- The change-cause annotation follows the restored revision in the same write, but for a
-  server-side applier that does not own it: then a merge patch of that one annotation follows
-  the apply (it overwrites nothing else).
-
-Pure: from the set as kubectl printed it (with `--show-managed-fields`) to the writes to make.
+"""How `kubectl ds rollout undo` writes a set back: only what the undo changes, guarded by the
+resourceVersion read, so that client- and server-side apply go on working (the rules:
+docs/rollout.md, "Rolling back with kubectl ds"). Pure: from the set as kubectl printed it (with
+`--show-managed-fields`) to the writes to make.
 """
 
 from __future__ import annotations
@@ -35,20 +15,21 @@ from typing import Any, Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of, object_of
+from hooks.kubectl import TEMPLATE
 
-TEMPLATE: Final = "leaderWorkerTemplate"
 APPLY: Final = "Apply"
 PATCH_MANAGER: Final = "kubectl-ds"
 """The field manager of the undo's patches, so that `managedFields` names who changed what."""
+_CAUSE: Final = api.CHANGE_CAUSE_ANNOTATION
 
 
 class Method(StrEnum):
+    """A server-side apply as `Write.manager` (the body: the configuration), a JSON patch (the
+    operation list) or a JSON merge patch."""
+
     APPLY = "apply"
-    """A server-side apply as `Write.manager`; the body is the configuration."""
     JSON_PATCH = "json"
-    """A JSON patch; the body is the operation list."""
     MERGE_PATCH = "merge"
-    """A JSON merge patch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +40,11 @@ class Write:
     body: JsonObject | list[JsonObject]
     manager: str = PATCH_MANAGER
 
-    @property
-    def text(self) -> str:
-        return json.dumps(self.body)
-
 
 def undo_writes(
     live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str | None
 ) -> list[Write]:
-    """The writes that give `live` the spec `roles` and the `change_cause` annotation (None:
-    none), guarded by its resourceVersion (see the module)."""
+    """The writes that give `live` the spec `roles` and the `change_cause` (None: none)."""
     owner = template_owner(live)
     if owner is None:
         return [_patch(live, roles=roles, change_cause=change_cause)]
@@ -78,15 +54,14 @@ def undo_writes(
     configuration["spec"] = {**spec, "roles": [_owned_role(role, owned) for role in roles]}
     if not _owns_change_cause(live, owner):
         apply = Write(Method.APPLY, configuration, manager=owner)
-        if _annotations(live).get(api.CHANGE_CAUSE_ANNOTATION) == change_cause:
+        if _annotations(live).get(_CAUSE) == change_cause:
             return [apply]
-        annotation = {"metadata": {"annotations": {api.CHANGE_CAUSE_ANNOTATION: change_cause}}}
-        return [apply, Write(Method.MERGE_PATCH, annotation)]
+        cause = {"metadata": {"annotations": {_CAUSE: change_cause}}}
+        return [apply, Write(Method.MERGE_PATCH, cause)]
     metadata = configuration["metadata"]
-    annotations = dict(metadata.get("annotations", {}))
-    annotations.pop(api.CHANGE_CAUSE_ANNOTATION, None)
+    annotations = {k: v for k, v in metadata.get("annotations", {}).items() if k != _CAUSE}
     if change_cause is not None:
-        annotations[api.CHANGE_CAUSE_ANNOTATION] = change_cause
+        annotations[_CAUSE] = change_cause
     if annotations:
         metadata["annotations"] = annotations
     else:
@@ -95,8 +70,7 @@ def undo_writes(
 
 
 def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject:
-    """A restored role as the applier writes it: what it owns of the role now, with the
-    restored template; a role coming back, as the revision recorded it."""
+    """A restored role as the applier writes it: what it owns of it, with the template."""
     mine = owned.get(str(role.get("name")))
     if mine is None:
         return role
@@ -107,9 +81,7 @@ def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject
 def template_owner(live: JsonObject) -> str | None:
     """The Apply manager that owns the template of every role, when no other manager owns any
     field of a template; else None."""
-    names = [
-        object_of(role).get("name") for role in list_of(object_of(live.get("spec")).get("roles"))
-    ]
+    names = [object_of(role).get("name") for role in list_of(_dig(live, "spec").get("roles"))]
     owners = set()
     complete = False
     for entry in _managed_fields(live):
@@ -117,7 +89,7 @@ def template_owner(live: JsonObject) -> str | None:
         templates = {
             object_of(_item_key(key)).get("name")
             for key, role in roles.items()
-            if key.startswith("k:") and TEMPLATE_KEY in object_of(object_of(role).get("f:spec"))
+            if key.startswith("k:") and f"f:{TEMPLATE}" in _dig(role, "f:spec")
         }
         if templates:
             owners.add((str(entry.get("manager", "")), str(entry.get("operation", ""))))
@@ -128,22 +100,14 @@ def template_owner(live: JsonObject) -> str | None:
     return manager if operation == APPLY and manager else None
 
 
-TEMPLATE_KEY: Final = f"f:{TEMPLATE}"
-
-
 def owned_configuration(live: JsonObject, *, manager: str) -> JsonObject:
     """What Apply manager `manager` owns of `live`, as an apply configuration: apiVersion, kind,
     name, namespace and the resourceVersion read, and every field of its managed-fields entry
     with the live value (list items in their live order)."""
-    fields: JsonObject = {}
-    for entry in _managed_fields(live):
-        if entry.get("manager") == manager and entry.get("operation") == APPLY:
-            fields = object_of(entry.get("fieldsV1"))
-    owned = _project(live, fields)
-    result: JsonObject = owned if isinstance(owned, dict) else {}
-    metadata = object_of(live.get("metadata"))
-    result["apiVersion"] = live.get("apiVersion")
-    result["kind"] = live.get("kind")
+    owned = _owned_fields(live, manager)
+    result = object_of(_project(live, owned[-1] if owned else {}))
+    metadata = _dig(live, "metadata")
+    result |= {"apiVersion": live.get("apiVersion"), "kind": live.get("kind")}
     result["metadata"] = {
         **object_of(result.get("metadata")),
         **{
@@ -158,22 +122,19 @@ def owned_configuration(live: JsonObject, *, manager: str) -> JsonObject:
 def _project(value: Any, fields: Mapping[str, Any]) -> Any:
     """`value` cut down to `fields` (a managed-fields set: `f:` fields, `k:` list items by key,
     `v:` set members, `.` the item itself); a leaf, or an empty set, is the whole value."""
-    if not fields:
-        return copy.deepcopy(value)
-    if isinstance(value, dict):
+    if fields and isinstance(value, dict):
         return {
             key[2:]: _project(value[key[2:]], object_of(sub))
             for key, sub in fields.items()
             if key.startswith("f:") and key[2:] in value
         }
-    if isinstance(value, list):
-        return _project_list(value, fields)
-    return copy.deepcopy(value)
+    if not fields or not isinstance(value, list):
+        return copy.deepcopy(value)
+    return _project_list(value, fields)
 
 
 def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
-    """The items of a list that `fields` names, by key (`k:`) or as a set member (`v:`), in
-    their live order."""
+    """The items that `fields` names, by key (`k:`) or as a set member (`v:`), in live order."""
     keyed = [
         (key, object_of(sub))
         for text, sub in fields.items()
@@ -207,73 +168,53 @@ def _member(text: str) -> object:
         return object()
 
 
-def _owns_change_cause(live: JsonObject, manager: str) -> bool:
-    for entry in _managed_fields(live):
-        if entry.get("manager") == manager and entry.get("operation") == APPLY:
-            annotations = _dig(entry.get("fieldsV1"), "f:metadata", "f:annotations")
-            return f"f:{api.CHANGE_CAUSE_ANNOTATION}" in annotations
-    return False
-
-
 def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str | None) -> Write:
-    """The JSON patch: the resourceVersion test, the templates or the role list, the
-    change-cause annotation."""
-    operations = [_version_test(live)]
-    current = [object_of(role) for role in list_of(object_of(live.get("spec")).get("roles"))]
-    if [role.get("name") for role in current] == [role.get("name") for role in roles]:
-        for index, (before, after) in enumerate(zip(current, roles, strict=True)):
-            template = object_of(after.get("spec")).get(TEMPLATE)
-            if object_of(before.get("spec")).get(TEMPLATE) != template:
-                operations.append(
-                    {
-                        "op": "replace",
-                        "path": f"/spec/roles/{index}/spec/{TEMPLATE}",
-                        "value": template,
-                    }
-                )
-    else:
+    """The JSON patch: the resourceVersion test, the templates that change (or the role list,
+    when roles come back, go or move), the change-cause annotation."""
+    version = _dig(live, "metadata").get("resourceVersion")
+    operations = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
+    current = [object_of(role) for role in list_of(_dig(live, "spec").get("roles"))]
+    same = [role.get("name") for role in current] == [role.get("name") for role in roles]
+    if not same:
         operations.append({"op": "replace", "path": "/spec/roles", "value": list(roles)})
-    operations.extend(_change_cause_operations(live, change_cause))
+    for index, (before, after) in enumerate(zip(current, roles, strict=True) if same else ()):
+        template = _dig(after, "spec").get(TEMPLATE)
+        if _dig(before, "spec").get(TEMPLATE) != template:
+            path = f"/spec/roles/{index}/spec/{TEMPLATE}"
+            operations.append({"op": "replace", "path": path, "value": template})
+    path = "/metadata/annotations/" + _CAUSE.replace("~", "~0").replace("/", "~1")
+    if _annotations(live).get(_CAUSE) == change_cause:
+        return Write(Method.JSON_PATCH, operations)
+    if change_cause is None:
+        operations.append({"op": "remove", "path": path})
+    elif "annotations" not in _dig(live, "metadata"):
+        value = {_CAUSE: change_cause}
+        operations.append({"op": "add", "path": "/metadata/annotations", "value": value})
+    else:
+        operations.append({"op": "add", "path": path, "value": change_cause})
     return Write(Method.JSON_PATCH, operations)
 
 
-def _change_cause_operations(live: JsonObject, change_cause: str | None) -> list[JsonObject]:
-    """What makes the change-cause annotation `change_cause`."""
-    operations: list[JsonObject] = []
-    annotations = _annotations(live)
-    path = "/metadata/annotations/" + api.CHANGE_CAUSE_ANNOTATION.replace("~", "~0").replace(
-        "/", "~1"
-    )
-    if annotations.get(api.CHANGE_CAUSE_ANNOTATION) == change_cause:
-        return operations
-    if change_cause is None:
-        operations.append({"op": "remove", "path": path})
-    elif "annotations" not in object_of(live.get("metadata")):
-        operations.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {api.CHANGE_CAUSE_ANNOTATION: change_cause},
-            }
-        )
-    else:
-        operations.append({"op": "add", "path": path, "value": change_cause})
-    return operations
+def _owns_change_cause(live: JsonObject, manager: str) -> bool:
+    owned = _owned_fields(live, manager)[:1]
+    return any(f"f:{_CAUSE}" in _dig(fields, "f:metadata", "f:annotations") for fields in owned)
 
 
-def _version_test(live: JsonObject) -> JsonObject:
-    version = object_of(live.get("metadata")).get("resourceVersion")
-    return {"op": "test", "path": "/metadata/resourceVersion", "value": version}
-
-
-def _managed_fields(live: JsonObject) -> list[JsonObject]:
+def _owned_fields(live: JsonObject, manager: str) -> list[JsonObject]:
+    """The fields of each Apply entry of `manager`."""
     return [
-        object_of(entry) for entry in list_of(object_of(live.get("metadata")).get("managedFields"))
+        object_of(entry.get("fieldsV1"))
+        for entry in _managed_fields(live)
+        if entry.get("manager") == manager and entry.get("operation") == APPLY
     ]
 
 
+def _managed_fields(live: JsonObject) -> list[JsonObject]:
+    return [object_of(entry) for entry in list_of(_dig(live, "metadata").get("managedFields"))]
+
+
 def _annotations(live: JsonObject) -> dict[str, Any]:
-    return object_of(object_of(live.get("metadata")).get("annotations"))
+    return _dig(live, "metadata", "annotations")
 
 
 def _dig(value: Any, *keys: str) -> JsonObject:

@@ -1,34 +1,29 @@
 """Go's JSON text of scalar values, and `EncodingError`, the error of a typed Go decode.
 
-This module owns how one JSON scalar, or a generic JSON value, reads and writes the way Go's
-`encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, the spelling of
-numbers, integer ranges, generic `interface{}` values and `metav1.Time`. It knows nothing of the
-type table, structs, pointers or `omitempty` (that is `hooks.gocompat.gojson`). It is pure: no
-I/O, clock or logging, no mutable state; it never mutates its input.
+This module owns how one JSON scalar or generic JSON value reads and writes as Go's
+`encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, numbers, integer
+ranges, `interface{}` values and `metav1.Time`; types, structs and `omitempty` are
+`hooks.gocompat.gojson`'s. Pure: no I/O, clock, logging or state; it never mutates its input.
 
-Decoding rules:
+Decoding:
 
-- Strings are Go strings, always valid UTF-8 after decoding: a lone UTF-16 surrogate (which Go's
-  decoder turns into U+FFFD) becomes U+FFFD, written as UTF-8, and map keys that collapse to the
-  same string keep the last value.
-- Numbers reach this module already parsed, so their spelling is rebuilt as Go would have written
-  them when it stored the object: integers as digits, floats in Go's shortest form (`1e+21`,
-  `1.5e-7`, `1000` for 1000.0). An integral float therefore decodes into an integer field; a
-  fraction, an out-of-range number, `true` or a string for an integer field raises `EncodingError`.
-- `metav1.Time` accepts RFC 3339 as `hooks.api.times` reads it (Go's fast parser:
-  `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
+- Strings are Go strings, valid UTF-8: a lone UTF-16 surrogate becomes U+FFFD (as Go's decoder
+  makes it), and map keys that collapse to the same string keep the last value.
+- Numbers arrive parsed; their text is rebuilt as Go wrote it when it stored the object
+  (integers as digits, floats in Go's shortest form: `1e+21`, `1.5e-7`, `1000` for 1000.0), so an
+  integral float decodes into an integer field; a fraction, an out-of-range number, `true` or a
+  string for an integer field raises `EncodingError`.
+- `metav1.Time` is RFC 3339 as `hooks.api.times` reads it (Go's fast parser:
+  `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`); what only Go's slower fallback parser accepts (a
+  one-digit hour, a comma before the fraction) raises `EncodingError` rather than guessing.
 
-Encoding rules:
+Encoding:
 
-- Strings are escaped as Go does: `"` and `\\` with a backslash, `\\b \\f \\n \\r \\t` in short
-  form, other control characters as `\\u00xx` (lowercase hex), `<`, `>`, `&`, U+2028 and U+2029 as
-  `\\u003c \\u003e \\u0026 \\u2028 \\u2029`; everything else, DEL and non-ASCII included, as UTF-8.
-- Generic JSON (the raw JSON of `FieldsV1`, say) is written as Go writes a decoded `interface{}`:
-  map keys sorted, no white space.
+- Strings escape `"` and `\\` with a backslash, `\\b \\f \\n \\r \\t` in short form, other control
+  characters as `\\u00xx` (lowercase hex), `<`, `>`, `&`, U+2028 and U+2029 as `\\u003c \\u003e
+  \\u0026 \\u2028 \\u2029`; everything else, DEL and non-ASCII included, as UTF-8.
+- Generic JSON is written as Go writes a decoded `interface{}`: map keys sorted, no white space.
 - Times are a quoted UTC RFC 3339 string to the second, or `null` for the zero time.
-
-Known gap, failing loudly rather than guessing: timestamps that only Go's slower fallback parser
-accepts (a one-digit hour, a comma before the fraction) raise `EncodingError`.
 """
 
 from __future__ import annotations
@@ -41,24 +36,21 @@ from typing import Any, Final
 from hooks.api import limits, times
 
 INT_RANGES: Final[dict[str, tuple[int, int]]] = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (limits.INT64_MIN, limits.INT64_MAX),
-    "int": (limits.INT64_MIN, limits.INT64_MAX),  # 64-bit platforms, as upstream builds
-    "uint8": (0, 2**8 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
+    **{f"int{bits}": (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)},
+    **{f"uint{bits}": (0, 2**bits - 1) for bits in (8, 16, 32, 64)},
+    # 64 bits on the platforms upstream builds for
+    "int": (limits.INT64_MIN, limits.INT64_MAX),
     "uint": (0, 2**64 - 1),
     "uintptr": (0, 2**64 - 1),
 }
-_GO_ESCAPES: Final = {
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
+_GO_ESCAPES: Final = {char: f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
+_JSON_TYPES: Final = {
+    bool: "bool",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
 }
 _NEEDS_FIX: Final = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -80,38 +72,13 @@ class EncodingError(ValueError):
     @classmethod
     def mismatch(cls, value: Any, go_type: str) -> EncodingError:
         """Go's error for a JSON value of the wrong type for `go_type`."""
-        return cls(f"cannot unmarshal {_json_type(value)} into Go value of type {go_type}")
+        json_type = _JSON_TYPES.get(type(value), type(value).__name__)
+        return cls(f"cannot unmarshal {json_type} into Go value of type {go_type}")
 
     def at(self, segment: str) -> EncodingError:
         """The same error one level further out (`segment` is a key or `[index]`)."""
-        if not self.path:
-            path = segment
-        elif self.path.startswith("["):
-            path = segment + self.path
-        else:
-            path = f"{segment}.{self.path}"
-        return EncodingError(self.reason, path)
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-# --- strings -----------------------------------------------------------------------------------
-
-
-def _fix_char(match: re.Match[str]) -> str:
-    return _GO_ESCAPES.get(match.group(), "\ufffd")
+        separator = "" if not self.path or self.path.startswith("[") else "."
+        return EncodingError(self.reason, segment + separator + self.path)
 
 
 def go_quote(text: str) -> str:
@@ -122,17 +89,7 @@ def go_quote(text: str) -> str:
     quoted = encode_basestring(text)
     if _NEEDS_FIX.search(quoted) is None:
         return quoted
-    return _NEEDS_FIX.sub(_fix_char, quoted)
-
-
-def _go_string(text: str) -> str:
-    """The Go string a JSON string decodes to: lone surrogates become U+FFFD."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return _SURROGATE.sub("\ufffd", text)
-
-
-# --- numbers -----------------------------------------------------------------------------------
+    return _NEEDS_FIX.sub(lambda match: _GO_ESCAPES.get(match.group(), "\ufffd"), quoted)
 
 
 def go_float_text(value: float) -> str:
@@ -184,9 +141,6 @@ def decode_integer(value: Any, go_type: str) -> int:
     return int(text)
 
 
-# --- generic JSON ------------------------------------------------------------------------------
-
-
 def go_generic_text(value: Any) -> str:
     """Go's encoding of a decoded `interface{}` value (maps with sorted keys)."""
     if value is None:
@@ -219,11 +173,8 @@ def go_map_entries(value: dict[Any, Any]) -> list[tuple[str, Any]]:
     for key, item in value.items():
         if not isinstance(key, str):
             raise EncodingError(f"map key {key!r} is not a string")
-        merged[_go_string(key)] = item
+        merged[_SURROGATE.sub("\ufffd", key)] = item  # the Go string: U+FFFD for surrogates
     return sorted(merged.items())
-
-
-# --- metav1.Time -------------------------------------------------------------------------------
 
 
 def go_time_text(value: Any) -> str:

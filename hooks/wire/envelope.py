@@ -1,12 +1,10 @@
-"""Metacontroller's request envelope: a hook's request body in, the records of its call out.
+"""Metacontroller's request envelope: a hook's request body in, the frozen records of
+`hooks.core.records` out.
 
-This module is the edge of the pure core on the way in. It turns a decoded request body into the
-frozen request records of `hooks.core.records`, accepting both hook versions (v1 keys children by
-name, v2 by namespace/name; the records are built from each object's own metadata, so the key
-format does not matter). Each object in it is read by `hooks.wire.objects` (a child or related
-object) or `hooks.wire.parents` (the parent); answers become JSON in `hooks.wire.answers`. It
-decides nothing about DisaggregatedSets. A body it cannot use raises `RequestError`, which the
-server answers with a non-200 status so that Metacontroller changes nothing and retries.
+It accepts both hook versions (v1 keys children by name, v2 by namespace/name: the records are
+built from each object's own metadata) and reads each object with `hooks.wire.objects` or
+`hooks.wire.parents`. It decides nothing about DisaggregatedSets. A body it cannot use raises
+`RequestError`: the server answers non-200, so Metacontroller changes nothing and retries.
 """
 
 from __future__ import annotations
@@ -24,10 +22,10 @@ def parse_sync_request(
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used.
 
     Children of a kind this version does not know (a newer version's CompositeController lists
-    it) come back apart, as they were last applied, to be answered unchanged; one that shares its
-    kind and name with a known child makes the request unusable. Related objects are read only of
-    the kind the customize hook asks for, scalers (`hooks.core.related`): they are never answered
-    with. A history record's roles are hashed with `revision_of`."""
+    it) come back apart, as last applied, to be answered unchanged; one with a known child's kind
+    and name makes the request unusable. Related objects are read only of the kind the customize
+    hook asks for, scalers (`hooks.core.related`). A record's roles are hashed with
+    `revision_of`."""
     request = values.require_object(body, "request body")
     parent = parents.parse_parent(values.require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
@@ -68,8 +66,8 @@ def parse_sync_request(
 
 
 def _declared_kinds(controller: object) -> frozenset[records.ChildKind] | None:
-    """The set's child types that `controller` (the CompositeController) declares in
-    `spec.childResources` (other entries are not ours to judge); None without a controller."""
+    """The set's child types the CompositeController declares in `spec.childResources` (other
+    entries are not ours to judge); None without a controller."""
     if controller is None:
         return None
     spec = values.require_object(
@@ -129,8 +127,7 @@ def _parse_object_groups(
 ) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...], tuple[JsonObject, ...]]:
     """The objects of `children` or `related`, sorted by kind, namespace and name; with
     `keep_parents`, DisaggregatedSets come back as parents, apart; objects of a kind not
-    `allowed` come back apart as they were last applied (children) or not at all (related).
-    Related objects are never answered with, so their last-applied annotation is not read."""
+    `allowed` come back apart as last applied (children) or not at all (related)."""
     if not isinstance(groups, dict):
         raise values.RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
     observed: list[records.ObservedObject] = []

@@ -28,6 +28,7 @@ Encoding:
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 from json.encoder import encode_basestring
@@ -98,25 +99,10 @@ def go_float_text(value: float) -> str:
         raise EncodingError(f"unsupported value: {value!r}")
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exponent_text = repr(abs(value)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    digits = (whole + fraction).lstrip("0")
-    exponent = int(exponent_text or "0") - len(fraction)
-    stripped = digits.rstrip("0")
-    exponent += len(digits) - len(stripped)
-    digits = stripped
-    if abs(value) < 1e-6 or abs(value) >= 1e21:
-        scientific = len(digits) - 1 + exponent
-        head = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        mark = "-" if scientific < 0 else "+"
-        return f"{sign}{head}e{mark}{abs(scientific):02d}".replace("e-0", "e-", 1)
-    if exponent >= 0:
-        return sign + digits + "0" * exponent
-    point = len(digits) + exponent
-    if point > 0:
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    return f"{sign}0.{'0' * -point}{digits}"
+    # repr's digits are the shortest that round-trip, as Go's; Decimal writes them in Go's forms
+    # (`1e+21`, `1.5e-7`: no leading zero in the exponent).
+    digits = decimal.Decimal(repr(value)).normalize()
+    return format(digits, "f" if 1e-6 <= abs(value) < 1e21 else "e")
 
 
 def go_number_text(value: Any) -> str | None:

@@ -117,20 +117,17 @@ def _parse_rollout(value: object) -> records.ObservedRollout | None:
 def _parse_slice_phases(value: object) -> dict[int, str]:
     """`status.rollout.slices` as this hook wrote it: index -> phase."""
     found: dict[int, str] = {}
-    for entry in value if isinstance(value, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("phase"), str):
-            index = _int_or_none(entry.get("index"))
-            if index is not None:
-                found.setdefault(index, entry["phase"])
+    for entry in _entries(value):
+        index = _int_or_none(entry.get("index"))
+        if isinstance(entry.get("phase"), str) and index is not None:
+            found.setdefault(index, entry["phase"])
     return found
 
 
 def _parse_creating(value: object) -> dict[tuple[str, str], str]:
     """`status.creating` as this hook wrote it: (kind, name) -> since."""
     found: dict[tuple[str, str], str] = {}
-    for entry in value if isinstance(value, list) else ():
-        if not isinstance(entry, dict):
-            continue
+    for entry in _entries(value):
         kind, name, since = entry.get("kind"), entry.get("name"), entry.get("since")
         if isinstance(kind, str) and isinstance(name, str) and isinstance(since, str):
             found.setdefault((kind, name), since)
@@ -141,10 +138,15 @@ def _parse_role_replicas(value: object) -> dict[str, int]:
     """`status.roleStatuses` as this hook wrote it: role -> replicas (0 for a count that is no
     count)."""
     found: dict[str, int] = {}
-    for entry in value if isinstance(value, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+    for entry in _entries(value):
+        if isinstance(entry.get("name"), str):
             found.setdefault(entry["name"], _count_or_zero(entry.get("replicas")))
     return found
+
+
+def _entries(value: object) -> list[JsonObject]:
+    """The objects of a status list the hooks wrote (anything else in it is dropped)."""
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
 def _str_or_none(value: object) -> str | None:
@@ -187,15 +189,11 @@ def parse_scaler(obj: JsonObject) -> records.ScalerParent:
 
 
 def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
-    if not isinstance(value, list):
-        return ()
     conditions = []
-    for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            continue
+    for item in _entries(value):
         generation = item.get("observedGeneration")
-        conditions.append(
-            records.ObservedCondition(
+        if isinstance(item.get("type"), str):
+            condition = records.ObservedCondition(
                 type=item["type"],
                 status=values.optional_str(item.get("status")),
                 last_transition_time=values.optional_str(item.get("lastTransitionTime")),
@@ -203,7 +201,7 @@ def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
                 message=values.optional_str(item.get("message")),
                 observed_generation=generation if isinstance(generation, int) else None,
             )
-        )
+            conditions.append(condition)
     return tuple(conditions)
 
 
@@ -216,12 +214,14 @@ _SCHEMA_MESSAGES: Final[dict[tuple[tuple[int | str, ...], str], str]] = {
 
 
 def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:
-    violations = []
-    for detail in error.errors(include_url=False):
-        path = values.field_path(detail["loc"], root="spec")
-        message = _SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"])
-        violations.append(api.Violation(rule="schema", field=path, message=message))
-    return tuple(violations)
+    return tuple(
+        api.Violation(
+            rule="schema",
+            field=values.field_path(detail["loc"], root="spec"),
+            message=_SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"]),
+        )
+        for detail in error.errors(include_url=False)
+    )
 
 
 def _require_kind(obj: JsonObject, kind: str) -> None:

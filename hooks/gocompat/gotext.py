@@ -83,10 +83,7 @@ class EncodingError(ValueError):
 
 
 def go_quote(text: str) -> str:
-    """A JSON string literal exactly as Go's encoder writes `text` (HTML-safe escaping).
-
-    Lone surrogates, which no Go string can hold, are written as U+FFFD, as Go's decoder makes them.
-    """
+    """A JSON string literal exactly as Go's encoder writes `text` (lone surrogates as U+FFFD)."""
     quoted = encode_basestring(text)
     if _NEEDS_FIX.search(quoted) is None:
         return quoted
@@ -150,10 +147,7 @@ def go_generic_text(value: Any) -> str:
 
 def go_map_entries(value: dict[Any, Any]) -> list[tuple[str, Any]]:
     """Entries of a decoded Go map with string keys, sorted as Go writes them."""
-    keys = list(value)
-    if all(
-        isinstance(key, str) and (key.isascii() or _SURROGATE.search(key) is None) for key in keys
-    ):
+    if all(isinstance(k, str) and (k.isascii() or _SURROGATE.search(k) is None) for k in value):
         return sorted(value.items())
     merged: dict[str, Any] = {}
     for key, item in value.items():

@@ -1,5 +1,5 @@
-"""The installed package's version, as every front end reports it: `--version` of both command
-lines, the hook server's start-up log line and its `disaggregatedset_build_info` metric."""
+"""The installed package's version, as every front end reports it (`--version`, the hook server's
+start-up line and `disaggregatedset_build_info` metric)."""
 
 from __future__ import annotations
 

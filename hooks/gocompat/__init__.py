@@ -1,2 +1,1 @@
-"""Go-compatible encoding: upstream's revision hash, byte for byte (Go encoding/json and
-resource.Quantity)."""
+"""Upstream's revision hash, byte for byte: Go encoding/json and resource.Quantity."""

@@ -1,49 +1,32 @@
-"""Go `encoding/json` of the typed values of the committed type table (`typetable.json`).
+"""Go `encoding/json` of values decoded into the typed structs of the committed type table.
 
-This module owns the table-driven encoder. It compiles the committed table (regenerate it with
-`tools.typetable_gen`, never by hand) once per process into one codec per Go type, with a field
-plan per struct, and writes a JSON value byte for byte as upstream (sigs.k8s.io/lws at 060ab4d,
-k8s.io/api and k8s.io/apimachinery v0.36.3, Go 1.26) writes it after decoding it into its typed
-structs. The text of scalars (strings, numbers, times, generic JSON) comes from
-`hooks.gocompat.gotext`, quantities from `hooks.gocompat.quantity`; role names and hashing belong
-to `hooks.gocompat.revision`. The module is pure: no I/O beyond reading that packaged table once,
-no clock, no logging, no state but the compiled table; it never mutates its input.
+This module owns the table-driven encoder: `typetable.json` (regenerated with
+`tools.typetable_gen`, never by hand) is compiled once per process into one codec per Go type,
+which writes a JSON value byte for byte as upstream (sigs.k8s.io/lws at 060ab4d, k8s.io/api and
+k8s.io/apimachinery v0.36.3, Go 1.26) writes it after a typed decode. Scalars are
+`hooks.gocompat.gotext`'s, quantities `hooks.gocompat.quantity`'s. Pure: it reads the packaged
+table once and keeps nothing else; it never mutates its input.
 
-Decoding rules (a typed Go decode, as the upstream controller's client performs it):
+Decoding, as the Kubernetes decoder: keys match case-sensitively, undeclared keys are dropped.
+`null` and an absent key are the same (a nil pointer, slice or map, else the zero value); a `null`
+element of a slice or map is the element's zero value (`""`, `0`, `{}`, `"0"` for a quantity),
+and `null` in a quantity or int-or-string field the zero quantity or 0. A value of the wrong JSON
+type (a fraction or an out-of-range number for an integer field included) fails the whole decode
+with `gotext.EncodingError` and its path, never a default. A Quantity is decoded from its JSON
+text without unescaping; an `IntOrString` is a string or an int32; `FieldsV1` is generic JSON.
 
-- Keys are matched case-sensitively (the Kubernetes decoder, not plain `encoding/json`); keys the
-  Go types do not declare are dropped.
-- JSON `null` and an absent key mean the same: a nil pointer, slice or map, or the zero value of
-  anything else. A `null` element of a slice or map becomes the element's zero value (`""`, `0`,
-  an empty struct, `"0"` for a quantity); `null` in a quantity or int-or-string field gives the zero
-  quantity / the integer 0, because their own decoders see the literal `null`.
-- A value of the wrong JSON type (a number for a string, a string for a list, `true` for a number,
-  a fraction or an out-of-range number for an integer field) makes the whole decode fail: this
-  module raises `gotext.EncodingError`, with the path of the value, and never guesses a default.
-- `resource.Quantity` fields are decoded from their JSON text without unescaping, then written
-  canonically (see `hooks.gocompat.quantity`, which documents upstream's kept spellings and the
-  `"1000000E"` → `"1"` quirk). `IntOrString` is a JSON string or an int32. `metav1.Time` is read
-  as `hooks.gocompat.gotext` describes. `FieldsV1` keeps its raw JSON, rebuilt as Go writes
-  generic JSON (sorted keys).
+Encoding, as `json.Marshal`: struct fields in declaration order, embedded structs promoted in
+place; map keys sorted by their bytes; no white space. `omitempty` drops `""`, `0`, `false`, nil
+pointers and empty maps and slices, never a struct value (every container writes
+`"resources":{}`, every pod template `"metadata":{}`); a field without it is always written:
+`null` for a nil pointer, slice or map (`{"workerTemplate":{}}` writes
+`"spec":{"containers":null}`), else the zero scalar or struct. `omitzero`
+(ObjectMeta.creationTimestamp since apimachinery 0.34) drops a zero time, so a template's
+`creationTimestamp: null` disappears; a zero non-pointer time without it (a PVC condition's
+`lastProbeTime`) is written `null`, the empty PVC `status` `{}`.
 
-Encoding rules (Go's `encoding/json.Marshal`):
-
-- Struct fields in Go declaration order, embedded structs promoted in place; map keys sorted by
-  their bytes; no white space anywhere.
-- `omitempty` drops `""`, `0`, `false`, nil pointers and empty or nil maps and slices, but never a
-  struct value, so every container writes `"resources":{}` and every pod template `"metadata":{}`.
-  A field without it is always written, even when absent: `null` for a nil pointer, slice or map
-  (so `{"workerTemplate":{}}` writes `"spec":{"containers":null}`, and an empty CephFS volume
-  `"monitors":null`), `""`, `0` or `false` for a scalar, the zero struct for a struct.
-- `omitzero` (ObjectMeta.creationTimestamp, `omitempty,omitzero` since apimachinery 0.34) drops a
-  zero time, so a template's `creationTimestamp: null` disappears instead of being written as
-  `null`; a non-pointer zero time without `omitzero` (a PVC condition's `lastProbeTime`) is still
-  written as `null`, and the empty PVC `status` as `{}`.
-- Int-or-strings are a bare int32 or a string; other scalars as `hooks.gocompat.gotext` and
-  `hooks.gocompat.quantity` write them.
-
-Known gap, failing loudly rather than guessing: quantities whose exponents would make upstream
-build powers of ten with billions of digits raise `gotext.EncodingError`.
+Known gap, failing loudly: a quantity whose exponent would make upstream build a power of ten
+with billions of digits raises `gotext.EncodingError`.
 """
 
 from __future__ import annotations
@@ -65,18 +48,17 @@ class TableError(Exception):
     """The committed type table names something this encoder cannot handle."""
 
 
-# --- codecs ------------------------------------------------------------------------------------
-
 Encode = Callable[[Any], str]
+_NULL: Final = frozenset({"null"})
 
 
 @dataclass(slots=True)
 class _Codec:
     """How one Go type turns a non-null JSON value into Go's output text.
 
-    `null_text` is what Go writes for JSON null or an absent key; `empty_texts` are the outputs
-    `omitempty` drops, `zero_texts` those `omitzero` drops. A pointer is omitted only when nil
-    under `omitempty`, or when nil or (for a type with an `IsZero` method) zero under `omitzero`.
+    `null_text` is what Go writes for JSON null or an absent key; `omitempty` drops the
+    `empty_texts`, `omitzero` the `zero_texts`. A pointer is omitted only when nil under
+    `omitempty`, or when nil or (for a type with an `IsZero` method) zero under `omitzero`.
     Not frozen: a struct's `null_text` is filled in once, when the whole table is compiled.
     """
 
@@ -136,26 +118,22 @@ class _StructPlan:
         return "{" + ",".join(filter(None, slots)) + "}"
 
 
-def _string_codec() -> _Codec:
-    def encode(value: Any) -> str:
-        if not isinstance(value, str):
-            raise gotext.EncodingError.mismatch(value, "string")
-        return gotext.go_quote(value)
-
-    empty = frozenset({'""'})
-    return _Codec(encode, '""', empty, empty)
+def _scalar_codec(encode: Encode, zero: str) -> _Codec:
+    """A scalar type whose zero text both `omitempty` and `omitzero` drop."""
+    zeros = frozenset({zero})
+    return _Codec(encode, zero, zeros, zeros)
 
 
-def _bool_codec() -> _Codec:
-    def encode(value: Any) -> str:
-        if value is True:
-            return "true"
-        if value is False:
-            return "false"
+def _encode_string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise gotext.EncodingError.mismatch(value, "string")
+    return gotext.go_quote(value)
+
+
+def _encode_bool(value: Any) -> str:
+    if not isinstance(value, bool):
         raise gotext.EncodingError.mismatch(value, "bool")
-
-    empty = frozenset({"false"})
-    return _Codec(encode, "false", empty, empty)
+    return "true" if value else "false"
 
 
 def _int_codec(go_type: str) -> _Codec:
@@ -165,110 +143,72 @@ def _int_codec(go_type: str) -> _Codec:
         return str(gotext.decode_integer(value, go_type))
 
     low, high = gotext.INT_RANGES[go_type]
-    empty = frozenset({"0"})
-    return _Codec(encode, "0", empty, empty)
+    return _scalar_codec(encode, "0")
 
 
-def _quantity_text(value: Any) -> str:
-    """The JSON text upstream's Quantity decoder would have received for `value`."""
+def _encode_quantity(value: Any) -> str:
+    # The CRD bounds quantity strings: refuse longer ones before parsing them (a stored set can
+    # still hold one when validation was bypassed).
+    if isinstance(value, str) and len(value) > api.QUANTITY_MAX_LENGTH:
+        raise gotext.EncodingError(
+            f"a quantity of {len(value)} characters; at most {api.QUANTITY_MAX_LENGTH} are allowed"
+        )
+    try:
+        # The JSON text upstream's decoder would have received for `value`.
+        return quantity.marshal_json(quantity.unmarshal_json(gotext.go_generic_text(value)))
+    except quantity.QuantityError as error:
+        raise gotext.EncodingError(str(error)) from None
+
+
+def _encode_int_or_string(value: Any) -> str:
     if isinstance(value, str):
         return gotext.go_quote(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    number = gotext.go_number_text(value)
-    if number is not None:
-        return number
-    return gotext.go_generic_text(value)
+    return str(gotext.decode_integer(value, "int32"))
 
 
-def _quantity_codec() -> _Codec:
-    def encode(value: Any) -> str:
-        # The CRD bounds quantity strings: refuse longer ones before parsing them (a stored
-        # set can still hold one when validation was bypassed).
-        if isinstance(value, str) and len(value) > api.QUANTITY_MAX_LENGTH:
-            raise gotext.EncodingError(
-                f"a quantity of {len(value)} characters; at most {api.QUANTITY_MAX_LENGTH}"
-                " are allowed"
-            )
-        try:
-            return quantity.marshal_json(quantity.unmarshal_json(_quantity_text(value)))
-        except quantity.QuantityError as error:
-            raise gotext.EncodingError(str(error)) from None
-
-    return _Codec(encode, '"0"', frozenset(), frozenset({'"0"'}), has_is_zero=True)
-
-
-def _int_or_string_codec() -> _Codec:
-    def encode(value: Any) -> str:
-        if isinstance(value, str):
-            return gotext.go_quote(value)
-        return str(gotext.decode_integer(value, "int32"))
-
-    return _Codec(encode, "0", frozenset(), frozenset({"0"}))
-
-
-def _time_codec() -> _Codec:
-    return _Codec(gotext.go_time_text, "null", frozenset(), frozenset({"null"}), has_is_zero=True)
-
-
-def _fields_v1_codec() -> _Codec:
-    return _Codec(gotext.go_generic_text, "null", frozenset(), frozenset({"null"}))
-
-
-def _pointer_codec(elem: _Codec) -> _Codec:
-    pointee_is_zero = elem.zero_texts if elem.has_is_zero else frozenset()
-    return _Codec(elem.encode, "null", frozenset(), pointee_is_zero, pointer=True)
+def _element_text(elem: _Codec, item: Any, segment: str) -> str:
+    """A slice or map element's text (`null` is the element's zero value), errors located."""
+    if item is None:
+        return elem.null_text
+    try:
+        return elem.encode(item)
+    except gotext.EncodingError as error:
+        raise error.at(segment) from None
 
 
 def _slice_codec(elem: _Codec, go_type: str) -> _Codec:
     def encode(value: Any) -> str:
         if not isinstance(value, list):
             raise gotext.EncodingError.mismatch(value, go_type)
-        parts: list[str] = []
-        for index, item in enumerate(value):
-            if item is None:
-                parts.append(elem.null_text)
-                continue
-            try:
-                parts.append(elem_encode(item))
-            except gotext.EncodingError as error:
-                raise error.at(f"[{index}]") from None
-        return "[" + ",".join(parts) + "]"
+        return "[" + ",".join(_element_text(elem, v, f"[{i}]") for i, v in enumerate(value)) + "]"
 
-    elem_encode = elem.encode
-    return _Codec(encode, "null", frozenset({"[]", "null"}), frozenset({"null"}))
+    return _Codec(encode, "null", frozenset({"[]", "null"}), _NULL)
 
 
 def _map_codec(elem: _Codec, go_type: str) -> _Codec:
     def encode(value: Any) -> str:
         if not isinstance(value, dict):
             raise gotext.EncodingError.mismatch(value, go_type)
-        parts: list[str] = []
-        for key, item in gotext.go_map_entries(value):
-            if item is None:
-                parts.append(gotext.go_quote(key) + ":" + elem.null_text)
-                continue
-            try:
-                parts.append(gotext.go_quote(key) + ":" + elem_encode(item))
-            except gotext.EncodingError as error:
-                raise error.at(key) from None
-        return "{" + ",".join(parts) + "}"
+        entries = gotext.go_map_entries(value)
+        return (
+            "{"
+            + ",".join(gotext.go_quote(k) + ":" + _element_text(elem, v, k) for k, v in entries)
+            + "}"
+        )
 
-    elem_encode = elem.encode
-    return _Codec(encode, "null", frozenset({"{}", "null"}), frozenset({"null"}))
+    return _Codec(encode, "null", frozenset({"{}", "null"}), _NULL)
 
 
 _SPECIAL_CODECS: Final[dict[str, Callable[[], _Codec]]] = {
-    "string": _string_codec,
-    "bool": _bool_codec,
-    "quantity": _quantity_codec,
-    "intorstring": _int_or_string_codec,
-    "time": _time_codec,
-    "fieldsv1": _fields_v1_codec,
+    "string": lambda: _scalar_codec(_encode_string, '""'),
+    "bool": lambda: _scalar_codec(_encode_bool, "false"),
+    "quantity": lambda: _Codec(
+        _encode_quantity, '"0"', zero_texts=frozenset({'"0"'}), has_is_zero=True
+    ),
+    "intorstring": lambda: _Codec(_encode_int_or_string, "0", zero_texts=frozenset({"0"})),
+    "time": lambda: _Codec(gotext.go_time_text, "null", zero_texts=_NULL, has_is_zero=True),
+    "fieldsv1": lambda: _Codec(gotext.go_generic_text, "null", zero_texts=_NULL),
 }
-
-
-# --- table compilation -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +218,8 @@ class Table:
     root: _Codec
 
     def encode(self, value: Any) -> str:
-        """Go's text of `value` decoded into the root type; None (JSON null) is the zero value.
-
-        Raises `gotext.EncodingError` when a typed Go decode of `value` would fail.
-        """
+        """Go's text of `value` decoded into the root type (None is the zero value); raises
+        `gotext.EncodingError` when a typed Go decode of `value` would fail."""
         if value is None:
             return self.root.null_text
         return self.root.encode(value)
@@ -299,14 +237,16 @@ class _Compiler:
         if cached is not None:
             return cached
         if expression.startswith("*"):
-            made = _pointer_codec(self.codec(expression[1:]))
+            elem = self.codec(expression[1:])
+            zeros = elem.zero_texts if elem.has_is_zero else frozenset()
+            made = _Codec(elem.encode, "null", frozenset(), zeros, pointer=True)
         elif expression.startswith("[]"):
             made = _slice_codec(self.codec(expression[2:]), expression)
         elif expression.startswith("map["):
-            key, _, elem = expression[4:].partition("]")
+            key, _, elem_type = expression[4:].partition("]")
             if key != "string":
                 raise TableError(f"map key type {key} is not supported")
-            made = _map_codec(self.codec(elem), expression)
+            made = _map_codec(self.codec(elem_type), expression)
         elif expression in _SPECIAL_CODECS:
             made = _SPECIAL_CODECS[expression]()
         elif expression in gotext.INT_RANGES:
@@ -321,28 +261,24 @@ class _Compiler:
     def struct(self, name: str) -> _Codec:
         if name not in self.types:
             raise TableError(f"struct {name} is missing from the table")
-        plan = _StructPlan(name)
-        self.plans[name] = plan
-        made = _Codec(plan.encode, "", frozenset(), frozenset(), struct_name=name)
-        self.codecs[name] = made
-        flattened: list[tuple[str, _Codec, set[str]]] = []
-        for json_name, expression, flags in self.flatten(name):
-            flattened.append(
-                (json_name, self.codec(expression), set(filter(None, flags.split(","))))
-            )
-        self.struct_fields[name] = flattened
+        plan = self.plans[name] = _StructPlan(name)
+        made = self.codecs[name] = _Codec(plan.encode, "", struct_name=name)
+        self.struct_fields[name] = [
+            (json_name, self.codec(expression), set(filter(None, flags.split(","))))
+            for json_name, expression, flags in self.flatten(name)
+        ]
         return made
 
     def flatten(self, name: str) -> list[tuple[str, str, str]]:
         """Fields of a struct with embedded structs promoted in place."""
         result: list[tuple[str, str, str]] = []
         for json_name, expression, flags in self.types[name]:
-            if "inline" in flags.split(","):
-                if expression not in self.types:
-                    raise TableError(f"{name}: inline {expression} is not a struct in the table")
+            if "inline" not in flags.split(","):
+                result.append((json_name, expression, flags))
+            elif expression in self.types:
                 result.extend(self.flatten(expression))
             else:
-                result.append((json_name, expression, flags))
+                raise TableError(f"{name}: inline {expression} is not a struct in the table")
         names = [field[0] for field in result]
         if len(set(names)) != len(names):
             raise TableError(f"{name}: duplicate JSON names after promotion")
@@ -354,12 +290,8 @@ class _Compiler:
         for name in self.plans:
             self.zero_struct_text(name, done, ())
         for name, plan in self.plans.items():
-            plan.set_fields(
-                [
-                    self.field(json_name, codec, flags, position=position)
-                    for position, (json_name, codec, flags) in enumerate(self.struct_fields[name])
-                ]
-            )
+            fields = enumerate(self.struct_fields[name])
+            plan.set_fields([self.field(*field, position=at) for at, field in fields])
 
     def zero_struct_text(self, name: str, done: set[str], stack: tuple[str, ...]) -> str:
         codec = self.codecs[name]
@@ -400,10 +332,8 @@ class _Compiler:
 
 
 def _compile(table: dict[str, Any]) -> Table:
-    types: dict[str, list[list[str]]] = table["types"]
-    root_name: str = table["root"]
-    compiler = _Compiler(types)
-    root = compiler.codec(root_name)
+    compiler = _Compiler(table["types"])
+    root = compiler.codec(table["root"])
     compiler.finish()
     return Table(root)
 

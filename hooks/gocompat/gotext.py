@@ -1,38 +1,34 @@
 """Go's JSON text of scalar values, and `EncodingError`, the error of a typed Go decode.
 
-This module owns how one JSON scalar, or a generic JSON value, reads and writes the way Go's
-`encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, the spelling of
-numbers, integer ranges, generic `interface{}` values and `metav1.Time`. It knows nothing of the
-type table, structs, pointers or `omitempty` (that is `hooks.gocompat.gojson`). It is pure: no
-I/O, clock or logging, no mutable state; it never mutates its input.
+This module owns how one JSON scalar or generic JSON value reads and writes as Go's
+`encoding/json` (Go 1.26) and k8s.io/apimachinery v0.36.3 do: string quoting, numbers, integer
+ranges, `interface{}` values and `metav1.Time`; types, structs and `omitempty` are
+`hooks.gocompat.gojson`'s. Pure: no I/O, clock, logging or state; it never mutates its input.
 
-Decoding rules:
+Decoding:
 
-- Strings are Go strings, always valid UTF-8 after decoding: a lone UTF-16 surrogate (which Go's
-  decoder turns into U+FFFD) becomes U+FFFD, written as UTF-8, and map keys that collapse to the
-  same string keep the last value.
-- Numbers reach this module already parsed, so their spelling is rebuilt as Go would have written
-  them when it stored the object: integers as digits, floats in Go's shortest form (`1e+21`,
-  `1.5e-7`, `1000` for 1000.0). An integral float therefore decodes into an integer field; a
-  fraction, an out-of-range number, `true` or a string for an integer field raises `EncodingError`.
-- `metav1.Time` accepts RFC 3339 as `hooks.api.times` reads it (Go's fast parser:
-  `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
+- Strings are Go strings, valid UTF-8: a lone UTF-16 surrogate becomes U+FFFD (as Go's decoder
+  makes it), and map keys that collapse to the same string keep the last value.
+- Numbers arrive parsed; their text is rebuilt as Go wrote it when it stored the object
+  (integers as digits, floats in Go's shortest form: `1e+21`, `1.5e-7`, `1000` for 1000.0), so an
+  integral float decodes into an integer field; a fraction, an out-of-range number, `true` or a
+  string for an integer field raises `EncodingError`.
+- `metav1.Time` is RFC 3339 as `hooks.api.times` reads it (Go's fast parser:
+  `YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`); what only Go's slower fallback parser accepts (a
+  one-digit hour, a comma before the fraction) raises `EncodingError` rather than guessing.
 
-Encoding rules:
+Encoding:
 
-- Strings are escaped as Go does: `"` and `\\` with a backslash, `\\b \\f \\n \\r \\t` in short
-  form, other control characters as `\\u00xx` (lowercase hex), `<`, `>`, `&`, U+2028 and U+2029 as
-  `\\u003c \\u003e \\u0026 \\u2028 \\u2029`; everything else, DEL and non-ASCII included, as UTF-8.
-- Generic JSON (the raw JSON of `FieldsV1`, say) is written as Go writes a decoded `interface{}`:
-  map keys sorted, no white space.
+- Strings escape `"` and `\\` with a backslash, `\\b \\f \\n \\r \\t` in short form, other control
+  characters as `\\u00xx` (lowercase hex), `<`, `>`, `&`, U+2028 and U+2029 as `\\u003c \\u003e
+  \\u0026 \\u2028 \\u2029`; everything else, DEL and non-ASCII included, as UTF-8.
+- Generic JSON is written as Go writes a decoded `interface{}`: map keys sorted, no white space.
 - Times are a quoted UTC RFC 3339 string to the second, or `null` for the zero time.
-
-Known gap, failing loudly rather than guessing: timestamps that only Go's slower fallback parser
-accepts (a one-digit hour, a comma before the fraction) raise `EncodingError`.
 """
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 from json.encoder import encode_basestring
@@ -41,24 +37,21 @@ from typing import Any, Final
 from hooks.api import limits, times
 
 INT_RANGES: Final[dict[str, tuple[int, int]]] = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (limits.INT64_MIN, limits.INT64_MAX),
-    "int": (limits.INT64_MIN, limits.INT64_MAX),  # 64-bit platforms, as upstream builds
-    "uint8": (0, 2**8 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
+    **{f"int{bits}": (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)},
+    **{f"uint{bits}": (0, 2**bits - 1) for bits in (8, 16, 32, 64)},
+    # 64 bits on the platforms upstream builds for
+    "int": (limits.INT64_MIN, limits.INT64_MAX),
     "uint": (0, 2**64 - 1),
     "uintptr": (0, 2**64 - 1),
 }
-_GO_ESCAPES: Final = {
-    "<": "\\u003c",
-    ">": "\\u003e",
-    "&": "\\u0026",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
+_GO_ESCAPES: Final = {char: f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
+_JSON_TYPES: Final = {
+    bool: "bool",
+    int: "number",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
 }
 _NEEDS_FIX: Final = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -80,59 +73,21 @@ class EncodingError(ValueError):
     @classmethod
     def mismatch(cls, value: Any, go_type: str) -> EncodingError:
         """Go's error for a JSON value of the wrong type for `go_type`."""
-        return cls(f"cannot unmarshal {_json_type(value)} into Go value of type {go_type}")
+        json_type = _JSON_TYPES.get(type(value), type(value).__name__)
+        return cls(f"cannot unmarshal {json_type} into Go value of type {go_type}")
 
     def at(self, segment: str) -> EncodingError:
         """The same error one level further out (`segment` is a key or `[index]`)."""
-        if not self.path:
-            path = segment
-        elif self.path.startswith("["):
-            path = segment + self.path
-        else:
-            path = f"{segment}.{self.path}"
-        return EncodingError(self.reason, path)
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
-# --- strings -----------------------------------------------------------------------------------
-
-
-def _fix_char(match: re.Match[str]) -> str:
-    return _GO_ESCAPES.get(match.group(), "\ufffd")
+        separator = "" if not self.path or self.path.startswith("[") else "."
+        return EncodingError(self.reason, segment + separator + self.path)
 
 
 def go_quote(text: str) -> str:
-    """A JSON string literal exactly as Go's encoder writes `text` (HTML-safe escaping).
-
-    Lone surrogates, which no Go string can hold, are written as U+FFFD, as Go's decoder makes them.
-    """
+    """A JSON string literal exactly as Go's encoder writes `text` (lone surrogates as U+FFFD)."""
     quoted = encode_basestring(text)
     if _NEEDS_FIX.search(quoted) is None:
         return quoted
-    return _NEEDS_FIX.sub(_fix_char, quoted)
-
-
-def _go_string(text: str) -> str:
-    """The Go string a JSON string decodes to: lone surrogates become U+FFFD."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return _SURROGATE.sub("\ufffd", text)
-
-
-# --- numbers -----------------------------------------------------------------------------------
+    return _NEEDS_FIX.sub(lambda match: _GO_ESCAPES.get(match.group(), "\ufffd"), quoted)
 
 
 def go_float_text(value: float) -> str:
@@ -141,25 +96,10 @@ def go_float_text(value: float) -> str:
         raise EncodingError(f"unsupported value: {value!r}")
     if value == 0:
         return "-0" if math.copysign(1.0, value) < 0 else "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exponent_text = repr(abs(value)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    digits = (whole + fraction).lstrip("0")
-    exponent = int(exponent_text or "0") - len(fraction)
-    stripped = digits.rstrip("0")
-    exponent += len(digits) - len(stripped)
-    digits = stripped
-    if abs(value) < 1e-6 or abs(value) >= 1e21:
-        scientific = len(digits) - 1 + exponent
-        head = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        mark = "-" if scientific < 0 else "+"
-        return f"{sign}{head}e{mark}{abs(scientific):02d}".replace("e-0", "e-", 1)
-    if exponent >= 0:
-        return sign + digits + "0" * exponent
-    point = len(digits) + exponent
-    if point > 0:
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    return f"{sign}0.{'0' * -point}{digits}"
+    # repr's digits are the shortest that round-trip, as Go's; Decimal writes them in Go's forms
+    # (`1e+21`, `1.5e-7`: no leading zero in the exponent).
+    digits = decimal.Decimal(repr(value)).normalize()
+    return format(digits, "f" if 1e-6 <= abs(value) < 1e21 else "e")
 
 
 def go_number_text(value: Any) -> str | None:
@@ -182,9 +122,6 @@ def decode_integer(value: Any, go_type: str) -> int:
     if _INTEGER_TEXT.fullmatch(text) is None or not low <= int(text) <= high:
         raise EncodingError(f"cannot unmarshal number {text} into Go value of type {go_type}")
     return int(text)
-
-
-# --- generic JSON ------------------------------------------------------------------------------
 
 
 def go_generic_text(value: Any) -> str:
@@ -210,20 +147,14 @@ def go_generic_text(value: Any) -> str:
 
 def go_map_entries(value: dict[Any, Any]) -> list[tuple[str, Any]]:
     """Entries of a decoded Go map with string keys, sorted as Go writes them."""
-    keys = list(value)
-    if all(
-        isinstance(key, str) and (key.isascii() or _SURROGATE.search(key) is None) for key in keys
-    ):
+    if all(isinstance(k, str) and (k.isascii() or _SURROGATE.search(k) is None) for k in value):
         return sorted(value.items())
     merged: dict[str, Any] = {}
     for key, item in value.items():
         if not isinstance(key, str):
             raise EncodingError(f"map key {key!r} is not a string")
-        merged[_go_string(key)] = item
+        merged[_SURROGATE.sub("\ufffd", key)] = item  # the Go string: U+FFFD for surrogates
     return sorted(merged.items())
-
-
-# --- metav1.Time -------------------------------------------------------------------------------
 
 
 def go_time_text(value: Any) -> str:

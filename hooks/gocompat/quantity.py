@@ -1,52 +1,44 @@
 """Kubernetes `resource.Quantity` exactly as k8s.io/apimachinery v0.36.3 decodes and encodes it.
 
-This module owns one thing: turning the JSON text of a typed Quantity field into the JSON text Go
-writes back (`unmarshal_json` then `marshal_json`). It is pure and standard-library only; it knows
-nothing of pod templates (`gojson` calls it) and never logs.
+This module owns turning the JSON text of a typed Quantity field into the JSON text Go writes back
+(`unmarshal_json`, then `marshal_json`). Pure and standard-library only; it knows nothing of pod
+templates (`hooks.gocompat.gojson` calls it). Upstream's rules, quirks included:
 
-Rules reproduced from upstream, quirks included:
-
-- Decoding (`unmarshal_json`): JSON `null` gives the zero quantity. A value wrapped in double
-  quotes loses the quotes but is NOT JSON-unescaped (`"1\\t"` is the characters `1\\t` and fails);
-  anything else (a bare number, `true`, an object) is parsed as its literal text. Leading and
-  trailing white space as Go's `unicode.IsSpace` defines it is trimmed.
+- Decoding: JSON `null` is the zero quantity. Surrounding double quotes are removed but the text
+  is NOT unescaped (`"1\\t"` is the characters `1\\t` and fails); anything else (a bare number,
+  `true`, an object) is parsed as its literal text. White space as Go's `unicode.IsSpace` knows
+  it is trimmed.
 - Grammar: an optional sign, digits with at most one `.`, then a suffix: binary `Ki Mi Gi Ti Pi
-  Ei`, decimal SI `n u m "" k M G T P E`, or an exponent `e`/`E` followed by a signed integer. A
-  text without that shape fails with the "must match the regular expression" error; a well-shaped
-  but unknown suffix (`Ki3`, `1e-`, `kM`) fails with "unable to parse quantity's suffix". The
-  empty text fails; the digits may be absent (`"e3"`, `"+"`, `"Ki"` are zero) and leading zeros
-  are allowed. An exponent that overflows a signed 64-bit integer is a suffix error; one that fits
-  is truncated to 32 bits (`1e4294967305` means `1e9`), as Go's `int32()` conversion does. A
-  number-free text that needs the big-decimal branch (`"-.e-10"`) fails with "unable to parse
-  numeric part of quantity".
-- Kept spellings: a value with at most 18 significant digits and a scale of at least nano is held as
-  a small integer, and upstream then caches the original text when it is already "reasonable": a
-  decimal value whose scale is a multiple of 3, whose digits do not end in `000` and do not start
-  with `0` (so `"12.345k"`, `"+1"`, `"5."`, `"0100"`, `"1e-06"` come back unchanged), or a binary
-  value whose digits are not a multiple of 8 (`"1Gi"`, `"+66292Mi"`). The literal `"0"` is kept too.
-- Otherwise the value is rounded up (away from zero) to a whole nano unit; binary-suffixed values
-  above 2^63-1 in magnitude are capped there; a binary value strictly between 0 and 1 becomes
-  decimal SI.
-- Canonical text: zero is `0`. Decimal values drop trailing zeros, then move the exponent down to a
-  multiple of 3 and pick the suffix of that exponent; an exponent with no SI suffix (above 18) is
-  written with no suffix at all, which silently changes the value (`"1000000E"` gives `"1"`). The
-  exponent form writes `e<n>` (nothing for 0). Binary values between -1024 and 1024, or that are not
-  whole numbers, are written as decimal SI; other binary values as the largest power of 1024 that
-  divides them (`1024Mi` gives `1Gi`, `1.5Gi` gives `1536Mi`).
-- Exponents are 32-bit in upstream. Where that arithmetic wraps and upstream would still answer
-  cheaply (the small-integer path) the wrap is reproduced; where the wrap would make upstream build
-  a power of ten with billions of digits (the big-decimal path), this module raises
-  `QuantityError` instead of hanging.
+  Ei`, decimal SI `n u m "" k M G T P E`, or `e`/`E` and a signed integer. Another shape fails
+  with "must match the regular expression"; a well-shaped unknown suffix (`Ki3`, `1e-`, `kM`)
+  with "unable to parse quantity's suffix"; the empty text fails. Digits may be absent (`"e3"`,
+  `"+"`, `"Ki"` are zero) and leading zeros are allowed. An exponent beyond int64 is a suffix
+  error; one that fits is truncated to 32 bits (`1e4294967305` means `1e9`). A number-free text
+  on the big-decimal path (`"-.e-10"`) fails with "unable to parse numeric part of quantity".
+- Kept spellings: a value of at most 18 significant digits at a scale of at least nano is a small
+  integer, and its text is kept when already "reasonable": decimal with a scale that is a
+  multiple of 3 and digits that neither end in `000` nor start with `0` (`"12.345k"`, `"+1"`,
+  `"5."`, `"0100"`, `"1e-06"` come back unchanged), or binary with digits not a multiple of 8
+  (`"1Gi"`, `"+66292Mi"`). The literal `"0"` is kept too.
+- Otherwise the value is rounded up (away from zero) to a whole nano unit; binary values above
+  2^63-1 in magnitude are capped there, and one strictly between 0 and 1 becomes decimal SI.
+- Canonical text: zero is `0`. Decimal values drop trailing zeros, move the exponent down to a
+  multiple of 3 and take that exponent's suffix; above 18 there is none and the exponent is
+  silently dropped (`"1000000E"` gives `"1"`). The exponent form writes `e<n>` (nothing for 0).
+  Binary values between -1024 and 1024, or not whole, are written as decimal SI; others with the
+  largest power of 1024 that divides them (`1024Mi` gives `1Gi`, `1.5Gi` gives `1536Mi`).
+- Exponents are 32-bit upstream: where the wrap is cheap for upstream (the small-integer path) it
+  is reproduced; where upstream would build a power of ten with billions of digits (the
+  big-decimal path), `QuantityError` is raised instead of hanging.
 
-Cost: time linear in the length of the text. Values are held as decimal digit strings; a long
-value is never converted between decimal text and a Python int (CPython does that in quadratic
-time, so a valid million-digit quantity once took 23 s). Rounding to nano units, stripping zeros
-and comparing are done on the digits; a binary suffix multiplies the digits by 2**10..2**60 in
-fixed-size chunks; only values known to be short (at most int64) become ints.
+Cost: linear in the length of the text. Values are decimal digit strings, never converted whole
+between decimal text and a Python int (quadratic in CPython: a valid million-digit quantity once
+took 23 s); a binary suffix multiplies the digits in fixed-size chunks.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -70,8 +62,9 @@ _GO_SPACE: Final = (
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
 )
-_SUFFIX_LETTERS: Final = frozenset("eEinumkKMGTP")
-_DIGITS: Final = frozenset("0123456789")
+# Upstream's scanner: possessive, so that a long text is matched in linear time.
+_SHAPE: Final = re.compile(r"([+-]?+)([0-9]*+)(?:\.([0-9]*+))?+([eEinumkKMGTP]*+[-+]?+[0-9]*+)")
+_INT64_SHAPE: Final = re.compile(r"[+-]?[0-9]+")
 
 
 class QuantityError(ValueError):
@@ -86,18 +79,8 @@ class Format(StrEnum):
     DECIMAL_SI = "DecimalSI"
 
 
-_DECIMAL_SUFFIXES: Final[dict[str, int]] = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
+_SI_PREFIXES: Final = ("n", "u", "m", "", "k", "M", "G", "T", "P", "E")  # 10**-9 .. 10**18
+_DECIMAL_SUFFIXES: Final = {text: 3 * index - 9 for index, text in enumerate(_SI_PREFIXES)}
 _BINARY_SUFFIXES: Final[dict[str, int]] = {
     "Ki": 10,
     "Mi": 20,
@@ -131,11 +114,6 @@ class Quantity:
 ZERO: Final = Quantity("0", False, 0, Format.DECIMAL_EXPONENT)
 
 
-def _small(value: int, exponent: int, fmt: Format, *, text: str = "") -> Quantity:
-    """A quantity from a short signed integer."""
-    return Quantity(str(abs(value)), value < 0, exponent, fmt, text=text)
-
-
 def _wrap32(value: int) -> int:
     return (value - _INT32_MIN) % 2**32 + _INT32_MIN
 
@@ -147,44 +125,14 @@ def _go_rem(value: int, divisor: int) -> int:
 
 
 def _split(text: str) -> tuple[bool, str, str, str, str]:
-    """Sign, numeric text, integer digits, fraction digits, suffix (upstream's splitting)."""
-    positive = not text.startswith("-")
-    pos = 1 if text[:1] in ("+", "-") else 0
-    while pos < len(text) and text[pos] == "0":
-        pos += 1
-    if pos >= len(text):
-        return positive, "0", "0", "", ""
-    start, pos = pos, _digits_end(text, pos)
-    if pos >= len(text):
-        return positive, text, text[start:], "", ""
-    integer = text[start:pos] or "0"
-    fraction = ""
-    if text[pos] == ".":
-        start, pos = pos + 1, _digits_end(text, pos + 1)
-        if pos >= len(text):
-            return positive, text, integer, text[start:], ""
-        fraction = text[start:pos]
-    return positive, text[:pos], integer, fraction, _suffix(text, pos)
-
-
-def _digits_end(text: str, pos: int) -> int:
-    """Where the run of decimal digits starting at `pos` ends."""
-    while pos < len(text) and text[pos] in _DIGITS:
-        pos += 1
-    return pos
-
-
-def _suffix(text: str, start: int) -> str:
-    """The suffix starting at `start`: letters, then an optional sign and digits (an exponent);
-    anything after it is a format error."""
-    pos = start
-    while pos < len(text) and text[pos] in _SUFFIX_LETTERS:
-        pos += 1
-    if pos < len(text) and text[pos] in "+-":
-        pos += 1
-    if _digits_end(text, pos) < len(text):
+    """Sign, numeric text, integer digits (no leading zeros, at least one), fraction digits and
+    suffix (upstream's splitting)."""
+    match = _SHAPE.fullmatch(text)
+    if match is None:
         raise QuantityError(FORMAT_ERROR)
-    return text[start:]
+    sign, integer, fraction, suffix = match.groups()
+    numeric = text[: match.start(4)]
+    return sign != "-", numeric, integer.lstrip("0") or "0", fraction or "", suffix
 
 
 def _interpret(suffix: str) -> tuple[int, int, Format]:
@@ -203,18 +151,13 @@ def _interpret(suffix: str) -> tuple[int, int, Format]:
 
 def _parse_go_int64(text: str) -> int | None:
     """strconv.ParseInt(text, 10, 64), or None when it fails."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not all(c in _DIGITS for c in digits):
+    if _INT64_SHAPE.fullmatch(text) is None:
         return None
-    significant = digits.lstrip("0")
+    significant = text.lstrip("+-").lstrip("0")
     if len(significant) > 19:
         return None
-    value = int(significant or "0")
-    if text[0] == "-":
-        value = -value
-    if not limits.INT64_MIN <= value <= limits.INT64_MAX:
-        return None
-    return value
+    value = int(significant or "0") * (-1 if text[0] == "-" else 1)
+    return value if limits.INT64_MIN <= value <= limits.INT64_MAX else None
 
 
 def parse_quantity(text: str) -> Quantity:
@@ -246,14 +189,13 @@ def parse_quantity(text: str) -> Quantity:
             value = int(shifted)
             result = value * multiplier
             if result <= limits.INT64_MAX:
-                if not positive:
-                    result = -result
                 keep = (
                     exponent % 10 == 0 and value & 0x07 != 0
                     if fmt is Format.BINARY_SI
                     else scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
                 )
-                return _small(result, scale, fmt, text=text if keep else "")
+                negative = result > 0 and not positive
+                return Quantity(str(result), negative, scale, fmt, text=text if keep else "")
     return _parse_big(numeric, base, exponent, fmt)
 
 
@@ -345,7 +287,7 @@ def _canonical_decimal(quantity: Quantity) -> tuple[str, int]:
     exponent = _wrap32(quantity.exponent + times)
     if quantity.small:
         step = {1: 1, -2: 1, 2: 2, -1: 2}.get(_go_rem(exponent, 3), 0)
-        scaled = int(digits) * _pow10(step) * (-1 if quantity.negative else 1)
+        scaled = int(digits + "0" * step) * (-1 if quantity.negative else 1)
         if limits.INT64_MIN < scaled <= limits.INT64_MAX:
             return str(scaled), _wrap32(exponent - step)
         # An int64 overflow: upstream redoes the work on the big-decimal path.
@@ -355,53 +297,37 @@ def _canonical_decimal(quantity: Quantity) -> tuple[str, int]:
     return sign + digits, exponent
 
 
-def _pow10(exponent: int) -> int:
-    """10**exponent for exponent >= 0, typed as an int."""
-    result: int = 10**exponent
-    return result
-
-
-def _is_whole(quantity: Quantity) -> bool:
-    if quantity.exponent >= 0:
-        return True
-    return _strip_tens(quantity.digits)[1] >= -quantity.exponent or quantity.digits == "0"
-
-
 def canonical_string(quantity: Quantity) -> str:
     """The text upstream's `String()` / `MarshalJSON` writes between the quotes."""
     if quantity.text:
         return quantity.text
     if quantity.digits == "0":
         return "0"
-    fmt = quantity.format
-    if fmt is Format.BINARY_SI:
-        if _is_between_1024(quantity) or not _is_whole(quantity):
-            fmt = Format.DECIMAL_SI
-        else:
-            # A binary-format value is at most 2**63 - 1 here (capped when parsed): short.
-            value = _whole_value(quantity)
-            times = 0
-            while value % 1024 == 0:
-                value //= 1024
-                times += 1
-            suffix = _BINARY_BY_EXPONENT.get(times * 10, "")
-            return ("-" if quantity.negative else "") + str(value) + suffix
+    if quantity.format is Format.BINARY_SI:
+        binary = _binary_text(quantity)
+        if binary is not None:
+            return binary
     digits, exponent = _canonical_decimal(quantity)
-    if fmt is Format.DECIMAL_SI:
-        return digits + _DECIMAL_BY_EXPONENT.get(exponent, "")
-    return digits if exponent == 0 else f"{digits}e{exponent}"
+    if quantity.format is Format.DECIMAL_EXPONENT:
+        return digits if exponent == 0 else f"{digits}e{exponent}"
+    return digits + _DECIMAL_BY_EXPONENT.get(exponent, "")
 
 
-def _whole_value(quantity: Quantity) -> int:
-    """The magnitude of a whole binary-format value (short: at most 2**63 - 1)."""
-    if quantity.exponent >= 0:
-        return int(quantity.digits) * _pow10(quantity.exponent)
-    return int(quantity.digits[: quantity.exponent] or "0")
-
-
-def _is_between_1024(quantity: Quantity) -> bool:
-    """-1024 < value < 1024, on the digits."""
-    return _compare(quantity.digits, -quantity.exponent, 1024) < 0
+def _binary_text(quantity: Quantity) -> str | None:
+    """A non-zero binary-format value in the largest power of 1024 that divides it; None for one
+    written as decimal SI (between -1024 and 1024, or not whole)."""
+    exponent = quantity.exponent
+    if _compare(quantity.digits, -exponent, 1024) < 0:
+        return None
+    if exponent < 0 and _strip_tens(quantity.digits)[1] < -exponent:
+        return None
+    # At most 2**63 - 1 here (capped when parsed): short.
+    value = int(quantity.digits[:exponent] if exponent < 0 else quantity.digits + "0" * exponent)
+    times = 0
+    while value % 1024 == 0:
+        value //= 1024
+        times += 1
+    return ("-" if quantity.negative else "") + str(value) + _BINARY_BY_EXPONENT.get(times * 10, "")
 
 
 def go_trim_space(text: str) -> str:

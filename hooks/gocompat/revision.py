@@ -1,10 +1,9 @@
 """The revision of a DisaggregatedSet: the bytes upstream marshals for
 `[{"name": <role name>, "template": <LeaderWorkerTemplate>}, ...]` in `spec.roles` order, hashed.
 
-Each template is written by `hooks.gocompat.gojson` (its docstring: the upstream versions and the
-decoding and encoding rules), each role name quoted by `hooks.gocompat.gotext`; a `null` template
-is the zero LeaderWorkerTemplate, as in Go, and there is no default hash. Pure and stateless (the
-hook server remembers revisions: `hooks.server.revisions`).
+Each template is written by `hooks.gocompat.gojson` (its rules), a `null` template as the zero
+LeaderWorkerTemplate, as in Go; there is no default hash. Pure and stateless (the hook server
+remembers revisions: `hooks.server.revisions`).
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ from hooks.gocompat import gojson, gotext
 
 
 def encode_templates(roles: Sequence[tuple[str, api.JsonObject]]) -> bytes:
-    """The exact bytes upstream hashes: `[{"name":…,"template":…},…]` in the given role order.
-
-    Each tuple is a role's name and its raw `spec.leaderWorkerTemplate` object as stored.
-    Raises `gotext.EncodingError` when a typed Go decode of a template would fail.
-    """
+    """The exact bytes upstream hashes for (role name, raw `spec.leaderWorkerTemplate`) pairs, in
+    order; raises `gotext.EncodingError` when a typed Go decode of a template would fail."""
     table = gojson.committed_table()
     parts: list[str] = []
     for index, (name, template) in enumerate(roles):

@@ -1,6 +1,5 @@
 """The answers of the hooks as Metacontroller reads them: the one place an answer becomes JSON,
-and what Metacontroller writes for a sync's answer (for the log line).
-"""
+and what Metacontroller writes for a sync's answer (for the log line)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ JsonObject = values.JsonObject
 
 
 def render_answer(answer: records.SyncAnswer | records.CustomizeAnswer) -> JsonObject:
-    """The JSON a hook answers Metacontroller with: the one place answers become JSON."""
+    """The JSON a hook answers Metacontroller with."""
     if isinstance(answer, records.CustomizeAnswer):
         return render_customize_response(answer.related)
     response: JsonObject = {
@@ -30,11 +29,9 @@ def render_answer(answer: records.SyncAnswer | records.CustomizeAnswer) -> JsonO
 
 
 def render_status(status: records.Status) -> JsonObject:
-    """JSON of a status: camelCase keys, unset optional fields left out.
-
-    A held status is the observed one as it was, its Degraded condition (and the `degraded`
-    reason beside it) replaced, appended when there was none, so a hold rewrites nothing else.
-    """
+    """JSON of a status: camelCase keys, unset optional fields left out. A held status is the
+    observed one with its Degraded condition (and the `degraded` reason beside it) replaced, or
+    appended when there was none: a hold rewrites nothing else."""
     if isinstance(status, records.HeldStatus):
         kept = [
             condition

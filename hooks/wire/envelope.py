@@ -1,15 +1,15 @@
-"""Metacontroller's request envelope: a hook's request body in, the records of its call out.
+"""Metacontroller's request envelope: a hook's request body in, the frozen records of
+`hooks.core.records` out.
 
-This module is the edge of the pure core on the way in. It turns a decoded request body into the
-frozen request records of `hooks.core.records`, accepting both hook versions (v1 keys children by
-name, v2 by namespace/name; the records are built from each object's own metadata, so the key
-format does not matter). Each object in it is read by `hooks.wire.objects` (a child or related
-object) or `hooks.wire.parents` (the parent); answers become JSON in `hooks.wire.answers`. It
-decides nothing about DisaggregatedSets. A body it cannot use raises `RequestError`, which the
-server answers with a non-200 status so that Metacontroller changes nothing and retries.
+It accepts both hook versions (v1 keys children by name, v2 by namespace/name: the records are
+built from each object's own metadata) and reads each object with `hooks.wire.objects` or
+`hooks.wire.parents`. It decides nothing about DisaggregatedSets. A body it cannot use raises
+`RequestError`: the server answers non-200, so Metacontroller changes nothing and retries.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
 
 from hooks.core import records
 from hooks.gocompat import revision
@@ -24,24 +24,18 @@ def parse_sync_request(
     """A DisaggregatedSet sync request; raises RequestError when it cannot be used.
 
     Children of a kind this version does not know (a newer version's CompositeController lists
-    it) come back apart, as they were last applied, to be answered unchanged; one that shares its
-    kind and name with a known child makes the request unusable. Related objects are read only of
-    the kind the customize hook asks for, scalers (`hooks.core.related`): they are never answered
-    with. A history record's roles are hashed with `revision_of`."""
+    it) come back apart, as last applied, to be answered unchanged; one with a known child's kind
+    and name makes the request unusable. Related objects are read only of the kind the customize
+    hook asks for, scalers (`hooks.core.related`). A record's roles are hashed with
+    `revision_of`."""
     request = values.require_object(body, "request body")
     parent = parents.parse_parent(values.require_object(request.get("parent"), "parent"))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
-    children, _, unknown = _parse_object_groups(
-        request.get("children"),
-        "children",
-        allowed=records.DS_CHILD_KINDS,
-        revision_of=revision_of,
-    )
-    related, _, _ = _parse_object_groups(
-        request.get("related", {}),
-        "related",
-        allowed=frozenset({records.ChildKind.SCALER}),
-        related=True,
+    children, unknown = _parse_children(request.get("children"), revision_of)
+    related = _sorted(
+        objects.parse_observed(kind, values.require_object(obj, where), where, related=True)
+        for kind, where, obj in _objects(request.get("related", {}), "related")
+        if kind is records.ChildKind.SCALER
     )
     declared = _declared_kinds(request.get("controller"))
     if declared is not None and any(child.kind not in declared for child in children):
@@ -68,8 +62,8 @@ def parse_sync_request(
 
 
 def _declared_kinds(controller: object) -> frozenset[records.ChildKind] | None:
-    """The set's child types that `controller` (the CompositeController) declares in
-    `spec.childResources` (other entries are not ours to judge); None without a controller."""
+    """The set's child types the CompositeController declares in `spec.childResources` (other
+    entries are not ours to judge); None without a controller."""
     if controller is None:
         return None
     spec = values.require_object(
@@ -100,14 +94,13 @@ def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
     customize hook asks for)."""
     request = values.require_object(body, "request body")
     scaler = parents.parse_scaler(values.require_object(request.get("parent"), "parent"))
-    _, owners, _ = _parse_object_groups(
-        request.get("related", {}),
-        "related",
-        allowed=frozenset({records.ChildKind.DISAGGREGATED_SET}),
-        keep_parents=True,
-        related=True,
-    )
-    return records.ScalerSyncRequest(scaler=scaler, owners=owners)
+    owners = [
+        parents.parse_parent(values.require_object(obj, where))
+        for kind, where, obj in _objects(request.get("related", {}), "related")
+        if kind is records.ChildKind.DISAGGREGATED_SET
+    ]
+    owners.sort(key=lambda owner: (owner.namespace, owner.name))
+    return records.ScalerSyncRequest(scaler=scaler, owners=tuple(owners))
 
 
 def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeRequest:
@@ -118,51 +111,38 @@ def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeReque
     )
 
 
-def _parse_object_groups(
-    groups: object,
-    where: str,
-    *,
-    allowed: frozenset[records.ChildKind],
-    keep_parents: bool = False,
-    related: bool = False,
-    revision_of: objects.RevisionOf = revision.compute_revision,
-) -> tuple[tuple[records.ObservedObject, ...], tuple[records.Parent, ...], tuple[JsonObject, ...]]:
-    """The objects of `children` or `related`, sorted by kind, namespace and name; with
-    `keep_parents`, DisaggregatedSets come back as parents, apart; objects of a kind not
-    `allowed` come back apart as they were last applied (children) or not at all (related).
-    Related objects are never answered with, so their last-applied annotation is not read."""
+def _parse_children(
+    groups: object, revision_of: objects.RevisionOf
+) -> tuple[tuple[records.ObservedObject, ...], tuple[JsonObject, ...]]:
+    """The children of the kinds a set has, and apart, those of kinds this version does not know
+    as last applied (sorted by kind and name)."""
+    children: list[records.ObservedObject] = []
+    unknown: list[JsonObject] = []
+    for kind, where, obj in _objects(groups, "children"):
+        found = values.require_object(obj, where)
+        if kind in records.DS_CHILD_KINDS:
+            children.append(objects.parse_observed(kind, found, where, revision_of=revision_of))
+        else:
+            unknown.append(objects.parse_unknown_child(found, where))
+    unknown.sort(key=lambda item: (item["kind"], item["metadata"]["name"]))
+    return _sorted(children), tuple(unknown)
+
+
+def _objects(groups: object, where: str) -> Iterator[tuple[records.ChildKind | None, str, object]]:
+    """Each object of `children` or `related` (keyed by <Kind>.<apiVersion>, then by name): its
+    kind (None for one this hook does not handle), where it is, and the object."""
     if not isinstance(groups, dict):
         raise values.RequestError(f"{where} must be an object keyed by <Kind>.<apiVersion>")
-    observed: list[records.ObservedObject] = []
-    owners: list[records.Parent] = []
-    unknown: list[JsonObject] = []
     for key, named in groups.items():
         if named is None:
             continue
         if not isinstance(named, dict):
             raise values.RequestError(f"{where}[{key!r}] must be an object keyed by name")
-        kind = objects.known_kind(key, allowed)
+        kind = objects.known_kind(key, frozenset(records.ChildKind))
         for inner_key, obj in named.items():
-            label = f"{where}[{key!r}][{inner_key!r}]"
-            if kind is None:
-                if not related:
-                    unknown.append(
-                        objects.parse_unknown_child(values.require_object(obj, label), label)
-                    )
-            elif kind is records.ChildKind.DISAGGREGATED_SET and keep_parents:
-                owners.append(parents.parse_parent(values.require_object(obj, label)))
-            else:
-                observed.append(
-                    objects.parse_observed(
-                        kind,
-                        values.require_object(obj, label),
-                        label,
-                        related=related,
-                        revision_of=revision_of,
-                    )
-                )
-    return (
-        tuple(sorted(observed, key=lambda obj: (obj.kind.value, obj.namespace, obj.name))),
-        tuple(sorted(owners, key=lambda obj: (obj.namespace, obj.name))),
-        tuple(sorted(unknown, key=lambda obj: (obj["kind"], obj["metadata"]["name"]))),
-    )
+            yield kind, f"{where}[{key!r}][{inner_key!r}]", obj
+
+
+def _sorted(found: Iterable[records.ObservedObject]) -> tuple[records.ObservedObject, ...]:
+    """Observed objects sorted by kind, namespace and name."""
+    return tuple(sorted(found, key=lambda obj: (obj.kind.value, obj.namespace, obj.name)))

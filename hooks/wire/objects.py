@@ -2,27 +2,20 @@
 request, an object of a child kind as kubectl lists it, or a child of a kind this version does
 not know.
 
-An observed child carries `applied`: the object as this hook last returned it, read from
-Metacontroller's last-applied annotation without the namespace and `controller-uid` label that
-Metacontroller adds. When the annotation is missing or unreadable, or names another object
-(apiVersion, kind, name or namespace differ from the observed object's: anyone who can edit the
-child can edit the annotation, and Metacontroller deletes an observed child whose identity is
-missing from the answer), `applied` is a cleaned copy of the observed object (apiVersion, kind,
-name, labels, annotations, and its body: `spec`, or a DisaggregatedSetRevision's fields). Never
-mutate it: copy the parts you change. A related object is never answered with, so its `applied`
-is empty.
-
-A DisaggregatedSetRevision is read from the object itself, never from the annotation: `applied`
-is always its cleaned copy (re-emitting it never asks to change its immutable roles), and its body
-is parsed here, once, into `stored` (`records.StoredRevision`: its numbers, roles, and the revision
-those roles hash to), or `stored_error` says why it is not a record's. `parse_records` reads the
-records `kubectl get` lists the same way, for the kubectl plugin.
+An observed child's `applied` is what the hook last answered for it: Metacontroller's
+last-applied annotation, without the namespace and `controller-uid` label Metacontroller adds,
+only when it names exactly this object (anyone who can edit the child can edit the annotation,
+and Metacontroller deletes an observed child whose identity the answer lacks); else a cleaned
+copy of the object (identity, labels, annotations and body). Never mutate it. A
+DisaggregatedSetRevision is always its cleaned copy (re-emitting it never asks to change its
+immutable roles), and its body is parsed once into `stored` (`records.StoredRevision`), or
+`stored_error` says why it is not a record's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final, TypeGuard
+from typing import Final
 
 import orjson
 import pydantic
@@ -35,26 +28,25 @@ from hooks.wire import values
 
 JsonObject = values.JsonObject
 
-
 RevisionOf = Callable[[Sequence[tuple[str, api.JsonObject]]], str]
 """What hashes a list of (role name, leaderWorkerTemplate): `revision.compute_revision`, or a
 memo of it."""
 
+# A record's fields besides its identity: what its cleaned copy keeps, exactly as stored.
+_RECORD_FIELDS: Final = ("revision", "firstRevision", "completedAs", "packedRoles", "roles")
+
 
 def parse_child(obj: object, *, where: str) -> records.ObservedObject | None:
-    """An object of a set's child kinds, its kind read from its own apiVersion and kind, read
-    as a sync request's children are (with `applied`: what the hooks would answer for it once
-    it is a child); None for an object of another kind. RequestError when it is not an object
-    of that shape."""
+    """An object of a set's child kinds (read from its own apiVersion and kind) as a sync
+    request's children are read; None for another kind; RequestError when it is malformed."""
     found = values.require_object(obj, where)
     kind = known_kind(f"{found.get('kind')}.{found.get('apiVersion')}", records.DS_CHILD_KINDS)
     return None if kind is None else parse_observed(kind, found, where)
 
 
 def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
-    """One object of `kind` as it is stored (kubectl's output, a related object): what the hooks
-    read of it, without Metacontroller's last-applied copy (`applied` is empty). RequestError
-    when it is not an object of that shape."""
+    """One object of `kind` as it is stored (kubectl's output, a related object): without
+    `applied`. RequestError when it is malformed."""
     return parse_observed(kind, values.require_object(obj, where), where, related=True)
 
 
@@ -78,19 +70,18 @@ def known_kind(key: str, allowed: frozenset[records.ChildKind]) -> records.Child
 
 
 def parse_unknown_child(obj: JsonObject, where: str) -> JsonObject:
-    """A child of a kind this version does not know, to answer as it is: what was last applied
-    when the annotation names exactly this object, else a cleaned copy (every field but its
-    status and the metadata Metacontroller and the API server add)."""
+    """A child of a kind this version does not know, to answer as it is: its last-applied copy
+    (see the module), else every field but its status and the metadata Metacontroller and the API
+    server add."""
     metadata = values.require_object(obj.get("metadata"), f"{where} metadata")
     name = values.require_str(metadata.get("name"), f"{where} metadata.name")
     api_version = values.require_str(obj.get("apiVersion"), f"{where} apiVersion")
     kind = values.require_str(obj.get("kind"), f"{where} kind")
     labels = values.string_map(metadata.get("labels"), f"{where} metadata.labels")
     annotations = values.string_map(metadata.get("annotations"), f"{where} metadata.annotations")
-    applied = _last_applied(annotations)
-    namespace = values.optional_str(metadata.get("namespace"))
-    if _is_applied_for(applied, api_version, kind, name, namespace):
-        return _without_metacontroller_fields(applied)
+    applied = _last_applied(obj, api_version, kind, name, annotations)
+    if applied is not None:
+        return applied
     cleaned = _cleaned(api_version, kind, name, labels, annotations)
     for field, value in obj.items():
         if field not in ("apiVersion", "kind", "metadata", "status"):
@@ -112,12 +103,9 @@ def parse_observed(
     name = values.require_str(metadata.get("name"), f"{where} metadata.name")
     labels = values.string_map(metadata.get("labels"), f"{where} metadata.labels")
     annotations = values.string_map(metadata.get("annotations"), f"{where} metadata.annotations")
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    status = obj.get("status")
-    status = status if isinstance(status, dict) else {}
+    spec = values.object_or_empty(obj.get("spec"))
     owner = values.controller_ref(metadata)
-    replica_status, status_error = _replica_status(status)
+    replica_status, status_error = _replica_status(values.object_or_empty(obj.get("status")))
     stored, stored_error = (
         _stored_revision(obj, revision_of) if kind is records.ChildKind.REVISION else (None, None)
     )
@@ -164,9 +152,8 @@ def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:
 def _stored_revision(
     obj: JsonObject, revision_of: RevisionOf
 ) -> tuple[records.StoredRevision | None, str | None]:
-    """A DisaggregatedSetRevision's body as its CRD describes it (`api.RevisionRecord`), its
-    roles parsed as a spec's roles are, and the revision they hash to (by `revision_of`); or why
-    it is not one."""
+    """A DisaggregatedSetRevision's body (`api.RevisionRecord`), its roles parsed as a spec's
+    roles are and hashed by `revision_of`; or why it is not one."""
     try:
         body = api.RevisionRecord.model_validate(obj, strict=True)
     except pydantic.ValidationError as error:
@@ -206,8 +193,7 @@ def _record_roles(body: api.RevisionRecord) -> tuple[list[JsonObject] | None, st
     if body.packed_roles is None:
         return body.roles, ""
     try:
-        text = compact.unpack_roles(body.packed_roles)
-        decoded = orjson.loads(text)
+        decoded = orjson.loads(compact.unpack_roles(body.packed_roles))
     except (compact.PackError, orjson.JSONDecodeError) as error:
         return None, f"packedRoles: {error}"
     try:
@@ -221,8 +207,8 @@ def _record_roles(body: api.RevisionRecord) -> tuple[list[JsonObject] | None, st
 
 
 def _slice_index(labels: Mapping[str, str]) -> int | None:
-    """The slice label as a number: 0 when absent or empty (objects from before slices existed),
-    None when it is not a canonical decimal (no sign, no leading zero, ASCII digits only)."""
+    """The slice label as a number (`records.ObservedObject.slice_index`): a canonical decimal has
+    no sign, no leading zero and ASCII digits only."""
     value = labels.get(api.LABEL_SLICE, "")
     if value == "":
         return 0
@@ -231,22 +217,19 @@ def _slice_index(labels: Mapping[str, str]) -> int | None:
     return int(value)
 
 
-_STATUS_COUNTS = (
-    ("replicas", "replicas"),
-    ("readyReplicas", "ready_replicas"),
-    ("updatedReplicas", "updated_replicas"),
-)
-
-
 def _replica_status(status: JsonObject) -> tuple[records.ReplicaStatus, str | None]:
     """The replica counts of an observed status, or zeros and why when one is impossible.
 
     A count outside 0..LWS_MAX_REPLICAS (a LeaderWorkerSet cannot have more groups) is a state
-    that no retry fixes: the whole status is ignored and the caller reports it, instead of
-    summing it into roleStatuses that could not be written (or serialised) any more.
+    no retry fixes: the whole status is ignored and the caller reports it, instead of summing it
+    into roleStatuses that could not be written (or serialised) any more.
     """
     counts: dict[str, int] = {}
-    for key, attribute in _STATUS_COUNTS:
+    for key, attribute in (
+        ("replicas", "replicas"),
+        ("readyReplicas", "ready_replicas"),
+        ("updatedReplicas", "updated_replicas"),
+    ):
         value = status.get(key)
         if value is None or isinstance(value, bool) or not isinstance(value, int):
             counts[attribute] = 0
@@ -264,32 +247,45 @@ def _applied_object(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
 ) -> JsonObject:
-    """What the hook answered for this child last time: Metacontroller's last-applied copy when
-    it names exactly this object (never for a history record, which is re-sent as stored), else
-    a cleaned copy of the object with its body."""
+    """What the hook answered for this child last time (see the module)."""
     if kind is not records.ChildKind.REVISION:
-        applied = _last_applied(annotations)
-        namespace = values.optional_str(obj["metadata"].get("namespace"))
-        if _is_applied_for(applied, kind.api_version, kind.kind, name, namespace):
-            return _without_metacontroller_fields(applied)
+        applied = _last_applied(obj, kind.api_version, kind.kind, name, annotations)
+        if applied is not None:
+            return applied
     cleaned = _cleaned(kind.api_version, kind.kind, name, labels, annotations)
-    for field in _BODY_FIELDS[kind]:
-        if kind is records.ChildKind.REVISION and field in obj:
-            cleaned[field] = obj[field]  # exactly as stored
-        elif isinstance(obj.get(field), dict | int) and not isinstance(obj[field], bool):
-            cleaned[field] = obj[field]
+    if kind is records.ChildKind.REVISION:
+        cleaned.update((field, obj[field]) for field in _RECORD_FIELDS if field in obj)
+    elif isinstance(obj.get("spec"), dict | int) and not isinstance(obj["spec"], bool):
+        cleaned["spec"] = obj["spec"]
     return cleaned
 
 
-def _last_applied(annotations: Mapping[str, str]) -> object:
-    """Metacontroller's last-applied annotation, parsed (None when absent or no JSON)."""
+def _last_applied(
+    obj: JsonObject, api_version: str, kind: str, name: str, annotations: Mapping[str, str]
+) -> JsonObject | None:
+    """Metacontroller's last-applied copy of `obj` without the fields Metacontroller adds; None
+    when it is absent, no JSON, or has another identity (apiVersion, kind, name, namespace)."""
     text = annotations.get(api.LAST_APPLIED_ANNOTATION)
-    if text is None:
-        return None
     try:
-        return orjson.loads(text)
+        applied = None if text is None else orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
+    if not isinstance(applied, dict) or not isinstance(metadata := applied.get("metadata"), dict):
+        return None
+    namespace = values.optional_str(obj["metadata"].get("namespace"))
+    found = (applied.get("apiVersion"), applied.get("kind"), metadata.get("name"))
+    if (*found, metadata.get("namespace", namespace)) != (api_version, kind, name, namespace):
+        return None
+    metadata = dict(metadata)
+    metadata.pop("namespace", None)
+    labels = metadata.get("labels")
+    if isinstance(labels, dict) and api.CONTROLLER_UID_LABEL in labels:
+        labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
+        if labels:
+            metadata["labels"] = labels
+        else:
+            del metadata["labels"]
+    return {**applied, "metadata": metadata}
 
 
 def _cleaned(
@@ -308,51 +304,6 @@ def _cleaned(
     if own_annotations:
         metadata["annotations"] = own_annotations
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata}
-
-
-# The fields of a child besides its identity and status: what a cleaned copy keeps.
-_BODY_FIELDS: Final[Mapping[records.ChildKind, tuple[str, ...]]] = {
-    records.ChildKind.LWS: ("spec",),
-    records.ChildKind.SERVICE: ("spec",),
-    records.ChildKind.SCALER: ("spec",),
-    records.ChildKind.REVISION: (
-        "revision",
-        "firstRevision",
-        "completedAs",
-        "packedRoles",
-        "roles",
-    ),
-    records.ChildKind.DISAGGREGATED_SET: ("spec",),
-}
-
-
-def _is_applied_for(
-    applied: object, api_version: str, kind: str, name: str, namespace: str
-) -> TypeGuard[JsonObject]:
-    """Whether a last-applied object has exactly the observed object's identity."""
-    if not isinstance(applied, dict):
-        return False
-    metadata = applied.get("metadata")
-    return (
-        applied.get("apiVersion") == api_version
-        and applied.get("kind") == kind
-        and isinstance(metadata, dict)
-        and metadata.get("name") == name
-        and metadata.get("namespace", namespace) == namespace
-    )
-
-
-def _without_metacontroller_fields(applied: JsonObject) -> JsonObject:
-    metadata = dict(applied["metadata"])
-    metadata.pop("namespace", None)
-    labels = metadata.get("labels")
-    if isinstance(labels, dict) and api.CONTROLLER_UID_LABEL in labels:
-        labels = {k: v for k, v in labels.items() if k != api.CONTROLLER_UID_LABEL}
-        if labels:
-            metadata["labels"] = labels
-        else:
-            del metadata["labels"]
-    return {**applied, "metadata": metadata}
 
 
 def _first_error(error: pydantic.ValidationError, *, root: str) -> str:

@@ -1,7 +1,7 @@
 """The parent of a hook call, read from its JSON: a DisaggregatedSet (its spec validated against
-the API models, a spec that fails them kept as violations; the status fields the hooks wrote, read
-leniently), or a DisaggregatedSetRoleScaler. `parse_spec_ignoring_bounds` reads a spec whose
-values may be out of the API's bounds, for `render`.
+the API models, a spec that fails them kept as violations; the status fields the hooks wrote,
+read leniently: an entry of another shape is dropped, one listed twice keeps its first value), or
+a DisaggregatedSetRoleScaler.
 """
 
 from __future__ import annotations
@@ -16,23 +16,27 @@ from hooks.wire import values
 
 JsonObject = values.JsonObject
 
+_NEGATIVE_GENERATION: Final = api.Violation(
+    rule="metadata",
+    field="metadata.generation",
+    message="is negative, which no API server writes: the set is held until it is repaired",
+)
+
 
 def parse_parent(obj: JsonObject) -> records.Parent:
     """A DisaggregatedSet object; its spec is validated against the API models."""
     _require_kind(obj, api.DS_KIND)
     metadata = values.require_object(obj.get("metadata"), "parent metadata")
-    spec_raw = obj.get("spec")
     spec: api.DisaggregatedSetSpec | None = None
     violations: tuple[api.Violation, ...] = ()
     try:
-        spec = api.DisaggregatedSetSpec.model_validate(spec_raw)
+        spec = api.DisaggregatedSetSpec.model_validate(obj.get("spec"))
     except pydantic.ValidationError as error:
         violations = _violations_from(error)
-    status = obj.get("status")
-    status = status if isinstance(status, dict) else {}
+    status = values.object_or_empty(obj.get("status"))
     generation = _generation(metadata)
     if generation < 0:
-        violations = (*violations, _negative_generation())
+        violations = (*violations, _NEGATIVE_GENERATION)
     return records.Parent(
         name=values.require_str(metadata.get("name"), "parent metadata.name"),
         namespace=values.optional_str(metadata.get("namespace")),
@@ -50,19 +54,18 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         revision=_str_or_none(status.get("revision")),
         ready=_str_or_none(status.get("ready")),
         history=_str_or_none(status.get("history")),
-        slice_phases=_parse_slice_phases(_object_or_empty(status.get("rollout")).get("slices")),
+        slice_phases=_parse_slice_phases(
+            values.object_or_empty(status.get("rollout")).get("slices")
+        ),
         resource_version=values.optional_str(metadata.get("resourceVersion")),
     )
 
 
 def parse_spec_ignoring_bounds(raw: object) -> api.DisaggregatedSetSpec | None:
     """A DisaggregatedSet spec whose values have the API's types but may be out of its bounds
-    (the number of roles, a role name's pattern or length, a role's replicas, slices), kept as
-    written; None when a type is wrong or a required field is missing.
-
-    For `render`, which checks the rules even where the schema fails, as the API server runs its
-    CEL rules over an object whose only schema errors are bounds. Never for a sync: the hook acts
-    only on a spec that `parse_parent` parsed whole."""
+    (the number of roles, a role name, a role's replicas, slices), kept as written; None when a
+    type is wrong or a required field is missing. For `render`, which checks the rules where only
+    bounds fail, as the API server runs CEL; never for a sync."""
     if not isinstance(raw, dict) or not isinstance(raw.get("roles"), list):
         return None
     slices = raw.get("slices", 1)
@@ -112,24 +115,19 @@ def _parse_rollout(value: object) -> records.ObservedRollout | None:
 
 
 def _parse_slice_phases(value: object) -> dict[int, str]:
-    """`status.rollout.slices` as this hook wrote it: index -> phase (entries of another shape
-    are dropped; an index listed twice keeps its first phase)."""
+    """`status.rollout.slices` as this hook wrote it: index -> phase."""
     found: dict[int, str] = {}
-    for entry in value if isinstance(value, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("phase"), str):
-            index = _int_or_none(entry.get("index"))
-            if index is not None:
-                found.setdefault(index, entry["phase"])
+    for entry in _entries(value):
+        index = _int_or_none(entry.get("index"))
+        if isinstance(entry.get("phase"), str) and index is not None:
+            found.setdefault(index, entry["phase"])
     return found
 
 
 def _parse_creating(value: object) -> dict[tuple[str, str], str]:
-    """`status.creating` as this hook wrote it: the entries of that shape (others are dropped,
-    and a child recorded twice keeps its first time)."""
+    """`status.creating` as this hook wrote it: (kind, name) -> since."""
     found: dict[tuple[str, str], str] = {}
-    for entry in value if isinstance(value, list) else ():
-        if not isinstance(entry, dict):
-            continue
+    for entry in _entries(value):
         kind, name, since = entry.get("kind"), entry.get("name"), entry.get("since")
         if isinstance(kind, str) and isinstance(name, str) and isinstance(since, str):
             found.setdefault((kind, name), since)
@@ -137,17 +135,18 @@ def _parse_creating(value: object) -> dict[tuple[str, str], str]:
 
 
 def _parse_role_replicas(value: object) -> dict[str, int]:
-    """`status.roleStatuses` as this hook wrote it: role -> replicas (a count that is no
-    count is 0; a role listed twice keeps its first entry)."""
+    """`status.roleStatuses` as this hook wrote it: role -> replicas (0 for a count that is no
+    count)."""
     found: dict[str, int] = {}
-    for entry in value if isinstance(value, list) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+    for entry in _entries(value):
+        if isinstance(entry.get("name"), str):
             found.setdefault(entry["name"], _count_or_zero(entry.get("replicas")))
     return found
 
 
-def _object_or_empty(value: object) -> JsonObject:
-    return value if isinstance(value, dict) else {}
+def _entries(value: object) -> list[JsonObject]:
+    """The objects of a status list the hooks wrote (anything else in it is dropped)."""
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
 
 
 def _str_or_none(value: object) -> str | None:
@@ -164,14 +163,6 @@ def _count_or_zero(value: object) -> int:
     return 0
 
 
-def _negative_generation() -> api.Violation:
-    return api.Violation(
-        rule="metadata",
-        field="metadata.generation",
-        message="is negative, which no API server writes: the set is held until it is repaired",
-    )
-
-
 def _generation(metadata: JsonObject) -> int:
     """metadata.generation (0 when absent); a negative one is the caller's to report."""
     return values.optional_int(metadata.get("generation"), "parent metadata.generation") or 0
@@ -180,10 +171,8 @@ def _generation(metadata: JsonObject) -> int:
 def parse_scaler(obj: JsonObject) -> records.ScalerParent:
     _require_kind(obj, api.SCALER_KIND)
     metadata = values.require_object(obj.get("metadata"), "parent metadata")
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    status = obj.get("status")
-    status = status if isinstance(status, dict) else {}
+    spec = values.object_or_empty(obj.get("spec"))
+    status = values.object_or_empty(obj.get("status"))
     owner = values.controller_ref(metadata)
     return records.ScalerParent(
         name=values.require_str(metadata.get("name"), "parent metadata.name"),
@@ -200,15 +189,11 @@ def parse_scaler(obj: JsonObject) -> records.ScalerParent:
 
 
 def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
-    if not isinstance(value, list):
-        return ()
     conditions = []
-    for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            continue
+    for item in _entries(value):
         generation = item.get("observedGeneration")
-        conditions.append(
-            records.ObservedCondition(
+        if isinstance(item.get("type"), str):
+            condition = records.ObservedCondition(
                 type=item["type"],
                 status=values.optional_str(item.get("status")),
                 last_transition_time=values.optional_str(item.get("lastTransitionTime")),
@@ -216,7 +201,7 @@ def _parse_conditions(value: object) -> tuple[records.ObservedCondition, ...]:
                 message=values.optional_str(item.get("message")),
                 observed_generation=generation if isinstance(generation, int) else None,
             )
-        )
+            conditions.append(condition)
     return tuple(conditions)
 
 
@@ -229,12 +214,14 @@ _SCHEMA_MESSAGES: Final[dict[tuple[tuple[int | str, ...], str], str]] = {
 
 
 def _violations_from(error: pydantic.ValidationError) -> tuple[api.Violation, ...]:
-    violations = []
-    for detail in error.errors(include_url=False):
-        path = values.field_path(detail["loc"], root="spec")
-        message = _SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"])
-        violations.append(api.Violation(rule="schema", field=path, message=message))
-    return tuple(violations)
+    return tuple(
+        api.Violation(
+            rule="schema",
+            field=values.field_path(detail["loc"], root="spec"),
+            message=_SCHEMA_MESSAGES.get((tuple(detail["loc"]), detail["type"]), detail["msg"]),
+        )
+        for detail in error.errors(include_url=False)
+    )
 
 
 def _require_kind(obj: JsonObject, kind: str) -> None:

@@ -22,7 +22,7 @@ from hooks.core import rescale
 from tests.shared import by_name, golden_params, load_golden_or_empty
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import LWS_TYPE
-from tests.sim.scenarios import VectorCase, set_image, set_replicas, vector_set, write_scaler
+from tests.sim.scenarios import VectorCase, start_vector_rollout
 from tests.sim.views import labels_of
 
 JsonObject = dict[str, Any]
@@ -39,31 +39,7 @@ def _vector_case(case: JsonObject) -> VectorCase:
 def _rolled(vector: VectorCase) -> Cluster:
     """A cluster settled at the case's initial old counts, then through the first pass of the
     rollout to its targets (image v2)."""
-    cluster = Cluster(seed=0)
-    cluster.create(vector_set(vector))
-    for index, name in enumerate(vector.roles):
-        if vector.is_external(index):
-            cluster.hpa.scale(tick=0, scaler=f"llm-{name}", replicas=vector.initial_old[index])
-    cluster.run(max_ticks=100)
-
-    def roll(cluster: Cluster) -> None:
-        static = {
-            name: vector.target[index]
-            for index, name in enumerate(vector.roles)
-            if not vector.is_external(index)
-        }
-
-        def change(spec: JsonObject) -> None:
-            set_image(spec, "example/server:v2")
-            set_replicas(spec, static)
-
-        cluster.edit("llm", change)
-        for index, name in enumerate(vector.roles):
-            if vector.is_external(index):
-                write_scaler(cluster, f"llm-{name}", vector.target[index])
-
-    settled = len(cluster.passes)
-    cluster.at(cluster.tick, roll, label="new template and targets")
+    cluster, settled = start_vector_rollout(vector)
     cluster.run(max_ticks=20, until=lambda c: len(c.passes) > settled)
     return cluster
 

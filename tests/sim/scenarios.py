@@ -29,6 +29,38 @@ State = tuple[Vector, Vector]
 
 
 @dataclass(frozen=True, slots=True)
+class RoleDraw:
+    """A role of a drawn run: its name, starting count, (maxSurge, maxUnavailable) or the
+    defaults, and whether an HPA (External) owns its count."""
+
+    name: str
+    replicas: int
+    budget: tuple[int | str, int | str] | None
+    external: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something done to a drawn run `tick` ticks after it starts."""
+
+    tick: int
+    kind: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """A drawn run of the simulation: the set's shape and what happens to it, in tick order."""
+
+    seed: int
+    hook_version: str
+    delay: int
+    slices: int
+    roles: tuple[RoleDraw, ...]
+    events: tuple[Event, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class VectorCase:
     """A rollout as planner vectors: initial old, target and (maxSurge, maxUnavailable) per role."""
 
@@ -113,15 +145,16 @@ def slice0_state(cluster: Cluster, roles: Sequence[str]) -> State:
     return cluster.slice_states()[0].vector(roles)
 
 
-def run_vector_rollout(
+def start_vector_rollout(
     case: VectorCase,
     *,
     seed: int = 0,
     hook_version: str = "v1",
     readiness_delay: int = 0,
     max_ticks: int = 400,
-) -> list[State]:
-    """The (old, new) states of slice 0 after each pass of the rollout, repeats removed."""
+) -> tuple[Cluster, int]:
+    """A cluster settled at the case's initial counts, its rollout to the targets (image v2) due
+    at the current tick; and how many passes the cluster had run before it."""
     cluster = Cluster(seed=seed, hook_version=hook_version, readiness_delay=readiness_delay)
     cluster.create(vector_set(case))
     for index, name in enumerate(case.roles):
@@ -150,8 +183,26 @@ def run_vector_rollout(
             if case.is_external(index):
                 write_scaler(cluster, f"llm-{name}", case.target[index])
 
-    first_pass = len(cluster.passes)
     cluster.at(cluster.tick, roll, label="new template and targets")
+    return cluster, len(cluster.passes)
+
+
+def run_vector_rollout(
+    case: VectorCase,
+    *,
+    seed: int = 0,
+    hook_version: str = "v1",
+    readiness_delay: int = 0,
+    max_ticks: int = 400,
+) -> list[State]:
+    """The (old, new) states of slice 0 after each pass of the rollout, repeats removed."""
+    cluster, first_pass = start_vector_rollout(
+        case,
+        seed=seed,
+        hook_version=hook_version,
+        readiness_delay=readiness_delay,
+        max_ticks=max_ticks,
+    )
     cluster.run(max_ticks=max_ticks)
     states: list[State] = []
     for record in cluster.passes[first_pass:]:

@@ -43,7 +43,16 @@ from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import LWS_TYPE, PassRecord
-from tests.sim.scenarios import add_fault, image, set_image, set_replicas, write_scaler
+from tests.sim.scenarios import (
+    Event,
+    RoleDraw,
+    Walk,
+    add_fault,
+    image,
+    set_image,
+    set_replicas,
+    write_scaler,
+)
 
 JsonObject = dict[str, Any]
 
@@ -71,31 +80,6 @@ CONTROLS = {
     "pause": api.ANNOTATION_PAUSED,
     "partition": api.ANNOTATION_ROLLOUT_PARTITION,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class RoleDraw:
-    name: str
-    replicas: int
-    budget: tuple[int | str, int | str] | None
-    external: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    tick: int
-    kind: str
-    args: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Walk:
-    seed: int
-    hook_version: str
-    delay: int
-    slices: int
-    roles: tuple[RoleDraw, ...]
-    events: tuple[Event, ...]
 
 
 def draw_walk(seed: int) -> Walk:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -29,7 +28,16 @@ from tests.builders import make_ds, make_role
 from tests.sim import views
 from tests.sim.cluster import Cluster
 from tests.sim.metacontroller import LWS_TYPE, REVISION_TYPE, SERVICE_TYPE
-from tests.sim.scenarios import add_fault, image, set_image, set_replicas, write_scaler
+from tests.sim.scenarios import (
+    Event,
+    RoleDraw,
+    Walk,
+    add_fault,
+    image,
+    set_image,
+    set_replicas,
+    write_scaler,
+)
 
 JsonObject = dict[str, Any]
 
@@ -44,31 +52,6 @@ SIM = settings(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RoleDraw:
-    name: str
-    replicas: int
-    config: tuple[int, int] | None
-    external: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    offset: int
-    kind: str
-    args: tuple[Any, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class History:
-    seed: int
-    hook_version: str
-    delay: int
-    slices: int
-    roles: tuple[RoleDraw, ...]
-    events: tuple[Event, ...]
-
-
 _configs = st.one_of(
     st.none(),
     st.sampled_from([(s, u) for s in range(3) for u in range(3) if (s, u) != (0, 0)]),
@@ -76,7 +59,7 @@ _configs = st.one_of(
 
 
 @st.composite
-def histories(draw: st.DrawFn, *, canary: bool = False) -> History:
+def histories(draw: st.DrawFn, *, canary: bool = False) -> Walk:
     """A random history; `canary`: Static roles only, a partition set early, a template change
     and slice changes while it holds, among the other events."""
     count = draw(st.integers(2, 4))
@@ -86,7 +69,7 @@ def histories(draw: st.DrawFn, *, canary: bool = False) -> History:
         RoleDraw(
             name=name,
             replicas=draw(st.integers(1, 4)),
-            config=draw(_configs),
+            budget=draw(_configs),
             external=index == external_index,
         )
         for index, name in enumerate(names)
@@ -129,8 +112,8 @@ def histories(draw: st.DrawFn, *, canary: bool = False) -> History:
             Event(draw(st.integers(6, 20)), "slices", (draw(st.integers(1, 3)),)),
             Event(draw(st.integers(10, 25)), "slices", (draw(st.integers(2, 4)),)),
         ]
-    events = tuple(sorted(drawn, key=lambda e: e.offset))
-    return History(
+    events = tuple(sorted(drawn, key=lambda e: e.tick))
+    return Walk(
         seed=draw(st.integers(0, 2**16)),
         hook_version=draw(st.sampled_from(["v1", "v2"])),
         delay=draw(st.integers(0, 2)),
@@ -221,7 +204,7 @@ def forged_record(cluster: Cluster, kind: str) -> JsonObject:
 
 
 def build_role(draw: RoleDraw, version: int = 1) -> JsonObject:
-    surge, unavailable = draw.config if draw.config is not None else (None, None)
+    surge, unavailable = draw.budget if draw.budget is not None else (None, None)
     return make_role(
         draw.name,
         replicas=draw.replicas,
@@ -319,19 +302,19 @@ def role_target(cluster: Cluster, role: JsonObject) -> int:
 
 @SIM
 @given(histories())
-def test_random_histories_keep_the_invariants_and_converge(history: History) -> None:
+def test_random_histories_keep_the_invariants_and_converge(history: Walk) -> None:
     run_history(history)
 
 
 @SIM
 @given(histories(canary=True))
-def test_issue25_item9_canary_histories_keep_the_invariants_and_converge(history: History) -> None:
+def test_issue25_item9_canary_histories_keep_the_invariants_and_converge(history: Walk) -> None:
     """Slices added, removed and added again while a partition holds a rollout back, with
     pauses, holds, undos and planted records in between."""
     run_history(history)
 
 
-def run_history(history: History) -> None:
+def run_history(history: Walk) -> None:
     cluster = Cluster(
         seed=history.seed, hook_version=history.hook_version, readiness_delay=history.delay
     )
@@ -341,8 +324,8 @@ def run_history(history: History) -> None:
     cluster.run(max_ticks=100)
     start = cluster.tick
     for event in history.events:
-        cluster.at(start + event.offset, applying(event), label=f"{event.kind} {event.args}")
-    cluster.run_for(max((event.offset for event in history.events), default=0) + 1)
+        cluster.at(start + event.tick, applying(event), label=f"{event.kind} {event.args}")
+    cluster.run_for(max((event.tick for event in history.events), default=0) + 1)
     cluster.set_readiness([])
     for key in (
         api.ANNOTATION_PAUSED,

@@ -103,10 +103,17 @@ class History:
             if newest.revision == target:
                 return Stable(revision=target, roles=tuple(spec_roles))
             return Stable(revision=newest.revision, roles=newest.stored.roles)
-        recorded = {record.revision for record in self.counted}
-        if recorded <= {target} and running <= {target}:
+        if self._is_new(target, running=running):
             return Stable(revision=target, roles=tuple(spec_roles))
         return None
+
+    def _is_new(self, target: str, *, running: AbstractSet[str]) -> bool:
+        """Whether the set never ran anything but `target`: it is the only revision that runs or
+        is recorded, as the set's first record (a history pruned down to the target's record
+        cannot tell what ran before it)."""
+        return running <= {target} and all(
+            record.revision == target and record.stored.first_number == 1 for record in self.counted
+        )
 
 
 def is_child_type(declared: AbstractSet[records.ChildKind] | None) -> bool:

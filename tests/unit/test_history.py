@@ -583,6 +583,16 @@ def test_the_stable_revision_is_the_target_only_while_nothing_else_was_recorded_
     )
 
 
+def test_a_history_pruned_down_to_the_target_has_no_stable_revision() -> None:
+    """Regression (found by test_sim_properties' canary histories): under revision-history-limit
+    "0", A's record went once every slice ran B; a slice added past a partition got B, which
+    the partition holds back, as if the set had never run anything else."""
+    roles = _spec(V2).roles
+    pruned = _read(_record(V2, 2, completed=2))
+    assert pruned.stable(B, spec_roles=roles, running=frozenset({B})) is None
+    assert _read(_record(V2, 1, completed=1)).stable(B, spec_roles=roles, running=frozenset({B}))
+
+
 # --- the child type -------------------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """How `kubectl ds rollout undo` writes a set back: only what the undo changes, guarded by the
 resourceVersion read, so that client- and server-side apply go on working (the rules:
 docs/rollout.md, "Rolling back with kubectl ds"). Pure: from the set as kubectl printed it (with
-`--show-managed-fields`) to the writes to make.
+`--show-managed-fields`) to the writes to make, and whether the set read again right before them
+is still the one the undo was planned from.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ def undo_writes(
     else:
         metadata.pop("annotations", None)
     return [Write(Method.APPLY, configuration, manager=owner)]
+
+
+def same_spec(read: JsonObject, now: JsonObject) -> bool:
+    """Whether `now`, the set read again, still is what an undo planned from `read` restores:
+    the same object (uid), generation, spec and annotations. Its status, resourceVersion and
+    managed fields may have moved; the writes are then planned from `now`."""
+    before, after = _dig(read, "metadata"), _dig(now, "metadata")
+    same = all(before.get(key) == after.get(key) for key in ("uid", "generation", "annotations"))
+    return same and read.get("spec") == now.get("spec")
 
 
 def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject:

@@ -183,3 +183,34 @@ def test_roles_that_come_back_go_or_move_replace_the_role_list() -> None:
         {"op": "replace", "path": "/spec/roles", "value": roles},
         {"op": "remove", "path": "/metadata/annotations/kubernetes.io~1change-cause"},
     ]
+
+
+def _moved(obj: JsonObject, change: str) -> JsonObject:
+    """`obj` read again after `change`."""
+    now = copy.deepcopy(obj)
+    metadata = now["metadata"]
+    metadata["resourceVersion"] = "43"
+    if change == "status":
+        now["status"]["conditions"] = [{"type": "Available", "lastTransitionTime": "later"}]
+        metadata["managedFields"].append(entry("metacontroller", "Update", ()))
+    elif change == "spec":
+        now["spec"]["roles"][0]["spec"]["replicas"] = 3
+        metadata["generation"] = metadata.get("generation", 1) + 1
+    elif change == "annotations":
+        metadata["annotations"] = {CAUSE: "someone else"}
+    elif change == "recreated":
+        metadata["uid"] = "another-uid"
+    return now
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [("status", True), ("spec", False), ("annotations", False), ("recreated", False)],
+)
+def test_a_set_read_again_is_written_only_while_nothing_but_its_status_moved(
+    change: str, same: bool
+) -> None:
+    """Metacontroller's status writes move a set's resourceVersion under an undo: the undo reads
+    the set again and writes, unless its spec, annotations or the object itself changed."""
+    obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")), cause="v2")
+    assert writes.same_spec(obj, _moved(obj, change)) is same

@@ -194,7 +194,7 @@ def test_roles_that_come_back_go_or_move_replace_the_role_list() -> None:
     ]
 
 
-def _moved(obj: JsonObject, change: str) -> JsonObject:
+def moved(obj: JsonObject, change: str) -> JsonObject:
     """`obj` read again after `change`."""
     now = copy.deepcopy(obj)
     metadata = now["metadata"]
@@ -216,13 +216,13 @@ def _moved(obj: JsonObject, change: str) -> JsonObject:
     ("change", "same"),
     [("status", True), ("spec", False), ("annotations", False), ("recreated", False)],
 )
-def test_a_set_read_again_is_written_only_while_nothing_but_its_status_moved(
+def test_a_set_read_again_is_written_only_while_nothing_but_its_statusmoved(
     change: str, same: bool
 ) -> None:
     """Metacontroller's status writes move a set's resourceVersion under an undo: the undo reads
     the set again and writes, unless its spec, annotations or the object itself changed."""
     obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")), cause="v2")
-    assert writes.same_spec(obj, _moved(obj, change)) is same
+    assert writes.same_spec(obj, moved(obj, change)) is same
 
 
 def holds(tests: list[JsonObject], obj: JsonObject) -> bool:
@@ -248,4 +248,4 @@ def test_the_patch_of_an_annotated_set_passes_its_tests_after_a_status_write_onl
     assert isinstance(write.body, list)
     tests = [operation for operation in write.body if operation["op"] == "test"]
     assert tests == write.body[:3] == version_tests(obj)
-    assert holds(tests, _moved(obj, change)) is passes
+    assert holds(tests, moved(obj, change)) is passes

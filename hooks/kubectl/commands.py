@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from hooks import api
+from hooks.api.documents import JsonObject, object_of
 from hooks.cli import console
 from hooks.core import controls, records
 from hooks.kubectl import PROG, adopt, adoptable, client, rollout, status, writes
@@ -19,9 +20,9 @@ from hooks.kubectl.client import SETS, Kubectl
 
 POLL_SECONDS: Final = 1.0
 ADOPT_ATTEMPTS: Final = 3
-# A status the hooks write meanwhile changes the set's resourceVersion but not its generation:
-# undo then reads the set again and tries anew, this many times in all.
-UNDO_ATTEMPTS: Final = 3
+# How many times undo reads the set and writes while only its status moves under the write (why
+# it can move for seconds: docs/safety.md, "What the real stack adds").
+UNDO_ATTEMPTS: Final = 10
 
 
 def _note(args: argparse.Namespace, text: str) -> None:
@@ -101,48 +102,20 @@ def _history(args: argparse.Namespace, kubectl: Kubectl, parent: records.Parent)
     return known
 
 
-class _StatusMoved(Exception):
-    """The set's resourceVersion changed under the undo's first write, its generation did not."""
-
-
 def run_undo(args: argparse.Namespace) -> int:
     kubectl = Kubectl(args)
-    for _ in range(UNDO_ATTEMPTS):
-        try:
-            return _undo(args, kubectl)
-        except _StatusMoved:
-            continue
-    raise console.CliError(
-        f"{args.set}'s status kept changing while undo ran, so nothing was written: run undo again"
-    )
-
-
-def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
-    """One attempt of `rollout undo`; raises `_StatusMoved` when only the status moved under it."""
-    live = kubectl.get_set(args.set, managed_fields=True)
-    parent = rollout.read_set(live)
+    read = kubectl.get_set(args.set, managed_fields=True)
+    parent = rollout.read_set(read)
     known = _history(args, kubectl, parent)
     try:
         current = rollout.spec_revision(parent)
         record = rollout.undo_target(known, current=current, number=args.to_revision)
-        restored = rollout.restore(rollout.spec_roles(live), record)
+        restored = rollout.restore(rollout.spec_roles(read), record)
     except rollout.RolloutError as error:
         lacking = f" (its status.history: {parent.history})" if parent.history else ""
         raise console.CliError(f"{error}{lacking}") from None
     lws = kubectl.lws_of(parent)
-    planned = writes.undo_writes(live, roles=restored.roles, change_cause=record.change_cause)
-    for index, write in enumerate(planned):
-        manager = f"--field-manager={write.manager}"
-        try:
-            if write.method is writes.Method.APPLY:
-                apply = ("apply", "--server-side", manager, "--filename=-", "--output=name")
-                kubectl.run(*apply, stdin=json.dumps(write.body))
-            else:
-                kubectl.patch(SETS, args.set, f"--type={write.method}", manager, body=write.body)
-        except console.CliError:
-            if index == 0:
-                _raise_if_moved(kubectl, parent)
-            raise
+    _write_undo(kubectl, args.set, read, roles=restored.roles, change_cause=record.change_cause)
     print(f"{args.set} rolled back to revision {record.number} ({record.revision}) from {current}")
     for change in [*restored.changes, *rollout.change_cause_change(parent, record)]:
         print(f"  {change}")
@@ -156,17 +129,48 @@ def _undo(args: argparse.Namespace, kubectl: Kubectl) -> int:
     return 0
 
 
-def _raise_if_moved(kubectl: Kubectl, parent: records.Parent) -> None:
-    """After an undo's first write failed: `_StatusMoved` when the set's resourceVersion changed
-    but not its generation or annotations (its status moved), an error when more changed."""
-    now = kubectl.read_set(parent.name)
-    if now.resource_version == parent.resource_version:
+def _write_undo(
+    kubectl: Kubectl,
+    name: str,
+    read: JsonObject,
+    *,
+    roles: Sequence[JsonObject],
+    change_cause: str | None,
+) -> None:
+    """Write an undo planned from `read`: each try reads the set again right before its first
+    write, which that read's resourceVersion guards, and another follows a write that failed
+    while only the status moved (docs/rollout.md, "Rolling back with kubectl ds")."""
+    failed: tuple[object, console.CliError] | None = None
+    for _ in range(UNDO_ATTEMPTS):
+        live = kubectl.get_set(name, managed_fields=True)
+        version = object_of(live.get("metadata")).get("resourceVersion")
+        if failed is not None and failed[0] == version:
+            raise failed[1]  # the set did not move: the write failed for another reason
+        if not writes.same_spec(read, live):
+            raise console.CliError(
+                f"{name} changed while undo ran, so nothing was written: run undo again"
+            )
+        first, *rest = writes.undo_writes(live, roles=roles, change_cause=change_cause)
+        try:
+            _write(kubectl, name, first)
+        except console.CliError as error:
+            failed = (version, error)
+            continue
+        for write in rest:
+            _write(kubectl, name, write)
         return
-    if now.generation == parent.generation and now.annotations == parent.annotations:
-        raise _StatusMoved
     raise console.CliError(
-        f"{parent.name} changed while undo ran, so nothing was written: run undo again"
+        f"{name}'s status kept changing while undo ran, so nothing was written: run undo again"
     )
+
+
+def _write(kubectl: Kubectl, name: str, write: writes.Write) -> None:
+    manager = f"--field-manager={write.manager}"
+    if write.method is writes.Method.APPLY:
+        apply = ("apply", "--server-side", manager, "--filename=-", "--output=name")
+        kubectl.run(*apply, stdin=json.dumps(write.body))
+    else:
+        kubectl.patch(SETS, name, f"--type={write.method}", manager, body=write.body)
 
 
 def _change(args: argparse.Namespace) -> tuple[str, str | None, str]:

@@ -91,9 +91,10 @@ def _add_undo(actions: _Subcommands) -> None:
         "role the revision does not have goes; the order is the revision's. The set then rolls "
         "back with its coordinated rollout (at once while that revision's LWS still exist). The "
         "restored spec must hash to the recorded revision. Only the templates (and the "
-        "change-cause annotation) are written, guarded by the resourceVersion read, so a set "
-        "changed meanwhile is refused and `kubectl apply`, client- or server-side, keeps "
-        "working: a server-side applier that owns the templates re-applies its own fields.",
+        "change-cause annotation) are written, guarded by the set as read, so a set whose "
+        "spec or annotations changed meanwhile is refused and `kubectl apply`, client- or "
+        "server-side, keeps working: a server-side applier that owns the templates re-applies "
+        "its own fields.",
     )
     parser.add_argument(
         "--to-revision",

@@ -1,7 +1,8 @@
-"""How `kubectl ds rollout undo` writes a set back: only what the undo changes, guarded by the
-resourceVersion read, so that client- and server-side apply go on working (the rules:
+"""How `kubectl ds rollout undo` writes a set back: only what the undo changes, guarded by what
+was read, so that client- and server-side apply go on working (the rules:
 docs/rollout.md, "Rolling back with kubectl ds"). Pure: from the set as kubectl printed it (with
-`--show-managed-fields`) to the writes to make.
+`--show-managed-fields`) to the writes to make, and whether the set read again right before them
+is still the one the undo was planned from.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ def undo_writes(
     else:
         metadata.pop("annotations", None)
     return [Write(Method.APPLY, configuration, manager=owner)]
+
+
+def same_spec(read: JsonObject, now: JsonObject) -> bool:
+    """Whether `now`, the set read again, still is what an undo planned from `read` restores:
+    the same object (uid), generation, spec and annotations. Its status, resourceVersion and
+    managed fields may have moved; the writes are then planned from `now`."""
+    before, after = _dig(read, "metadata"), _dig(now, "metadata")
+    same = all(before.get(key) == after.get(key) for key in ("uid", "generation", "annotations"))
+    return same and read.get("spec") == now.get("spec")
 
 
 def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject:
@@ -169,10 +179,9 @@ def _member(text: str) -> object:
 
 
 def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str | None) -> Write:
-    """The JSON patch: the resourceVersion test, the templates that change (or the role list,
+    """The JSON patch: the tests of what was read, the templates that change (or the role list,
     when roles come back, go or move), the change-cause annotation."""
-    version = _dig(live, "metadata").get("resourceVersion")
-    operations = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}]
+    operations = _tests(live)
     current = [object_of(role) for role in list_of(_dig(live, "spec").get("roles"))]
     same = [role.get("name") for role in current] == [role.get("name") for role in roles]
     if not same:
@@ -193,6 +202,17 @@ def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str |
     else:
         operations.append({"op": "add", "path": path, "value": change_cause})
     return Write(Method.JSON_PATCH, operations)
+
+
+def _tests(live: JsonObject) -> list[JsonObject]:
+    """The JSON patch's tests: the uid, the generation (which every change of the spec moves)
+    and the annotations read, so that a status written meanwhile does not refuse it; for a set
+    without annotations, whose patch may add the whole map, the resourceVersion read."""
+    metadata = _dig(live, "metadata")
+    keys = (
+        ("uid", "generation", "annotations") if "annotations" in metadata else ("resourceVersion",)
+    )
+    return [{"op": "test", "path": f"/metadata/{key}", "value": metadata.get(key)} for key in keys]
 
 
 def _owns_change_cause(live: JsonObject, manager: str) -> bool:

@@ -4,7 +4,8 @@ kubectl, which finds the installed `kubectl-ds` console script on PATH.
 What only a cluster decides: the history the hooks record is the one the plugin lists and
 restores, an undo's replica trajectory is the planner's, an undo mid-rollout reverts to the LWS
 that still run, an undo of a set larger than a command-line argument goes through the real
-kubectl, `rollout status` reads the conditions the hooks write (done, the progress deadline, a
+kubectl, the undo's patch stands after a status write and is refused after a spec change,
+`rollout status` reads the conditions the hooks write (done, the progress deadline, a
 hold, a partition) the way it says it does, and `adopt --orphans` refuses an LWS planted at a
 name the set wants but takes back what a set deleted with `--cascade=orphan` left.
 """
@@ -23,7 +24,7 @@ import yaml
 
 from hooks import api
 from hooks.core import children
-from hooks.kubectl import rollout
+from hooks.kubectl import rollout, writes
 from tests import builders
 from tests.cluster import sets
 from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
@@ -561,6 +562,63 @@ def test_issue33_item4_undo_of_a_large_client_side_applied_set_through_the_real_
     )
     wait_rolled_out(client, namespace, revision=revisions[0], lws=10)
     print(f"large set: {len(json.dumps(get_set(client, namespace)))} bytes stored")
+
+
+def images(ds: JsonObject) -> set[str]:
+    """The images of the containers of every role's worker template."""
+    return {
+        container["image"]
+        for role in ds["spec"]["roles"]
+        for container in role["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"][
+            "containers"
+        ]
+    }
+
+
+def test_the_undo_patch_lands_after_a_status_write_and_is_refused_after_a_spec_change(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """The undo's JSON patch of a client-side applied set tests the uid, generation and
+    annotations read (`hooks.kubectl.writes`): the API server runs the tests on the set as stored
+    when the patch lands, so a status written after the read (Metacontroller's, for seconds
+    after a large set's rollout) leaves it standing, and a spec changed after the read refuses
+    it."""
+    client = control_plane.client
+    sets.apply_set(control_plane, sets.small_set(namespace))
+    sets.wait_available(client, namespace, "llm")
+    where = ("disaggregatedset", "llm", "-n", namespace)
+
+    def read() -> JsonObject:
+        shown = control_plane.kubectl("get", *where, "-o", "json", "--show-managed-fields")
+        found: JsonObject = json.loads(shown.stdout)
+        return found
+
+    def patch(before: JsonObject, image: str) -> subprocess.CompletedProcess[str]:
+        roles = sets.small_set(namespace, image=image)["spec"]["roles"]
+        (write,) = writes.undo_writes(before, roles=roles, change_cause=None)
+        assert write.method is writes.Method.JSON_PATCH
+        body = json.dumps(write.body)
+        return control_plane.kubectl("patch", *where, "--type=json", "-p", body, check=False)
+
+    before = read()
+    conditions = before["status"]["conditions"]
+    conditions[0]["message"] += " (written after the read)"
+    moved = client.patch(
+        kube.DISAGGREGATED_SETS,
+        "llm",
+        {"status": {"conditions": conditions}},
+        namespace=namespace,
+        subresource="status",
+    )
+    assert moved["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+    landed = patch(before, sets.IMAGE_V2)
+    assert landed.returncode == 0, landed.stderr
+    assert images(get_set(client, namespace)) == {sets.IMAGE_V2}
+    before = read()
+    sets.apply_set(control_plane, sets.small_set(namespace, image=IMAGE_V3))
+    refused = patch(before, sets.IMAGE_V1)
+    assert refused.returncode != 0, refused.stdout
+    assert images(get_set(client, namespace)) == {IMAGE_V3}
 
 
 def test_a_set_recreated_after_an_orphaning_delete_gets_its_children_back_without_a_restart(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import itertools
 import json
 import os
 import subprocess
@@ -24,7 +25,7 @@ import yaml
 from hooks import api
 from hooks.core import children, history, records
 from hooks.gocompat import revision
-from hooks.kubectl import plugin, rollout, status
+from hooks.kubectl import client, commands, plugin, rollout, status
 from hooks.wire import objects
 from tests import builders
 from tests.shared import REPO_ROOT
@@ -89,16 +90,16 @@ class FakeKubectl:
 
     def written(self, live: JsonObject) -> JsonObject:
         """`live` after the one JSON patch written (`kubectl patch --type=json`), which must
-        first test the resourceVersion read."""
+        first test what was read of it."""
         (operations,) = [
             json.loads(call["patch"]) for call in self.calls() if "--type=json" in call["argv"]
         ]
-        assert operations[0] == {
-            "op": "test",
-            "path": "/metadata/resourceVersion",
-            "value": live["metadata"]["resourceVersion"],
-        }
-        return json_patched(live, operations[1:])
+        tests = list(itertools.takewhile(lambda operation: operation["op"] == "test", operations))
+        assert tests and all(
+            live["metadata"].get(test["path"].removeprefix("/metadata/")) == test["value"]
+            for test in tests
+        )
+        return json_patched(live, operations[len(tests) :])
 
     def patches(self) -> list[JsonObject]:
         """Every patch written, as kubectl read it from its `--patch-file`."""
@@ -725,51 +726,98 @@ def test_issue25_item4_undo_refuses_a_history_with_two_records_of_one_number(
     assert "patch" not in kubectl.verbs()
 
 
-def test_undo_reports_a_set_changed_meanwhile(
-    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
-) -> None:
-    changed = a_set(roles(V2))
-    changed["metadata"]["resourceVersion"] = "4712"
-    changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
-    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
+def undo_history(kubectl: FakeKubectl) -> None:
+    """Revisions V1 (1) and V2 (2) recorded, no LWS: what an undo of `a_set(roles(V2))` reads."""
     kubectl.answer(
         "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
     )
     kubectl.answer("get leaderworkersets", listing())
-    kubectl.fail(
-        "patch disaggregatedsets",
-        "The request is invalid: the server rejected our request due to an error in our request\n",
-    )
+
+
+def moved(version: int) -> JsonObject:
+    """`a_set(roles(V2))` after a status write: resourceVersion `version`."""
+    found = a_set(roles(V2), conditions=AVAILABLE)
+    found["metadata"]["resourceVersion"] = str(version)
+    return found
+
+
+REFUSED = "the server rejected our request due to an error in our request\n"
+
+
+def test_undo_reports_a_set_changed_meanwhile_and_writes_nothing(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The set read again right before the write has another generation: nothing is written."""
+    changed = a_set(roles(V2))
+    changed["metadata"]["resourceVersion"] = "4712"
+    changed["metadata"]["generation"] = changed["metadata"].get("generation", 1) + 1
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), changed)
+    undo_history(kubectl)
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, out) == (1, "")
     assert err == (
         "kubectl ds rollout undo: error: llm changed while undo ran, so nothing was written: "
         "run undo again\n"
     )
+    assert "patch" not in kubectl.verbs()
 
 
-def test_undo_reads_the_set_again_when_only_its_status_moved_under_it(
+def test_undo_writes_again_while_only_the_status_moves_under_its_writes(
     kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Regression: the hooks' status writes change the set's resourceVersion, so an undo right
-    after a rollout failed with "changed while undo ran" (its patch tests the resourceVersion);
-    with the generation and annotations unchanged it reads the set again and writes."""
-    moved = a_set(roles(V2))
-    moved["metadata"]["resourceVersion"] = "4712"
-    kubectl.answer("get disaggregatedsets", a_set(roles(V2)), moved, moved)
+    """Right after a large set rolled out, Metacontroller rewrites its status several times a
+    second (docs/safety.md, "What the real stack adds"), and a write that carries the
+    resourceVersion read (a server-side apply, the patch of a set without annotations) fails on
+    each. Each try reads only the set, right before its write, and tries again while only the
+    status moved (it gave up after 3 reads of set, history and LWS)."""
+    failures = commands.UNDO_ATTEMPTS - 1
     kubectl.answer(
-        "get disaggregatedsetrevisions", listing(record(roles(V1), 1), record(roles(V2), 2))
+        "get disaggregatedsets", a_set(roles(V2)), *(moved(4712 + n) for n in range(failures + 1))
     )
-    kubectl.answer("get leaderworkersets", listing())
-    kubectl.answer(
-        "patch disaggregatedsets",
-        {"stderr": "the server rejected our request due to an error in our request\n", "exit": 1},
-        {"stdout": "patched\n"},
-    )
+    undo_history(kubectl)
+    refused = {"stderr": REFUSED, "exit": 1}
+    kubectl.answer("patch disaggregatedsets", *[refused] * failures, {"stdout": "patched\n"})
     code, out, err = run(capsys, "rollout", "undo", "llm")
     assert (code, err) == (0, "")
     assert out.startswith("llm rolled back to revision 1")
-    assert kubectl.verbs().count("patch") == 2
+    tests = [patch[0] for patch in kubectl.patches()]
+    assert tests == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": str(4712 + n)}
+        for n in range(failures + 1)
+    ]
+    words = [[arg for arg in call["argv"] if not arg.startswith("-")] for call in kubectl.calls()]
+    assert [verb[:2] for verb in words].count(["get", client.REVISIONS]) == 1
+
+
+def test_undo_gives_up_when_the_status_keeps_moving(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    attempts = commands.UNDO_ATTEMPTS
+    kubectl.answer(
+        "get disaggregatedsets", a_set(roles(V2)), *(moved(4712 + n) for n in range(attempts))
+    )
+    undo_history(kubectl)
+    kubectl.fail("patch disaggregatedsets", REFUSED)
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, out) == (1, "")
+    assert err == (
+        "kubectl ds rollout undo: error: llm's status kept changing while undo ran, so nothing"
+        " was written: run undo again\n"
+    )
+    assert kubectl.verbs().count("patch") == attempts
+
+
+def test_undo_reports_a_refused_write_of_a_set_that_did_not_move(
+    kubectl: FakeKubectl, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A write that fails while the set stays as read is not retried: kubectl's error shows."""
+    kubectl.answer("get disaggregatedsets", a_set(roles(V2)))
+    undo_history(kubectl)
+    kubectl.fail("patch disaggregatedsets", "Error from server (Forbidden): no\n")
+    code, out, err = run(capsys, "rollout", "undo", "llm")
+    assert (code, out) == (1, "")
+    assert "Forbidden" in err and "kept changing" not in err
+    assert kubectl.verbs().count("patch") == 1
 
 
 def test_undo_while_paused_says_once_that_the_rollback_starts_on_resume(

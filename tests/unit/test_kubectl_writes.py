@@ -1,5 +1,5 @@
 """How `kubectl ds rollout undo` writes a set back (hooks.kubectl.writes): a server-side applier's
-own configuration re-applied as it, or a JSON patch guarded by the resourceVersion read.
+own configuration re-applied as it, or a JSON patch that tests what was read.
 tests/cluster/test_kubectl_ds.py applies, undoes and applies again on the real API server."""
 
 from __future__ import annotations
@@ -157,7 +157,16 @@ def test_a_change_cause_the_applier_does_not_own_follows_in_a_merge_patch() -> N
     assert annotation.body == {"metadata": {"annotations": {CAUSE: None}}}
 
 
+def version_tests(obj: JsonObject) -> list[JsonObject]:
+    metadata = obj["metadata"]
+    return [
+        {"op": "test", "path": f"/metadata/{key}", "value": metadata[key]}
+        for key in ("uid", "generation", "annotations")
+    ]
+
+
 def test_without_an_applier_only_the_changed_templates_are_patched_after_a_version_test() -> None:
+    """A set without annotations: the patch adds the whole map, so it tests the resourceVersion."""
     obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")))
     roles = copy.deepcopy(obj["spec"]["roles"])
     roles[1]["spec"]["leaderWorkerTemplate"] = template("v1")
@@ -179,7 +188,64 @@ def test_roles_that_come_back_go_or_move_replace_the_role_list() -> None:
     roles = list(reversed(restored(obj)))
     (write,) = writes.undo_writes(obj, roles=roles, change_cause=None)
     assert write.body == [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+        *version_tests(obj),
         {"op": "replace", "path": "/spec/roles", "value": roles},
         {"op": "remove", "path": "/metadata/annotations/kubernetes.io~1change-cause"},
     ]
+
+
+def moved(obj: JsonObject, change: str) -> JsonObject:
+    """`obj` read again after `change`."""
+    now = copy.deepcopy(obj)
+    metadata = now["metadata"]
+    metadata["resourceVersion"] = "43"
+    if change == "status":
+        now["status"]["conditions"] = [{"type": "Available", "lastTransitionTime": "later"}]
+        metadata["managedFields"].append(entry("metacontroller", "Update", ()))
+    elif change == "spec":
+        now["spec"]["roles"][0]["spec"]["replicas"] = 3
+        metadata["generation"] = metadata.get("generation", 1) + 1
+    elif change == "annotations":
+        metadata["annotations"] = {CAUSE: "someone else"}
+    elif change == "recreated":
+        metadata["uid"] = "another-uid"
+    return now
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [("status", True), ("spec", False), ("annotations", False), ("recreated", False)],
+)
+def test_a_set_read_again_is_written_only_while_nothing_but_its_statusmoved(
+    change: str, same: bool
+) -> None:
+    """Metacontroller's status writes move a set's resourceVersion under an undo: the undo reads
+    the set again and writes, unless its spec, annotations or the object itself changed."""
+    obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")), cause="v2")
+    assert writes.same_spec(obj, moved(obj, change)) is same
+
+
+def holds(tests: list[JsonObject], obj: JsonObject) -> bool:
+    """Whether every JSON patch test of `tests` (paths under /metadata) holds on `obj`."""
+    metadata = obj["metadata"]
+    return all(
+        metadata.get(test["path"].removeprefix("/metadata/")) == test["value"] for test in tests
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "passes"),
+    [("status", True), ("spec", False), ("annotations", False), ("recreated", False)],
+)
+def test_the_patch_of_an_annotated_set_passes_its_tests_after_a_status_write_only(
+    change: str, passes: bool
+) -> None:
+    """A client-side applied set (its last-applied annotation): the server runs the patch's tests
+    on the set as stored when the patch lands, so a status written since the read (Metacontroller
+    rewrites a large set's status for seconds after a rollout) does not refuse it."""
+    obj = live(entry("kubectl-client-side-apply", "Update", ("prefill", "decode")), cause="v2")
+    (write,) = writes.undo_writes(obj, roles=restored(obj), change_cause="v1")
+    assert isinstance(write.body, list)
+    tests = [operation for operation in write.body if operation["op"] == "test"]
+    assert tests == write.body[:3] == version_tests(obj)
+    assert holds(tests, moved(obj, change)) is passes

@@ -97,9 +97,9 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
         connection = self.connections[gevent.getcurrent()]
         connection.request, connection.since = req, time.monotonic()
         connection.served += 1
-        # Receive a body no faster than the app takes it (`bodies.READ_PIECE`): gunicorn
+        # Receive a body no faster than the app takes it, a piece at a time: gunicorn
         # would read up to 1 MiB ahead, uncounted, for each connection.
-        req.unreader.max_body_chunk = settings.READ_AHEAD_BYTES
+        req.unreader.max_body_chunk = settings.BODY_READ_PIECE_BYTES
         if connections.header_bytes(req) > settings.MAX_HEADER_BYTES:
             raise gunicorn.http.errors.LimitRequestHeaders(
                 f"request headers larger than {settings.MAX_HEADER_BYTES} bytes in total"

@@ -15,6 +15,7 @@ import gunicorn.glogging  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 from gunicorn.workers.base_async import AsyncWorker  # type: ignore[import-untyped]
 from gunicorn.workers.ggevent import GeventWorker  # type: ignore[import-untyped]
+from prometheus_client import multiprocess
 
 from hooks.server import connections, observability, settings
 
@@ -158,4 +159,4 @@ class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
 
 def child_exit(server: object, worker: Any) -> None:
     """gunicorn's hook when a worker exits: its metrics files stop counting as live."""
-    observability.mark_process_dead(worker.pid)
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

@@ -7,6 +7,7 @@ logging or metrics; `hooks.server.app` maps its exceptions to HTTP answers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import pickle
@@ -16,7 +17,6 @@ import struct
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final, Generic, NoReturn, TypeVar, cast
 
 import gevent  # type: ignore[import-untyped]
@@ -62,7 +62,7 @@ def parse_buffer(body: bytes | bytearray) -> tuple[int, int]:
     return mapped, min(mapped, touched)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ChildOutcome(Generic[T]):
     """How one child process ended: its value or the exception it raised, and its peak memory."""
 
@@ -153,9 +153,7 @@ def run_in_child(
     peak = None if peak_resident is None else max(0, peak_resident - inherited)
     if message is not None:
         outcome: ChildOutcome[T] = pickle.loads(message)
-        return ChildOutcome(
-            outcome.value, outcome.error, outcome.peak_bytes if peak is None else peak
-        )
+        return outcome if peak is None else dataclasses.replace(outcome, peak_bytes=peak)
     if failure is None and phase == _PARSING and killed_by is not None:
         failure = bodies.BodyTooComplex(bodies.TOO_MUCH_MEMORY)
     if failure is None:

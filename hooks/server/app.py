@@ -36,8 +36,7 @@ _JSON: Final = "application/json"
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One hook endpoint: its name (log and metric label) and `run(body, now)`, the pure call on
-    the decoded body at the call's timestamp."""
+    """One hook endpoint: its name (log and metric label) and its pure call, `run(body, now)`."""
 
     name: str
     run: Callable[[object, str], records.HookResult]
@@ -99,8 +98,7 @@ _FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
 
 
 def failure_for(error: Exception) -> tuple[int, str, str]:
-    """The one exception→HTTP map of the hook server: a failed call's status, kind (its metric
-    label) and message."""
+    """The one exception→HTTP map: a failed call's status, kind (metric label) and message."""
     for cls, status, kind in _FAILURES:
         if isinstance(error, cls):
             return status, kind, str(error)

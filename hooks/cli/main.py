@@ -135,7 +135,7 @@ def _address(flag: str, text: str) -> serving.Address:
 
     try:
         return serving.parse_address(text)
-    except serving.AddressError as error:
+    except serving.ServerError as error:
         raise console.CliError(f"{flag}: {error}", exit_code=2) from None
 
 

@@ -36,8 +36,7 @@ _JSON: Final = "application/json"
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One hook endpoint: its name (log and metric label) and `run(body, now)`, the pure call on
-    the decoded body at the call's timestamp."""
+    """One hook endpoint: its name (log and metric label) and its pure call, `run(body, now)`."""
 
     name: str
     run: Callable[[object, str], records.HookResult]
@@ -84,15 +83,6 @@ def utc_now() -> str:
 # --- the exception→HTTP map ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """How a failed call is answered, counted and logged."""
-
-    status: int
-    kind: str
-    message: str
-
-
 _FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
     (bodies.BodyTooLarge, 413, "body_too_large"),
     (bodies.BodyTooComplex, 413, "body_too_complex"),
@@ -107,17 +97,15 @@ _FAILURES: Final[tuple[tuple[type[Exception], int, str], ...]] = (
 )
 
 
-def failure_for(error: Exception) -> Failure:
-    """The one exception→HTTP map of the hook server."""
+def failure_for(error: Exception) -> tuple[int, str, str]:
+    """The one exception→HTTP map: a failed call's status, kind (metric label) and message."""
     for cls, status, kind in _FAILURES:
         if isinstance(error, cls):
-            return Failure(status, kind, str(error))
+            return status, kind, str(error)
     if isinstance(error, HTTPException):
         # Werkzeug's own (for example a client that disconnects while sending the body).
-        return Failure(error.code or 500, "http", error.description or error.name)
-    return Failure(
-        500, "internal", f"internal error ({type(error).__name__}); see the hook server log"
-    )
+        return error.code or 500, "http", error.description or error.name
+    return 500, "internal", f"internal error ({type(error).__name__}); see the hook server log"
 
 
 # --- the app -------------------------------------------------------------------------------------
@@ -201,17 +189,17 @@ class _Views:
             try:
                 summary, payload = self._answer(hook, flask.request)
             except Exception as error:
-                failure = failure_for(error)
-                message = problems.cut(failure.message, settings.MAX_ERROR_MESSAGE)
+                status, kind, message = failure_for(error)
+                message = problems.cut(message, settings.MAX_ERROR_MESSAGE)
                 self.metrics.failed(
                     hook.name,
-                    status=failure.status,
-                    kind=failure.kind,
+                    status=status,
+                    kind=kind,
                     message=message,
                     seconds=time.perf_counter() - started,
                     error=error,
                 )
-                return _json_response({"error": message, "hook": hook.name}, status=failure.status)
+                return _json_response({"error": message, "hook": hook.name}, status=status)
             seconds = time.perf_counter() - started
             response = flask.Response(payload, status=200, mimetype=_JSON)
             # Counted and logged once the answer is sent: Metacontroller does not wait for it.
@@ -224,19 +212,19 @@ class _Views:
 
     def _answer(self, hook: Hook, request: flask.Request) -> tuple[Mapping[str, object], bytes]:
         """One call's summary for the log line, and the answer's bytes."""
-        received = bodies.read(
+        body, held = bodies.read(
             request.stream,
             declared=request.content_length,
             limits=self.limits,
             buffered=self.buffered,
         )
         try:
-            answered = self.calls.answer(received.data, work(hook, self.clock()))
+            answered, child_peak = self.calls.answer(body, work(hook, self.clock()))
         finally:
-            self.buffered.release(received.held)
-        summary, payload = answered.value
-        if answered.child_peak_bytes is not None:
-            summary = {**summary, "child_peak_mib": round(answered.child_peak_bytes / MIB, 1)}
+            self.buffered.release(held)
+        summary, payload = answered
+        if child_peak is not None:
+            summary = {**summary, "child_peak_mib": round(child_peak / MIB, 1)}
         return summary, payload
 
 

@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import gc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 import gevent  # type: ignore[import-untyped]
@@ -21,8 +20,6 @@ from werkzeug.exceptions import ClientDisconnected
 from hooks.server import settings
 from hooks.server.settings import MIB, Limits
 
-READ_PIECE: Final = settings.BODY_READ_PIECE_BYTES
-READ_OVERHEAD: Final = settings.BODY_READ_OVERHEAD_BYTES
 # Let the event loop run at least this often while a body arrives (about 5 ms of reading).
 YIELD_EVERY_BYTES: Final = 1 * MIB
 # Give memory back to the operating system once no body is held and this much was taken since
@@ -97,28 +94,18 @@ def libc_function(name: str) -> Callable[..., int] | None:
     return function
 
 
-@dataclass(frozen=True, slots=True)
-class Received:
-    """A body read whole, and the bytes of `BufferedBodies` it holds (its buffer's capacity)."""
-
-    data: bytearray
-    held: int
-
-
 def read(
     stream: Stream, *, declared: int | None, limits: Limits, buffered: BufferedBodies
-) -> Received:
-    """The raw body, within the size, time and buffering limits.
-
-    While it arrives, its buffer's capacity and `READ_OVERHEAD` are taken from `buffered`; the
-    caller releases `held` once done with the body. A failure here releases everything first.
-    """
+) -> tuple[bytearray, int]:
+    """The raw body, within the size, time and buffering limits, and the bytes of `buffered` it
+    holds: its buffer's capacity, taken as it arrives (with the transport's overhead while it
+    does), for the caller to release once done with the body. A failure releases everything."""
     limit = limits.max_body_bytes
     if declared is not None and declared > limit:
         raise too_large(limit)
     body = bytearray()
     held = 0
-    buffered.take(READ_OVERHEAD)
+    buffered.take(settings.BODY_READ_OVERHEAD_BYTES)
     try:
         with gevent.Timeout(limits.body_deadline_seconds, BodyTimeout(_LATE)):
             # Without a Content-Length (chunked upload) only the bytes read can be checked.
@@ -136,14 +123,14 @@ def read(
         buffered.release(held)
         raise
     finally:
-        buffered.release(READ_OVERHEAD)
-    return Received(body, held)
+        buffered.release(settings.BODY_READ_OVERHEAD_BYTES)
+    return body, held
 
 
 def _read_piece(stream: Stream) -> bytes:
-    """At most READ_PIECE bytes; the transport's failures as the client's errors."""
+    """At most `settings.BODY_READ_PIECE_BYTES`; the transport's failures as the client's errors."""
     try:
-        return stream.read(READ_PIECE)
+        return stream.read(settings.BODY_READ_PIECE_BYTES)
     except TimeoutError:
         raise BodyTimeout(_LATE) from None
     except ClientDisconnected as error:

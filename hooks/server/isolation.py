@@ -7,6 +7,7 @@ logging or metrics; `hooks.server.app` maps its exceptions to HTTP answers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import pickle
@@ -16,7 +17,6 @@ import struct
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final, Generic, NoReturn, TypeVar, cast
 
 import gevent  # type: ignore[import-untyped]
@@ -53,33 +53,16 @@ class CallFailed(Exception):
     """The child process answering a large body died without an answer, or answered too much."""
 
 
-@dataclass(frozen=True, slots=True)
-class ParseBuffer:
-    """orjson's parse buffer for one body: the bytes it maps, and at most how many it touches."""
-
-    mapped: int
-    touched: int
-
-
-def parse_buffer(body: bytes | bytearray) -> ParseBuffer:
-    """What `orjson.loads(body)` maps for its parse buffer, and a bound of what it writes there
-    (a value starts the body or follows `[`, `{`, `,` or `:`, counted inside strings too)."""
+def parse_buffer(body: bytes | bytearray) -> tuple[int, int]:
+    """The bytes `orjson.loads(body)` maps for its parse buffer, and a bound of those it writes
+    there (a value starts the body or follows `[`, `{`, `,` or `:`, counted inside strings too)."""
     mapped = _BUFFER_PER_BYTE * len(body) + _BUFFER_SLACK
     values = 1 + body.count(b"[") + body.count(b"{") + body.count(b",") + body.count(b":")
     touched = len(body) + _TOUCHED_PER_VALUE * values + _BUFFER_SLACK
-    return ParseBuffer(mapped=mapped, touched=min(mapped, touched))
+    return mapped, min(mapped, touched)
 
 
-@dataclass(frozen=True, slots=True)
-class Answered(Generic[T]):
-    """What `work` returned and, for a call answered in a child, the resident bytes the child
-    added to what it inherited."""
-
-    value: T
-    child_peak_bytes: int | None
-
-
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ChildOutcome(Generic[T]):
     """How one child process ended: its value or the exception it raised, and its peak memory."""
 
@@ -95,8 +78,9 @@ class Calls:
         self._limits = limits
         self._turn = gevent.lock.BoundedSemaphore(1)
 
-    def answer(self, body: bytearray, work: Callable[[object], T]) -> Answered[T]:
-        """`work(bodies.decode(body))` within the memory bound.
+    def answer(self, body: bytearray, work: Callable[[object], T]) -> tuple[T, int | None]:
+        """`work(bodies.decode(body))` within the memory bound, and for a call answered in a
+        child, the resident bytes the child added to what it inherited.
 
         Takes the body over: it is emptied once decoded here or handed to the child. `work` must
         be pure: in a child, nothing it changes outside its value reaches this process. Raises
@@ -106,7 +90,7 @@ class Calls:
             with bodies.collector_paused():
                 decoded = bodies.decode(body)
                 body.clear()
-                return Answered(work(decoded), None)
+                return work(decoded), None
         started = time.monotonic()
         deadline = self._limits.call_deadline_seconds
         if not self._turn.acquire(timeout=deadline):
@@ -124,7 +108,7 @@ class Calls:
         if outcome.error is not None:
             raise outcome.error
         # Without an error the child sent its value (which `work` may have made None).
-        return Answered(cast(T, outcome.value), outcome.peak_bytes)
+        return cast(T, outcome.value), outcome.peak_bytes
 
 
 def run_in_child(
@@ -169,9 +153,7 @@ def run_in_child(
     peak = None if peak_resident is None else max(0, peak_resident - inherited)
     if message is not None:
         outcome: ChildOutcome[T] = pickle.loads(message)
-        return ChildOutcome(
-            outcome.value, outcome.error, outcome.peak_bytes if peak is None else peak
-        )
+        return outcome if peak is None else dataclasses.replace(outcome, peak_bytes=peak)
     if failure is None and phase == _PARSING and killed_by is not None:
         failure = bodies.BodyTooComplex(bodies.TOO_MUCH_MEMORY)
     if failure is None:
@@ -233,19 +215,19 @@ def _child(
     try:
         _detach(out, seconds)
         inherited = observability.process_memory("self", ("VmData", "VmRSS", "RssAnon"))
-        buffer = parse_buffer(body)
+        mapped, touched = parse_buffer(body)
         gc.disable()
         value: T | None = None
         error: BaseException | None = None
         try:
-            if buffer.touched > budget:
+            if touched > budget:
                 raise bodies.BodyTooComplex(bodies.TOO_MUCH_MEMORY)
             # The parse may also map the part of its buffer it never writes to; pages inherited
             # mapped but not resident (free heap returned to the system) count against the
             # budget as if they were new: touching them again escapes RLIMIT_DATA.
             unbacked = max(0, inherited["VmData"] - inherited["RssAnon"])
             allowed = inherited["VmData"] + budget - unbacked
-            _limit_data(allowed + buffer.mapped - buffer.touched)
+            _limit_data(allowed + mapped - touched)
             os.write(out, _PARSING)
             decoded = bodies.decode(body)
             _limit_data(allowed)

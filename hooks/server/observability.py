@@ -274,10 +274,3 @@ def process_memory(pid: int | str, names: tuple[str, ...]) -> dict[str, int]:
         for name, _, value in (line.partition(":") for line in lines)
         if name in names
     }
-
-
-def mark_process_dead(pid: int) -> None:
-    """Drop the metric files of a worker that exited (gunicorn's child_exit hook calls this)."""
-    directory = os.environ.get(settings.MULTIPROC_ENV)
-    if directory:
-        multiprocess.mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]

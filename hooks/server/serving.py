@@ -25,10 +25,6 @@ class ServerError(Exception):
     """The server cannot start."""
 
 
-class AddressError(ServerError):
-    """An address that is not HOST:PORT."""
-
-
 @dataclass(frozen=True, slots=True)
 class Address:
     """Where the server listens."""
@@ -44,7 +40,7 @@ def parse_address(text: str) -> Address:
     """HOST:PORT (a name, an IPv4 address or a bracketed IPv6 address; a port 1-65535)."""
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise AddressError(f"{text!r} is not HOST:PORT with a port from 1 to 65535")
+        raise ServerError(f"{text!r} is not HOST:PORT with a port from 1 to 65535")
     return Address(host, int(port))
 
 

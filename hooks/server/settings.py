@@ -23,7 +23,6 @@ DEFAULT_BODY_DEADLINE_SECONDS: Final = 30.0
 # buffers of a body being read stay below the overhead (`Limits.buffered_bytes` counts both).
 BODY_READ_PIECE_BYTES: Final = 64 * 1024
 BODY_READ_OVERHEAD_BYTES: Final = 4 * BODY_READ_PIECE_BYTES
-READ_AHEAD_BYTES: Final = BODY_READ_PIECE_BYTES
 # Below Metacontroller's 10 s webhook timeout, after which an answer is useless (`serve --timeout`).
 DEFAULT_TIMEOUT_SECONDS: Final = 9
 READ_TIMEOUT_SECONDS: Final = 10.0

@@ -15,6 +15,7 @@ import gunicorn.glogging  # type: ignore[import-untyped]
 import gunicorn.http.errors  # type: ignore[import-untyped]
 from gunicorn.workers.base_async import AsyncWorker  # type: ignore[import-untyped]
 from gunicorn.workers.ggevent import GeventWorker  # type: ignore[import-untyped]
+from prometheus_client import multiprocess
 
 from hooks.server import connections, observability, settings
 
@@ -97,9 +98,9 @@ class HookWorker(GeventWorker):  # type: ignore[misc]
         connection = self.connections[gevent.getcurrent()]
         connection.request, connection.since = req, time.monotonic()
         connection.served += 1
-        # Receive a body no faster than the app takes it (`bodies.READ_PIECE`): gunicorn
+        # Receive a body no faster than the app takes it, a piece at a time: gunicorn
         # would read up to 1 MiB ahead, uncounted, for each connection.
-        req.unreader.max_body_chunk = settings.READ_AHEAD_BYTES
+        req.unreader.max_body_chunk = settings.BODY_READ_PIECE_BYTES
         if connections.header_bytes(req) > settings.MAX_HEADER_BYTES:
             raise gunicorn.http.errors.LimitRequestHeaders(
                 f"request headers larger than {settings.MAX_HEADER_BYTES} bytes in total"
@@ -158,4 +159,4 @@ class JsonLogger(gunicorn.glogging.Logger):  # type: ignore[misc]
 
 def child_exit(server: object, worker: Any) -> None:
     """gunicorn's hook when a worker exits: its metrics files stop counting as live."""
-    observability.mark_process_dead(worker.pid)
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]

@@ -33,7 +33,7 @@ def test_an_address_is_host_and_port(text: str, address: serving.Address) -> Non
     "text", ["127.0.0.1:99999", "127.0.0.1:0", "nohost", ":8080", "host:", "host:8o80", "host:-1"]
 )
 def test_an_address_without_a_usable_port_is_refused(text: str) -> None:
-    with pytest.raises(serving.AddressError, match="HOST:PORT"):
+    with pytest.raises(serving.ServerError, match="HOST:PORT"):
         serving.parse_address(text)
 
 

@@ -54,7 +54,7 @@ def undo_writes(
     configuration["spec"] = {**spec, "roles": [_owned_role(role, owned) for role in roles]}
     if not _owns_change_cause(live, owner):
         apply = Write(Method.APPLY, configuration, manager=owner)
-        if _annotations(live).get(_CAUSE) == change_cause:
+        if _dig(live, "metadata", "annotations").get(_CAUSE) == change_cause:
             return [apply]
         cause = {"metadata": {"annotations": {_CAUSE: change_cause}}}
         return [apply, Write(Method.MERGE_PATCH, cause)]
@@ -153,10 +153,7 @@ def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
 
 def _item_key(text: str) -> JsonObject | None:
     """The key of a `k:{...}` entry; None when it is no key (it then matches no item)."""
-    try:
-        key = json.loads(text[2:])
-    except ValueError:
-        return None
+    key = _member(text)
     return key if isinstance(key, dict) and key else None
 
 
@@ -183,7 +180,7 @@ def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str |
             path = f"/spec/roles/{index}/spec/{TEMPLATE}"
             operations.append({"op": "replace", "path": path, "value": template})
     path = "/metadata/annotations/" + _CAUSE.replace("~", "~0").replace("/", "~1")
-    if _annotations(live).get(_CAUSE) == change_cause:
+    if _dig(live, "metadata", "annotations").get(_CAUSE) == change_cause:
         return Write(Method.JSON_PATCH, operations)
     if change_cause is None:
         operations.append({"op": "remove", "path": path})
@@ -211,10 +208,6 @@ def _owned_fields(live: JsonObject, manager: str) -> list[JsonObject]:
 
 def _managed_fields(live: JsonObject) -> list[JsonObject]:
     return [object_of(entry) for entry in list_of(_dig(live, "metadata").get("managedFields"))]
-
-
-def _annotations(live: JsonObject) -> dict[str, Any]:
-    return _dig(live, "metadata", "annotations")
 
 
 def _dig(value: Any, *keys: str) -> JsonObject:

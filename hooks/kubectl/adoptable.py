@@ -20,7 +20,7 @@ from hooks.api import limits, naming
 from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import children, history, problems, records
 from hooks.gocompat import gojson, gotext
-from hooks.kubectl import TEMPLATE, rollout
+from hooks.kubectl import TEMPLATE, dig, rollout
 
 POD_TEMPLATES: Final = ("leaderTemplate", "workerTemplate")
 SERVED: Final[Mapping[str, object]] = {
@@ -271,7 +271,7 @@ def _policies(
             term["topologyKey"]
             for key in POD_TEMPLATES
             for term in list_of(
-                _dig(template, key, "spec", "affinity", "podAffinity").get(
+                dig(template, key, "spec", "affinity", "podAffinity").get(
                     "requiredDuringSchedulingIgnoredDuringExecution"
                 )
             )
@@ -397,9 +397,3 @@ def _shown(value: object) -> str:
 def _without(value: object, keys: Iterable[str]) -> JsonObject:
     dropped = set(keys)
     return {key: item for key, item in object_of(value).items() if key not in dropped}
-
-
-def _dig(value: object, *keys: str) -> JsonObject:
-    for key in keys:
-        value = object_of(value).get(key)
-    return object_of(value)

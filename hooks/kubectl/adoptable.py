@@ -144,14 +144,15 @@ def _views(item: records.ObservedObject) -> list[_View]:
     observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
     if api.LAST_APPLIED_ANNOTATION not in item.annotations:
         return [observed]
-    metadata = object_of(item.applied.get("metadata"))
-    applied = _View(
-        "its last-applied annotation (what the set would write back): ",
-        object_of(metadata.get("labels")),
-        object_of(metadata.get("annotations")),
-        object_of(item.applied.get("spec")),
-    )
-    return [observed, applied]
+    where = "its last-applied annotation (what the set would write back): "
+    return [observed, _view_of(item.applied, where=where)]
+
+
+def _view_of(obj: JsonObject, *, where: str) -> _View:
+    """A whole object as JSON (a last-applied copy, or one the set renders) as a view."""
+    metadata = dig(obj, "metadata")
+    labels, annotations = dig(metadata, "labels"), dig(metadata, "annotations")
+    return _View(where, labels, annotations, dig(obj, "spec"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,15 +203,7 @@ def _lws_difference(item: records.ObservedObject, known: Known) -> str | None:
                 replicas=0,
                 policy=policy,
             )
-            metadata = rendered["metadata"]
-            wanted = _lws(
-                _View(
-                    "",
-                    metadata.get("labels", {}),
-                    metadata.get("annotations", {}),
-                    rendered["spec"],
-                )
-            )
+            wanted = _lws(_view_of(rendered, where=""))
             found = [
                 why
                 for index, view in enumerate(views)

@@ -20,7 +20,7 @@ from hooks.api import limits, naming
 from hooks.api.documents import JsonObject, list_of, object_of
 from hooks.core import children, history, problems, records
 from hooks.gocompat import gojson, gotext
-from hooks.kubectl import TEMPLATE, rollout
+from hooks.kubectl import TEMPLATE, dig, rollout
 
 POD_TEMPLATES: Final = ("leaderTemplate", "workerTemplate")
 SERVED: Final[Mapping[str, object]] = {
@@ -144,14 +144,15 @@ def _views(item: records.ObservedObject) -> list[_View]:
     observed = _View("", dict(item.labels), dict(item.annotations), item.spec)
     if api.LAST_APPLIED_ANNOTATION not in item.annotations:
         return [observed]
-    metadata = object_of(item.applied.get("metadata"))
-    applied = _View(
-        "its last-applied annotation (what the set would write back): ",
-        object_of(metadata.get("labels")),
-        object_of(metadata.get("annotations")),
-        object_of(item.applied.get("spec")),
-    )
-    return [observed, applied]
+    where = "its last-applied annotation (what the set would write back): "
+    return [observed, _view_of(item.applied, where=where)]
+
+
+def _view_of(obj: JsonObject, *, where: str) -> _View:
+    """A whole object as JSON (a last-applied copy, or one the set renders) as a view."""
+    metadata = dig(obj, "metadata")
+    labels, annotations = dig(metadata, "labels"), dig(metadata, "annotations")
+    return _View(where, labels, annotations, dig(obj, "spec"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,15 +203,7 @@ def _lws_difference(item: records.ObservedObject, known: Known) -> str | None:
                 replicas=0,
                 policy=policy,
             )
-            metadata = rendered["metadata"]
-            wanted = _lws(
-                _View(
-                    "",
-                    metadata.get("labels", {}),
-                    metadata.get("annotations", {}),
-                    rendered["spec"],
-                )
-            )
+            wanted = _lws(_view_of(rendered, where=""))
             found = [
                 why
                 for index, view in enumerate(views)
@@ -271,7 +264,7 @@ def _policies(
             term["topologyKey"]
             for key in POD_TEMPLATES
             for term in list_of(
-                _dig(template, key, "spec", "affinity", "podAffinity").get(
+                dig(template, key, "spec", "affinity", "podAffinity").get(
                     "requiredDuringSchedulingIgnoredDuringExecution"
                 )
             )
@@ -397,9 +390,3 @@ def _shown(value: object) -> str:
 def _without(value: object, keys: Iterable[str]) -> JsonObject:
     dropped = set(keys)
     return {key: item for key, item in object_of(value).items() if key not in dropped}
-
-
-def _dig(value: object, *keys: str) -> JsonObject:
-    for key in keys:
-        value = object_of(value).get(key)
-    return object_of(value)

@@ -110,7 +110,16 @@ class Kubectl:
     def lws_of(self, parent: records.Parent) -> list[records.ObservedObject]:
         """The LeaderWorkerSets the set controls."""
         listing = self.get(LWS, f"--selector={api.LABEL_NAME}={parent.name}")
-        return rollout.read_children(records.ChildKind.LWS, listing, parent=parent)
+        found = []
+        for index, item in enumerate(list_of(listing.get("items"))):
+            try:
+                lws = objects.parse_object(records.ChildKind.LWS, item, where=f"items[{index}]")
+            except values.RequestError as error:
+                message = f"kubectl printed an unusable {api.LWS_KIND}: {error}"
+                raise console.CliError(message) from None
+            if lws.is_controlled_by(parent.uid):
+                found.append(lws)
+        return found
 
     def history(self, parent: records.Parent) -> rollout.History:
         """The set's history, from the records with its name label."""

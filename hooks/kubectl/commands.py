@@ -37,19 +37,19 @@ def run_status(args: argparse.Namespace) -> int:
     while True:
         parent = kubectl.read_set(args.set)
         lws = kubectl.lws_of(parent)
-        verdict = status.judge(parent, lws)
+        outcome, message = status.judge(parent, lws)
         lines = status.progress(parent, lws)
-        if verdict.outcome not in status.FINAL:
-            lines = {"set": verdict.message, **lines}
+        if outcome not in status.FINAL:
+            lines = {"set": message, **lines}
         for key, line in lines.items():
             if shown.get(key) != line:
                 print(line, flush=True)
                 shown[key] = line
-        if verdict.outcome in status.FAILED:
-            raise console.CliError(verdict.message)
-        if verdict.outcome in status.FINAL:
-            print(verdict.message)
-            if verdict.outcome is not status.Outcome.AVAILABLE:
+        if outcome in status.FAILED:
+            raise console.CliError(message)
+        if outcome in status.FINAL:
+            print(message)
+            if outcome is not status.Outcome.AVAILABLE:
                 print(
                     "not a failure: the rollout stands on purpose, where a canary gate goes on; "
                     f"`{PROG} rollout release|partition --clear {args.set}` rolls on, "
@@ -57,7 +57,7 @@ def run_status(args: argparse.Namespace) -> int:
                 )
             return 0
         if deadline is not None and clock.monotonic() >= deadline:
-            raise console.CliError(f"timed out after {text}: {verdict.message}", exit_code=3)
+            raise console.CliError(f"timed out after {text}: {message}", exit_code=3)
         left = POLL_SECONDS if deadline is None else deadline - clock.monotonic()
         clock.sleep(max(0.0, min(POLL_SECONDS, left)))
 

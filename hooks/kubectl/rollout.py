@@ -19,7 +19,7 @@ from hooks.cli import console
 from hooks.core import history, records
 from hooks.gocompat import gotext, revision
 from hooks.kubectl import TEMPLATE
-from hooks.wire import objects, parents, values
+from hooks.wire import parents, values
 
 _RECORDED_KEYS: Final = ("name", "metadata", "scaling", "spec")
 
@@ -34,21 +34,6 @@ def read_set(obj: JsonObject) -> records.Parent:
         return parents.parse_parent(obj)
     except values.RequestError as error:
         raise RolloutError(f"kubectl printed no usable {api.DS_KIND}: {error}") from None
-
-
-def read_children(
-    kind: records.ChildKind, listing: JsonObject, *, parent: records.Parent
-) -> list[records.ObservedObject]:
-    """The objects of a `kubectl get` list that `parent` controls; RolloutError: one is bad."""
-    found = []
-    for index, item in enumerate(list_of(listing.get("items"))):
-        try:
-            child = objects.parse_object(kind, item, where=f"items[{index}]")
-        except values.RequestError as error:
-            raise RolloutError(f"kubectl printed an unusable {kind.kind}: {error}") from None
-        if child.is_controlled_by(parent.uid):
-            found.append(child)
-    return found
 
 
 def spec_roles(obj: JsonObject) -> list[JsonObject]:

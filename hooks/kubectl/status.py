@@ -11,7 +11,6 @@ still report an earlier hold or partition.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
@@ -48,14 +47,6 @@ _STANDING: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """Where a set's rollout stands, in one line."""
-
-    outcome: Outcome
-    message: str
-
-
 def target_of(parent: records.Parent) -> tuple[str | None, str | None]:
     """The revision the set's rollout moves to, and, when the status does not name it, a line
     saying so and what stands in for it: the spec's revision, or None."""
@@ -72,14 +63,12 @@ def target_of(parent: records.Parent) -> tuple[str | None, str | None]:
     return target, f"{unrun}; the LWS of the spec's revision, {target}, count as new"
 
 
-def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verdict:
-    """Where the rollout of the set's current generation stands."""
+def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> tuple[Outcome, str]:
+    """Where the rollout of the set's current generation stands, and that in one line."""
     name, generation = parent.name, parent.generation
     target, unrun = target_of(parent)
     if parent.status_generation != generation:
-        return Verdict(
-            Outcome.WAITING, f"waiting for the controller to see generation {generation}"
-        )
+        return Outcome.WAITING, f"waiting for the controller to see generation {generation}"
     conditions = {condition.type: condition for condition in parent.conditions}
     settled = _settled(conditions, name=name, target=target, unrun=unrun is not None)
     if settled is not None:
@@ -94,10 +83,10 @@ def judge(parent: records.Parent, lws: Sequence[records.ObservedObject]) -> Verd
     goal = f" to revision {target}" if target is not None else ""
     outcome = _STANDING.get(reason) if state == api.ConditionStatus.UNKNOWN else None
     if outcome is not None and _stands(parent, new, outcome):
-        return Verdict(outcome, f"{name} rollout{goal} is {outcome}: {message}")
+        return outcome, f"{name} rollout{goal} is {outcome}: {message}"
     if reason == api.Reason.ROLLOUT_PAUSED:
-        return Verdict(Outcome.PAUSED, f"{name} rollout is paused: {message}")
-    return Verdict(Outcome.WAITING, f"waiting for {name} to roll out{goal}: {message}")
+        return Outcome.PAUSED, f"{name} rollout is paused: {message}"
+    return Outcome.WAITING, f"waiting for {name} to roll out{goal}: {message}"
 
 
 def _settled(
@@ -106,21 +95,19 @@ def _settled(
     name: str,
     target: str | None,
     unrun: bool,
-) -> Verdict | None:
+) -> tuple[Outcome, str] | None:
     """Degraded, Available, or a Progressing=False that fails (`_FAILING`), or None."""
     degraded = conditions.get(api.ConditionType.DEGRADED)
     if degraded is not None and degraded.status == api.ConditionStatus.TRUE:
         text = f"{name} is Degraded ({degraded.reason}): {degraded.message}"
-        return Verdict(Outcome.DEGRADED, text)
+        return Outcome.DEGRADED, text
     available = conditions.get(api.ConditionType.AVAILABLE)
     if available is not None and available.status == api.ConditionStatus.TRUE:
         if not unrun:
-            return Verdict(
-                Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}"
-            )
+            return Outcome.AVAILABLE, f"{name} successfully rolled out to revision {target}"
         spec = f"the spec's is {target}" if target is not None else "the spec's cannot be computed"
         text = f"{name} is Available, as its status says (it names no revision; {spec})"
-        return Verdict(Outcome.AVAILABLE, text)
+        return Outcome.AVAILABLE, text
     progressing = conditions.get(api.ConditionType.PROGRESSING)
     if progressing is None or progressing.status != api.ConditionStatus.FALSE:
         return None
@@ -128,7 +115,7 @@ def _settled(
     if failing is None:
         return None
     outcome, said = failing
-    return Verdict(outcome, f"{name} {said}: {progressing.message}")
+    return outcome, f"{name} {said}: {progressing.message}"
 
 
 def _is_of(item: records.ObservedObject, revision_: str | None) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from hooks import api
 from hooks.api.documents import JsonObject, list_of, object_of
-from hooks.kubectl import TEMPLATE
+from hooks.kubectl import TEMPLATE, dig
 
 APPLY: Final = "Apply"
 PATCH_MANAGER: Final = "kubectl-ds"
@@ -55,7 +55,7 @@ def undo_writes(
     configuration["spec"] = {**spec, "roles": [_owned_role(role, owned) for role in roles]}
     if not _owns_change_cause(live, owner):
         apply = Write(Method.APPLY, configuration, manager=owner)
-        if _annotations(live).get(_CAUSE) == change_cause:
+        if dig(live, "metadata", "annotations").get(_CAUSE) == change_cause:
             return [apply]
         cause = {"metadata": {"annotations": {_CAUSE: change_cause}}}
         return [apply, Write(Method.MERGE_PATCH, cause)]
@@ -74,7 +74,7 @@ def same_spec(read: JsonObject, now: JsonObject) -> bool:
     """Whether `now`, the set read again, still is what an undo planned from `read` restores:
     the same object (uid), generation, spec and annotations. Its status, resourceVersion and
     managed fields may have moved; the writes are then planned from `now`."""
-    before, after = _dig(read, "metadata"), _dig(now, "metadata")
+    before, after = dig(read, "metadata"), dig(now, "metadata")
     same = all(before.get(key) == after.get(key) for key in ("uid", "generation", "annotations"))
     return same and read.get("spec") == now.get("spec")
 
@@ -91,15 +91,15 @@ def _owned_role(role: JsonObject, owned: Mapping[str, JsonObject]) -> JsonObject
 def template_owner(live: JsonObject) -> str | None:
     """The Apply manager that owns the template of every role, when no other manager owns any
     field of a template; else None."""
-    names = [object_of(role).get("name") for role in list_of(_dig(live, "spec").get("roles"))]
+    names = [object_of(role).get("name") for role in list_of(dig(live, "spec").get("roles"))]
     owners = set()
     complete = False
     for entry in _managed_fields(live):
-        roles = _dig(entry.get("fieldsV1"), "f:spec", "f:roles")
+        roles = dig(entry.get("fieldsV1"), "f:spec", "f:roles")
         templates = {
             object_of(_item_key(key)).get("name")
             for key, role in roles.items()
-            if key.startswith("k:") and f"f:{TEMPLATE}" in _dig(role, "f:spec")
+            if key.startswith("k:") and f"f:{TEMPLATE}" in dig(role, "f:spec")
         }
         if templates:
             owners.add((str(entry.get("manager", "")), str(entry.get("operation", ""))))
@@ -116,7 +116,7 @@ def owned_configuration(live: JsonObject, *, manager: str) -> JsonObject:
     with the live value (list items in their live order)."""
     owned = _owned_fields(live, manager)
     result = object_of(_project(live, owned[-1] if owned else {}))
-    metadata = _dig(live, "metadata")
+    metadata = dig(live, "metadata")
     result |= {"apiVersion": live.get("apiVersion"), "kind": live.get("kind")}
     result["metadata"] = {
         **object_of(result.get("metadata")),
@@ -163,10 +163,7 @@ def _project_list(items: list[Any], fields: Mapping[str, Any]) -> list[Any]:
 
 def _item_key(text: str) -> JsonObject | None:
     """The key of a `k:{...}` entry; None when it is no key (it then matches no item)."""
-    try:
-        key = json.loads(text[2:])
-    except ValueError:
-        return None
+    key = _member(text)
     return key if isinstance(key, dict) and key else None
 
 
@@ -182,21 +179,21 @@ def _patch(live: JsonObject, *, roles: Sequence[JsonObject], change_cause: str |
     """The JSON patch: the tests of what was read, the templates that change (or the role list,
     when roles come back, go or move), the change-cause annotation."""
     operations = _tests(live)
-    current = [object_of(role) for role in list_of(_dig(live, "spec").get("roles"))]
+    current = [object_of(role) for role in list_of(dig(live, "spec").get("roles"))]
     same = [role.get("name") for role in current] == [role.get("name") for role in roles]
     if not same:
         operations.append({"op": "replace", "path": "/spec/roles", "value": list(roles)})
     for index, (before, after) in enumerate(zip(current, roles, strict=True) if same else ()):
-        template = _dig(after, "spec").get(TEMPLATE)
-        if _dig(before, "spec").get(TEMPLATE) != template:
+        template = dig(after, "spec").get(TEMPLATE)
+        if dig(before, "spec").get(TEMPLATE) != template:
             path = f"/spec/roles/{index}/spec/{TEMPLATE}"
             operations.append({"op": "replace", "path": path, "value": template})
     path = "/metadata/annotations/" + _CAUSE.replace("~", "~0").replace("/", "~1")
-    if _annotations(live).get(_CAUSE) == change_cause:
+    if dig(live, "metadata", "annotations").get(_CAUSE) == change_cause:
         return Write(Method.JSON_PATCH, operations)
     if change_cause is None:
         operations.append({"op": "remove", "path": path})
-    elif "annotations" not in _dig(live, "metadata"):
+    elif "annotations" not in dig(live, "metadata"):
         value = {_CAUSE: change_cause}
         operations.append({"op": "add", "path": "/metadata/annotations", "value": value})
     else:
@@ -208,7 +205,7 @@ def _tests(live: JsonObject) -> list[JsonObject]:
     """The JSON patch's tests: the uid, the generation (which every change of the spec moves)
     and the annotations read, so that a status written meanwhile does not refuse it; for a set
     without annotations, whose patch may add the whole map, the resourceVersion read."""
-    metadata = _dig(live, "metadata")
+    metadata = dig(live, "metadata")
     keys = (
         ("uid", "generation", "annotations") if "annotations" in metadata else ("resourceVersion",)
     )
@@ -217,7 +214,7 @@ def _tests(live: JsonObject) -> list[JsonObject]:
 
 def _owns_change_cause(live: JsonObject, manager: str) -> bool:
     owned = _owned_fields(live, manager)[:1]
-    return any(f"f:{_CAUSE}" in _dig(fields, "f:metadata", "f:annotations") for fields in owned)
+    return any(f"f:{_CAUSE}" in dig(fields, "f:metadata", "f:annotations") for fields in owned)
 
 
 def _owned_fields(live: JsonObject, manager: str) -> list[JsonObject]:
@@ -230,14 +227,4 @@ def _owned_fields(live: JsonObject, manager: str) -> list[JsonObject]:
 
 
 def _managed_fields(live: JsonObject) -> list[JsonObject]:
-    return [object_of(entry) for entry in list_of(_dig(live, "metadata").get("managedFields"))]
-
-
-def _annotations(live: JsonObject) -> dict[str, Any]:
-    return _dig(live, "metadata", "annotations")
-
-
-def _dig(value: Any, *keys: str) -> JsonObject:
-    for key in keys:
-        value = object_of(value).get(key)
-    return object_of(value)
+    return [object_of(entry) for entry in list_of(dig(live, "metadata").get("managedFields"))]

@@ -39,7 +39,7 @@ class Address:
 def parse_address(text: str) -> Address:
     """HOST:PORT (a name, an IPv4 address or a bracketed IPv6 address; a port 1-65535)."""
     host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not host or not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
         raise ServerError(f"{text!r} is not HOST:PORT with a port from 1 to 65535")
     return Address(host, int(port))
 

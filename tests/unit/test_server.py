@@ -30,9 +30,22 @@ def test_an_address_is_host_and_port(text: str, address: serving.Address) -> Non
 
 
 @pytest.mark.parametrize(
-    "text", ["127.0.0.1:99999", "127.0.0.1:0", "nohost", ":8080", "host:", "host:8o80", "host:-1"]
+    "text",
+    [
+        "127.0.0.1:99999",
+        "127.0.0.1:0",
+        "nohost",
+        ":8080",
+        "host:",
+        "host:8o80",
+        "host:-1",
+        "host:\u00b2",
+        "host:\u0668\u0660",
+    ],
 )
 def test_an_address_without_a_usable_port_is_refused(text: str) -> None:
+    """Regression: a superscript digit passed `str.isdigit` and then crashed `int` (a traceback
+    instead of exit 2), and Arabic-Indic digits bound port 80: a port is ASCII digits only."""
     with pytest.raises(serving.ServerError, match="HOST:PORT"):
         serving.parse_address(text)
 

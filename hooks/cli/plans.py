@@ -10,6 +10,7 @@ roles as given, then removed roles (target 0) by name.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
 
 from hooks import api
@@ -152,10 +153,8 @@ def _roles_from_manifests(
     notes = []
     for role in new.roles:
         target = role.replicas_or_default
-        budget = role.rolling_update_budget or (None, None)
-        roles.append(
-            trajectory.Role(role.name, old_replicas.get(role.name, 0), target, _config_for(*budget))
-        )
+        config = functools.partial(rollout.role_config, role)
+        roles.append(trajectory.Role(role.name, old_replicas.get(role.name, 0), target, config))
         if role.is_external:
             notes.append(
                 f"role {role.name} is External: its target is its scaler's spec.replicas; "

@@ -1,10 +1,7 @@
 """DisaggregatedSet manifests read from files, judged as the API server on `kubectl apply` and the
-hook's re-check (`validation`) would, and defaulted as the server stores them (`stored`), for
-`render` and `plan --from/--to`: every problem at once, one `field: message` line each.
-
-The server's order: unknown fields (`hooks.cli.pruning`; then dropped, as when the server only
-warns of them), metadata.name, the OpenAPI schema, then the rules, which the server checks even
-over schema errors unless one is a wrong type or a value outside an enum.
+hook's re-check (`validation`) would, in the server's order (`check`), and defaulted as the server
+stores them (`stored`), for `render` and `plan --from/--to`: every problem at once, one
+`field: message` line each.
 """
 
 from __future__ import annotations
@@ -110,8 +107,9 @@ RULES_NOT_CHECKED: Final = (
 
 def check(document: JsonObject) -> Checked:
     """Judge a DisaggregatedSet manifest in the API server's order and report every problem:
-    apiVersion (another one is not served: nothing else is judged), unknown fields, then, with
-    those dropped, metadata.name, the OpenAPI schema and the rules (`validation`)."""
+    apiVersion (another one is not served: nothing else is judged), unknown fields
+    (`hooks.cli.pruning`), then, with those dropped as when the server only warns of them,
+    metadata.name, the OpenAPI schema and the rules (`validation`)."""
     if document.get("apiVersion") != api.API_VERSION:
         given = document.get("apiVersion")
         return Checked((f"apiVersion: must be {api.API_VERSION}, not {given!r}",))

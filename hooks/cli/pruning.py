@@ -60,14 +60,12 @@ class _Field:
 def unknown_fields(document: JsonObject) -> list[str]:
     """The fields strict field validation (`kubectl apply`'s default) refuses as unknown, as the
     API server writes their paths (`spec.roles[1].spec.replica`) and in its order: the
-    metadata's, then the others, each group sorted.
+    metadata's (decoded as ObjectMeta), then the others, each group sorted.
 
-    A field is unknown where its object's schema in the DisaggregatedSet CRD has no such property
-    and no `additionalProperties`, so every key of an object where the schema has none is;
-    metadata is decoded as ObjectMeta. A null value counts like any other (only client-side
-    `kubectl apply` drops null fields). The CRD has no `x-kubernetes-embedded-resource` and no
-    `x-kubernetes-preserve-unknown-fields` (tests/unit/test_manifests.py checks it), so neither
-    is read here.
+    A field is unknown where its object's schema has no such property and no
+    `additionalProperties`; a null value counts like any other (only client-side `kubectl apply`
+    drops null fields). The CRD uses no embedded resources and no preserved unknown fields
+    (tests/unit/test_manifests.py checks it), so neither is read here.
     """
     return [unknown.path for unknown in _unknown(document)]
 

@@ -104,8 +104,7 @@ def _add_unknown_keys(
 
 
 def _in(value: Any, schema: JsonObject | None, path: str, found: list[_Field]) -> None:
-    """Record every unknown field at and below `value` (`schema` None: every key of an object is
-    unknown)."""
+    """Record every unknown field at and below `value` (`schema` None: every key is unknown)."""
     if isinstance(value, dict):
         _in_object(value, schema, path, found)
     elif isinstance(value, list):

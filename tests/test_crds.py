@@ -208,13 +208,13 @@ def test_int_or_percent_and_quantity_fields_are_bounded(ds_root: JsonObject) -> 
 
 
 def test_role_spec_schema_equals_the_lws_crd_and_upstream_embedding(ds_root: JsonObject) -> None:
-    stripped = lwsspec.strip_descriptions(_without_added_bounds(_role_spec(ds_root)))
+    stripped = lwsspec.without_keyword(_without_added_bounds(_role_spec(ds_root)), "description")
     assert stripped == _upstream_lws_spec()
     upstream = lwsspec.load_yaml(
         shared_path("reference/upstream-disaggregatedsets-crd.yaml").read_text()
     )
     upstream_role = _root(upstream)["properties"]["spec"]["properties"]["roles"]["items"]
-    assert stripped == lwsspec.strip_descriptions(upstream_role["properties"]["spec"])
+    assert stripped == lwsspec.without_keyword(upstream_role["properties"]["spec"], "description")
 
 
 def test_every_lws_spec_default_is_kept(ds_root: JsonObject) -> None:
@@ -239,13 +239,13 @@ def test_no_embedded_descriptions_but_our_own_remain(ds_root: JsonObject) -> Non
     assert spec["properties"]["slices"]["description"] == slices_doc
 
 
-def test_strip_descriptions_keeps_data_and_property_names() -> None:
+def test_without_keyword_keeps_data_and_property_names() -> None:
     schema = {
         "description": "gone",
         "properties": {"description": {"type": "string", "description": "gone"}},
         "default": {"description": "kept"},
     }
-    assert lwsspec.strip_descriptions(schema) == {
+    assert lwsspec.without_keyword(schema, "description") == {
         "properties": {"description": {"type": "string"}},
         "default": {"description": "kept"},
     }

@@ -366,13 +366,12 @@ class _Dumper(yaml.SafeDumper):
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
+    def represent_block_str(self, text: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in text else None
+        return self.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
-def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in text else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
-
-_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(str, _Dumper.represent_block_str)
 
 
 def render_yaml(document: JsonObject) -> str:

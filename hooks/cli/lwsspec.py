@@ -31,11 +31,6 @@ class CrdGenError(Exception):
     """The models or the LWS CRD cannot be turned into a structural schema."""
 
 
-def strip_descriptions(schema: JsonObject) -> JsonObject:
-    """A copy of an OpenAPI schema without `description` keywords (data values untouched)."""
-    return without_keyword(schema, "description")
-
-
 def without_keyword(schema: JsonObject, keyword: str) -> JsonObject:
     """A copy of an OpenAPI schema without `keyword` in any of its nodes (data values untouched)."""
     result: JsonObject = {}
@@ -61,7 +56,7 @@ def extract_lws_spec_schema(lws_crd: JsonObject) -> JsonObject:
     if len(versions) != 1:
         raise CrdGenError("the CRD has no single storage version")
     schema: JsonObject = versions[0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    return strip_descriptions(schema)
+    return without_keyword(schema, "description")
 
 
 # Bounds the LWS CRD lacks, where the API server's CEL cost budget or the hook's cost per sync

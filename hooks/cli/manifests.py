@@ -1,10 +1,7 @@
 """DisaggregatedSet manifests read from files, judged as the API server on `kubectl apply` and the
-hook's re-check (`validation`) would, and defaulted as the server stores them (`stored`), for
-`render` and `plan --from/--to`: every problem at once, one `field: message` line each.
-
-The server's order: unknown fields (`hooks.cli.pruning`; then dropped, as when the server only
-warns of them), metadata.name, the OpenAPI schema, then the rules, which the server checks even
-over schema errors unless one is a wrong type or a value outside an enum.
+hook's re-check (`validation`) would, in the server's order (`check`), and defaulted as the server
+stores them (`stored`), for `render` and `plan --from/--to`: every problem at once, one
+`field: message` line each.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ class ManifestError(console.CliError):
 STDIN: Final = "-"
 RENDER_UID: Final = "00000000-0000-0000-0000-000000000000"
 DEFAULT_NAMESPACE: Final = "default"
-_CRD_FILES: Final = {api.DS_KIND: crdgen.DS_FILE, api.SCALER_KIND: crdgen.SCALER_FILE}
 
 
 def read_documents(source: str) -> list[Any]:
@@ -111,8 +107,9 @@ RULES_NOT_CHECKED: Final = (
 
 def check(document: JsonObject) -> Checked:
     """Judge a DisaggregatedSet manifest in the API server's order and report every problem:
-    apiVersion (another one is not served: nothing else is judged), unknown fields, then, with
-    those dropped, metadata.name, the OpenAPI schema and the rules (`validation`)."""
+    apiVersion (another one is not served: nothing else is judged), unknown fields
+    (`hooks.cli.pruning`), then, with those dropped as when the server only warns of them,
+    metadata.name, the OpenAPI schema and the rules (`validation`)."""
     if document.get("apiVersion") != api.API_VERSION:
         given = document.get("apiVersion")
         return Checked((f"apiVersion: must be {api.API_VERSION}, not {given!r}",))
@@ -121,29 +118,29 @@ def check(document: JsonObject) -> Checked:
     metadata = known.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     problems += [f"metadata.name: {message}" for message in name_errors(name)]
-    schema = _schema_problems(known)
-    problems += [problem.line for problem in schema]
+    schema, blocked = _schema_problems(known)
+    problems += schema
     result = stored(known)
     try:
         parent = parents.parse_parent(result)
     except values.RequestError as error:
         return Checked((*problems, str(error)))
-    problems += _spec_problems(parent, result, schema)
+    problems += _spec_problems(parent, result, schema, blocked=blocked)
     if problems:
         return Checked(tuple(problems))
     return Checked((), stored=result, parent=parent)
 
 
 def _spec_problems(
-    parent: records.Parent, stored_set: JsonObject, schema: list[_SchemaProblem]
+    parent: records.Parent, stored_set: JsonObject, schema: list[str], *, blocked: bool
 ) -> list[str]:
-    """What the parser and the rules find beside the schema problems: the rules are checked as
-    the API server checks them (on a spec parsed as written when only a bound is broken)."""
+    """What the parser and the rules find beside the schema problems (`blocked`: one leaves the
+    rules unchecked): the rules are checked as the API server checks them (on a spec parsed as
+    written when only a bound is broken)."""
     problems = []
     if parent.spec is not None or not schema:
         # With a schema error and no spec, the parser only says again what the schema said.
         problems += [_line(v.field, v.message) for v in parent.spec_violations]
-    blocked = any(problem.blocks_rules for problem in schema)
     spec = None if blocked else parent.spec
     if spec is None and schema and not blocked:
         spec = parents.parse_spec_ignoring_bounds(stored_set.get("spec"))
@@ -159,29 +156,22 @@ def located(source: str, document: object, problem: str) -> str:
     return f"{source}: {describe(document)}: {problem}"
 
 
-@dataclass(frozen=True, slots=True)
-class _SchemaProblem:
-    line: str
-    blocks_rules: bool
-
-
 # What makes the API server leave the rules unchecked: a wrong type, a value outside an enum (an
 # int-or-string that is neither is a wrong type too).
 _BLOCKING_VALIDATORS: Final = frozenset({"type", "enum", "anyOf"})
 
 
-def _schema_problems(document: JsonObject) -> list[_SchemaProblem]:
+def _schema_problems(document: JsonObject) -> tuple[list[str], bool]:
+    """The schema's problems, one line each, and whether one leaves the rules unchecked."""
     defaulted = apply_defaults(document)
     errors = sorted(
         _schema_validator().iter_errors(defaulted), key=lambda error: list(error.absolute_path)
     )
-    return [
-        _SchemaProblem(
-            line=_line(values.field_path(error.absolute_path) or "(the object)", _message(error)),
-            blocks_rules=error.validator in _BLOCKING_VALIDATORS,
-        )
+    lines = [
+        _line(values.field_path(error.absolute_path) or "(the object)", _message(error))
         for error in errors
     ]
+    return lines, any(error.validator in _BLOCKING_VALIDATORS for error in errors)
 
 
 def _line(field: str, message: str) -> str:
@@ -218,16 +208,13 @@ def name_errors(name: object) -> list[str]:
 def _rule_problems(name: str, spec: api.DisaggregatedSetSpec) -> list[str]:
     """The hook's re-check as `field: message` lines, a name budget the set name alone breaks
     reported once under metadata.name (`_name_too_long`) instead of under each role."""
+    line, fields = _name_too_long(name, spec) or ("", frozenset())
     lines = []
-    too_long = _name_too_long(name, spec)
     for violation in validation.check(name=name, spec=spec):
-        if too_long is not None and violation.rule == rules.GENERATED_NAMES_FIT.id:
-            line, fields = too_long
-            if violation.field in fields:
-                if line not in lines:
-                    lines.append(line)
-                continue
-        lines.append(_line(violation.field, violation.message))
+        if violation.rule != rules.GENERATED_NAMES_FIT.id or violation.field not in fields:
+            lines.append(_line(violation.field, violation.message))
+        elif line not in lines:
+            lines.append(line)
     return lines
 
 
@@ -309,10 +296,9 @@ def stored(document: JsonObject) -> JsonObject:
 
 
 def apply_defaults(obj: JsonObject) -> JsonObject:
-    """A copy of a DisaggregatedSet or scaler manifest (by its kind) with the CRD's defaults
-    applied."""
+    """A copy of a DisaggregatedSet manifest with the CRD's defaults applied."""
     result: JsonObject = json.loads(json.dumps(obj))
-    apply_schema_defaults(result, crdgen.openapi_schema(_CRD_FILES[obj["kind"]]))
+    apply_schema_defaults(result, crdgen.openapi_schema(crdgen.DS_FILE))
     return result
 
 

@@ -10,6 +10,7 @@ roles as given, then removed roles (target 0) by name.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
 
 from hooks import api
@@ -147,15 +148,13 @@ def _roles_from_manifests(
     old: api.DisaggregatedSetSpec, new: api.DisaggregatedSetSpec
 ) -> tuple[list[trajectory.Role], list[str]]:
     """Old replicas from `old`; targets, budgets and role order from `new` (removed roles last)."""
-    old_replicas = {role.name: _spec_replicas(role) for role in old.roles}
+    old_replicas = {role.name: role.replicas_or_default for role in old.roles}
     roles = []
     notes = []
     for role in new.roles:
-        target = _spec_replicas(role)
-        budget = role.rolling_update_budget or (None, None)
-        roles.append(
-            trajectory.Role(role.name, old_replicas.get(role.name, 0), target, _config_for(*budget))
-        )
+        target = role.replicas_or_default
+        config = functools.partial(rollout.role_config, role)
+        roles.append(trajectory.Role(role.name, old_replicas.get(role.name, 0), target, config))
         if role.is_external:
             notes.append(
                 f"role {role.name} is External: its target is its scaler's spec.replicas; "
@@ -169,10 +168,6 @@ def _roles_from_manifests(
     return roles, notes
 
 
-def _spec_replicas(role: api.Role) -> int:
-    return 1 if role.replicas is None else role.replicas
-
-
 def _spec_of(parent: records.Parent) -> api.DisaggregatedSetSpec:
     if parent.spec is None:
         raise console.CliError(f"DisaggregatedSet {parent.name!r} has no usable spec")
@@ -181,11 +176,8 @@ def _spec_of(parent: records.Parent) -> api.DisaggregatedSetSpec:
 
 def _revision_of(parent: records.Parent) -> str:
     """The revision a stored manifest gets."""
-    spec = _spec_of(parent)
     try:
-        return revision.compute_revision(
-            [(role.name, role.leader_worker_template) for role in spec.roles]
-        )
+        return revision.of_spec(_spec_of(parent))
     except gotext.EncodingError as error:
         raise console.CliError(f"{parent.name}: cannot compute the revision: {error}") from None
 

@@ -41,12 +41,10 @@ OBJECT_META_LISTS: Final[Mapping[str, frozenset[str]]] = {
         {"manager", "operation", "apiVersion", "time", "fieldsType", "fieldsV1", "subresource"}
     ),
 }
-# Kept at the root of a resource (and of an embedded one) whatever the schema says.
+# Kept at the root of the manifest whatever the schema says.
 _RESOURCE_FIELDS: Final = frozenset({"apiVersion", "kind", "metadata"})
-_PRESERVE: Final = "x-kubernetes-preserve-unknown-fields"
-_EMBEDDED: Final = "x-kubernetes-embedded-resource"
 # The groups the API server reports unknown fields in, in its order.
-_METADATA, _PRUNED, _EMBEDDED_METADATA = range(3)
+_METADATA, _PRUNED = range(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +57,17 @@ class _Field:
     key: str
 
 
-def unknown_fields(document: JsonObject, *, schema: JsonObject | None = None) -> list[str]:
+def unknown_fields(document: JsonObject) -> list[str]:
     """The fields strict field validation (`kubectl apply`'s default) refuses as unknown, as the
     API server writes their paths (`spec.roles[1].spec.replica`) and in its order: the
-    metadata's, then the others, each group sorted.
+    metadata's (decoded as ObjectMeta), then the others, each group sorted.
 
-    A field is unknown where its object's schema (the DisaggregatedSet CRD's unless `schema` is
-    given) has no such property, no `additionalProperties` and no
-    `x-kubernetes-preserve-unknown-fields`, so every key of an object where the schema has none
-    is; metadata is decoded as ObjectMeta. A null value counts like any other (only client-side
-    `kubectl apply` drops null fields).
+    A field is unknown where its object's schema has no such property and no
+    `additionalProperties`; a null value counts like any other (only client-side `kubectl apply`
+    drops null fields). The CRD uses no embedded resources and no preserved unknown fields
+    (tests/unit/test_manifests.py checks it), so neither is read here.
     """
-    return [unknown.path for unknown in _unknown(document, schema)]
+    return [unknown.path for unknown in _unknown(document)]
 
 
 def without_unknown_fields(document: JsonObject) -> JsonObject:
@@ -82,10 +79,17 @@ def without_unknown_fields(document: JsonObject) -> JsonObject:
     return copied
 
 
-def _unknown(document: JsonObject, schema: JsonObject | None = None) -> list[_Field]:
+def _unknown(document: JsonObject) -> list[_Field]:
     found: list[_Field] = []
-    root = crdgen.openapi_schema(crdgen.DS_FILE) if schema is None else schema
-    _in_resource(document, root, "", found, group=_METADATA, preserve=False)
+    meta = document.get("metadata")
+    if isinstance(meta, dict):
+        _add_unknown_keys(meta, OBJECT_META_FIELDS, "metadata", found)
+        for key, known in OBJECT_META_LISTS.items():
+            for index, item in enumerate(list_of(meta.get(key))):
+                if isinstance(item, dict):
+                    _add_unknown_keys(item, known, f"metadata.{key}[{index}]", found)
+    root = crdgen.openapi_schema(crdgen.DS_FILE)
+    _in_object(document, root, "", found, skip=_RESOURCE_FIELDS)
     return sorted(found, key=lambda unknown: (unknown.group, unknown.path))
 
 
@@ -93,52 +97,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _in_resource(
-    value: JsonObject,
-    schema: JsonObject,
-    path: str,
-    found: list[_Field],
-    *,
-    group: int,
-    preserve: bool,
-) -> None:
-    """A resource (the manifest or an embedded one): metadata as ObjectMeta, the rest by schema."""
-    meta = value.get("metadata")
-    if isinstance(meta, dict):
-        where = _join(path, "metadata")
-        _add_unknown_keys(meta, OBJECT_META_FIELDS, where, found, group)
-        for key, known in OBJECT_META_LISTS.items():
-            for index, item in enumerate(list_of(meta.get(key))):
-                if isinstance(item, dict):
-                    _add_unknown_keys(item, known, f"{where}.{key}[{index}]", found, group)
-    _in_object(value, schema, path, found, skip=_RESOURCE_FIELDS, preserve=preserve)
-
-
 def _add_unknown_keys(
-    value: JsonObject, known: frozenset[str], path: str, found: list[_Field], group: int
+    value: JsonObject, known: frozenset[str], path: str, found: list[_Field]
 ) -> None:
-    found += (_Field(group, _join(path, key), value, key) for key in value if key not in known)
+    found += (_Field(_METADATA, f"{path}.{key}", value, key) for key in value if key not in known)
 
 
-def _in(
-    value: Any, schema: JsonObject | None, path: str, found: list[_Field], *, preserve: bool
-) -> None:
-    """Record every unknown field at and below `value` (`schema` None: every key of an object is
-    unknown). `preserve` (x-kubernetes-preserve-unknown-fields) keeps the unknown keys of this
-    object and of the list items under it; declared properties are still checked."""
-    preserve = preserve or (schema is not None and schema.get(_PRESERVE) is True)
+def _in(value: Any, schema: JsonObject | None, path: str, found: list[_Field]) -> None:
+    """Record every unknown field at and below `value` (`schema` None: every key is unknown)."""
     if isinstance(value, dict):
-        if schema is not None and schema.get(_EMBEDDED) is True:
-            _in_resource(value, schema, path, found, group=_EMBEDDED_METADATA, preserve=preserve)
-        else:
-            _in_object(value, schema, path, found, skip=frozenset(), preserve=preserve)
+        _in_object(value, schema, path, found)
     elif isinstance(value, list):
         items = None if schema is None else schema.get("items")
-        if preserve and not isinstance(items, dict):
-            return
         for index, child in enumerate(value):
             child_schema = items if isinstance(items, dict) else None
-            _in(child, child_schema, f"{path}[{index}]", found, preserve=preserve)
+            _in(child, child_schema, f"{path}[{index}]", found)
 
 
 def _in_object(
@@ -147,21 +120,20 @@ def _in_object(
     path: str,
     found: list[_Field],
     *,
-    skip: frozenset[str],
-    preserve: bool,
+    skip: frozenset[str] = frozenset(),
 ) -> None:
     """The keys of one object (but `skip`): declared properties and `additionalProperties`
-    values are checked against their schema; any other key is unknown unless `preserve`."""
+    values are checked against their schema; any other key is unknown."""
     properties: JsonObject = {} if schema is None else schema.get("properties", {})
     additional = None if schema is None else schema.get("additionalProperties")
     for key, child in value.items():
         if key in skip:
             continue
         if key in properties:
-            _in(child, properties[key], _join(path, key), found, preserve=False)
+            _in(child, properties[key], _join(path, key), found)
         elif additional is not None:
             # `additionalProperties: true` has no schema for the values.
             child_schema = additional if isinstance(additional, dict) else None
-            _in(child, child_schema, _join(path, key), found, preserve=False)
-        elif not preserve:
+            _in(child, child_schema, _join(path, key), found)
+        else:
             found.append(_Field(_PRUNED, _join(path, key), value, key))

@@ -121,7 +121,7 @@ def outcome(rows: Sequence[Row]) -> tuple[bool, str]:
             True,
             f"held after {passes}: both revisions serve until the hold is raised or removed",
         )
-    if _same(rows[-2], last) if len(rows) > 1 else False:
+    if len(rows) > 1 and _same(rows[-2], last):
         return False, f"stuck after {passes}: {last.what}"
     return False, f"not complete after {passes} (raise --max-passes to see more)"
 

@@ -179,7 +179,7 @@ def _add_plan_manifests(files: argparse._ArgumentGroup) -> None:
 def _rescale_item(text: str) -> tuple[int, tuple[tuple[str, int], ...]]:
     """`PASS:ROLE=N,...`: the pass before which the targets change, and the new targets."""
     at, sep, rest = text.partition(":")
-    if not sep or not at.isdigit() or int(at) < 1:
+    if not sep or not (at.isascii() and at.isdigit()) or int(at) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not PASS:ROLE=N,... with PASS 1 or more")
     return int(at), _replica_vector(rest)
 
@@ -203,7 +203,7 @@ def _replica_vector(text: str) -> tuple[tuple[str, int], ...]:
     pairs = []
     for item in text.split(","):
         name, sep, value = item.strip().partition("=")
-        if not sep or not _ROLE_NAME.fullmatch(name) or not value.isdigit():
+        if not sep or not _ROLE_NAME.fullmatch(name) or not value.isascii() or not value.isdigit():
             raise argparse.ArgumentTypeError(
                 f"{item!r} is not ROLE=N (a role name and a non-negative integer)"
             )

@@ -30,7 +30,7 @@ def report(command: str, severity: str, text: str) -> None:
 
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1."""
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
 

@@ -105,7 +105,7 @@ def _add_undo(actions: _Subcommands) -> None:
 
 
 def _whole(text: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
     return int(text)
 
@@ -144,7 +144,7 @@ def _checked(text: str, *, key: str, wanted: str) -> str:
 
 def _hold_at(text: str) -> str:
     wanted = "a percentage from 0% to 100%"
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         wanted += f" (did you mean {text}%?)"
     return _checked(text, key=api.ANNOTATION_ROLLOUT_HOLD_AT, wanted=wanted)
 

@@ -232,7 +232,8 @@ def partition_hint(parent: records.Parent, value: str | None) -> str | None:
 def surge_line(parent: records.Parent) -> str | None:
     """Why READY counts more ready groups than the set asks for, in one line (None: it does not)."""
     ready, _, wanted = (parent.ready or "").partition("/")
-    if not (ready.isdigit() and wanted.isdigit()) or int(ready) <= int(wanted):
+    digits = (ready + wanted).isascii() and ready.isdigit() and wanted.isdigit()
+    if not digits or int(ready) <= int(wanted):
         return None
     extra = int(ready) - int(wanted)
     # A hold keeps both revisions serving on purpose; otherwise the surplus is the rollout's surge.

@@ -204,17 +204,36 @@ def test_plan_stops_at_max_passes_and_says_so(capsys: pytest.CaptureFixture[str]
         ["--old", "a=1,a=2", "--target", "a=1"],
         ["--old", "a=1", "--target", "a=1", "--max-surge", "-1"],
         ["--old", "a=1", "--target", "a=1", "--max-surge", "1.5%"],
+        ["--old", "a=\u00b2", "--target", "a=1"],
+        ["--old", "a=1", "--target", "a=1", "--max-passes", "\u00b2"],
+        ["--old", "a=1", "--target", "a=1", "--rescale", "\u00b2:a=2"],
+        ["--old", "a=1", "--target", "a=1", "--ready-after", "\u0663"],
     ],
-    ids=["not-a-number", "bad-role-name", "duplicate-role", "negative", "fractional"],
+    ids=[
+        "not-a-number",
+        "bad-role-name",
+        "duplicate-role",
+        "negative",
+        "fractional",
+        "superscript-replicas",
+        "superscript-max-passes",
+        "superscript-rescale-pass",
+        "arabic-indic-ready-after",
+    ],
 )
 def test_plan_rejects_malformed_values_as_usage_errors(
     capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
+    """Regression (the last four): a superscript digit passed `str.isdigit`, then failed `int`,
+    so argparse printed its own "invalid positive_int value" line; Arabic-Indic digits were taken
+    as a number. A number is ASCII digits, and the error line says what the value should be."""
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["plan", *argv])
 
     assert exit_info.value.code == 2
-    assert "error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error" in err
+    assert "invalid" not in err
 
 
 @pytest.mark.parametrize(

@@ -296,6 +296,8 @@ def test_without_connection_flags_kubectl_gets_none(
         (["rollout", "partition", "llm"], "give either K or --clear"),
         (["rollout", "undo", "llm", "--to-revision", "-1"], "argument --to-revision:"),
         (["rollout", "history", "llm", "--bogus"], "unrecognized arguments: --bogus"),
+        (["rollout", "partition", "llm", "\u00b2"], "argument K: '\u00b2' is not a whole number"),
+        (["rollout", "history", "llm", "--revision", "\u0663"], "'\u0663' is not a whole number"),
     ],
     ids=[
         "duration",
@@ -306,6 +308,8 @@ def test_without_connection_flags_kubectl_gets_none(
         "neither",
         "negative-revision",
         "unknown",
+        "superscript-digit",
+        "arabic-indic-digit",
     ],
 )
 def test_usage_errors_exit_2_with_one_line_naming_the_command(
@@ -1566,3 +1570,12 @@ def test_the_surplus_of_ready_groups_is_put_down_to_what_causes_it(reason: str, 
         "ready 7/5: 2 groups above the target while the old and the new revision both serve"
         f" ({why}); READY counts both"
     )
+
+
+@pytest.mark.parametrize("ready", ["\u00b2/1", "7/\u00b9", "\u0667/5"])
+def test_a_forged_ready_count_of_other_digits_gets_no_surge_line(ready: str) -> None:
+    """Regression: `rollout status` ended in a traceback on a status whose READY held a
+    superscript digit (`str.isdigit` accepts it, `int` does not); it is no count."""
+    stored = a_set(roles(V2), conditions=progressing("Unknown", "RolloutInProgress", "m"))
+    stored["status"]["ready"] = ready
+    assert status.surge_line(rollout.read_set(stored)) is None

@@ -47,11 +47,6 @@ def string_map(value: object, where: str) -> Mapping[str, str]:
     return value
 
 
-def object_or_empty(value: object) -> JsonObject:
-    """A JSON object read leniently: anything else is empty."""
-    return value if isinstance(value, dict) else {}
-
-
 def controller_ref(metadata: JsonObject) -> JsonObject | None:
     """The controller's entry of an object's ownerReferences, or None."""
     refs = metadata.get("ownerReferences")

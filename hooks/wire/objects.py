@@ -19,7 +19,7 @@ import pydantic
 
 from hooks import api
 from hooks.api import rules
-from hooks.api.documents import object_of
+from hooks.api.documents import list_of, object_of
 from hooks.core import compact, records
 from hooks.gocompat import gotext, revision
 from hooks.wire import values
@@ -139,12 +139,8 @@ def _controller_object(owner: JsonObject | None) -> str | None:
 
 
 def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:
-    refs = metadata.get("ownerReferences")
-    return (
-        tuple(values.optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
-        if isinstance(refs, list)
-        else ()
-    )
+    refs = list_of(metadata.get("ownerReferences"))
+    return tuple(values.optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
 
 
 def _stored_revision(

@@ -11,7 +11,7 @@ from typing import Final
 import pydantic
 
 from hooks import api
-from hooks.api.documents import object_of
+from hooks.api.documents import list_of, object_of
 from hooks.core import records
 from hooks.wire import values
 
@@ -145,7 +145,7 @@ def _parse_role_replicas(value: object) -> dict[str, int]:
 
 def _entries(value: object) -> list[JsonObject]:
     """The objects of a status list the hooks wrote (anything else in it is dropped)."""
-    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+    return [entry for entry in list_of(value) if isinstance(entry, dict)]
 
 
 def _str_or_none(value: object) -> str | None:

@@ -46,12 +46,6 @@ def digits(value: int) -> int:
     return len(str(max(value, 0)))
 
 
-def suffix_length(replicas: int | None) -> int:
-    """The longest DNS-1035 suffix of an LWS name: `-prv` or its last group's pod label."""
-    count = api.LWS_DEFAULT_REPLICAS if replicas is None else replicas
-    return max(len(SERVICE_SUFFIX), digits(count - 1) + POD_REVISION_LABEL_FIXED)
-
-
 @dataclass(frozen=True, slots=True)
 class Budget:
     """How one role's generated names measure against the DNS-1035 limit."""
@@ -68,7 +62,10 @@ class Budget:
 
 def budget(*, set_name: str, role: str, slices: int, replicas: int | None) -> Budget:
     """The name budget of one role (docs/rollout.md, "Names and their budget")."""
-    overhead = SEPARATORS + digits(slices - 1) + REVISION_LENGTH + suffix_length(replicas)
+    # The longest DNS-1035 suffix of an LWS name: `-prv` or its last group's pod label.
+    last_group = (api.LWS_DEFAULT_REPLICAS if replicas is None else replicas) - 1
+    suffix = max(len(SERVICE_SUFFIX), digits(last_group) + POD_REVISION_LABEL_FIXED)
+    overhead = SEPARATORS + digits(slices - 1) + REVISION_LENGTH + suffix
     return Budget(
         length=len(set_name) + len(role) + overhead, combined_limit=DNS1035_LABEL_MAX - overhead
     )

@@ -8,6 +8,7 @@ Writing a rule: docs/architecture.md, "The CRDs".
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -344,12 +345,10 @@ def _cel_decimal(value: str) -> str:
 def _cel_template(template: str, values: dict[str, str]) -> str:
     """A CEL string expression of a `str.format` template whose fields are CEL ints in 0..999."""
     parts = []
-    rest = template
-    while "{" in rest:
-        text, _, after = rest.partition("{")
-        name, _, rest = after.partition("}")
-        parts += [repr(text), _cel_decimal(values[name])]
-    parts.append(repr(rest))
+    for text, name, _, _ in string.Formatter().parse(template):
+        parts.append(repr(text))
+        if name is not None:
+            parts.append(_cel_decimal(values[name]))
     return " + ".join(part for part in parts if part != "''")
 
 

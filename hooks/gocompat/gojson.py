@@ -285,33 +285,30 @@ class _Compiler:
         return result
 
     def finish(self) -> None:
-        """Fill every struct's zero text, then its field plan."""
+        """Fill every struct's field plan and zero text."""
         done: set[str] = set()
         for name in self.plans:
-            self.zero_struct_text(name, done, ())
-        for name, plan in self.plans.items():
-            fields = enumerate(self.struct_fields[name])
-            plan.set_fields([self.field(*field, position=at) for at, field in fields])
+            self.finish_struct(name, done, ())
 
-    def zero_struct_text(self, name: str, done: set[str], stack: tuple[str, ...]) -> str:
-        codec = self.codecs[name]
+    def finish_struct(self, name: str, done: set[str], stack: tuple[str, ...]) -> None:
+        """Fill one struct's plan, after those of the structs it holds by value (their zero
+        texts are its fields' absent texts); its zero text is its encoding of no keys."""
         if name in done:
-            return codec.null_text
+            return
         if name in stack:
             raise TableError(f"struct {name} contains itself by value")
-        parts: list[str] = []
-        for json_name, field_codec, flags in self.struct_fields[name]:
+        fields = []
+        for at, (json_name, field_codec, flags) in enumerate(self.struct_fields[name]):
             if field_codec.struct_name:
-                self.zero_struct_text(field_codec.struct_name, done, (*stack, name))
-            absent = self.field(json_name, field_codec, flags).absent
-            if absent is not None:
-                parts.append(absent)
-        codec.null_text = "{" + ",".join(parts) + "}"
+                self.finish_struct(field_codec.struct_name, done, (*stack, name))
+            fields.append(self.field(json_name, field_codec, flags, position=at))
+        plan = self.plans[name]
+        plan.set_fields(fields)
+        self.codecs[name].null_text = plan.encode({})
         done.add(name)
-        return codec.null_text
 
     @staticmethod
-    def field(json_name: str, codec: _Codec, flags: set[str], *, position: int = 0) -> _Field:
+    def field(json_name: str, codec: _Codec, flags: set[str], *, position: int) -> _Field:
         unknown = flags - {"omitempty", "omitzero"}
         if unknown:
             raise TableError(f"field {json_name}: unknown flags {sorted(unknown)}")

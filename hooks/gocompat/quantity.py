@@ -273,9 +273,7 @@ def _compare(digits: str, scale: int, integer: int) -> int:
 
 
 def _strip_tens(digits: str) -> tuple[str, int]:
-    """Digits without trailing zeros, and how many were removed."""
-    if digits == "0":
-        return digits, 0
+    """Non-zero digits without trailing zeros, and how many were removed."""
     stripped = digits.rstrip("0")
     return stripped, len(digits) - len(stripped)
 

@@ -29,11 +29,11 @@ def parse_sync_request(
     hook asks for, scalers (`hooks.core.related`). A record's roles are hashed with
     `revision_of`."""
     request = values.require_object(body, "request body")
-    parent = parents.parse_parent(values.require_object(request.get("parent"), "parent"))
+    parent = parents.parse_parent(_parent(request))
     # `finalizing` is not read: neither controller has a finalize hook, so it is always false.
     children, unknown = _parse_children(request.get("children"), revision_of)
     related = _sorted(
-        objects.parse_observed(kind, values.require_object(obj, where), where, related=True)
+        objects.parse_object(kind, obj, where=where)
         for kind, where, obj in _objects(request.get("related", {}), "related")
         if kind is records.ChildKind.SCALER
     )
@@ -83,17 +83,14 @@ def _declared_kinds(controller: object) -> frozenset[records.ChildKind] | None:
 
 def parse_customize_request(body: object) -> records.CustomizeRequest:
     """A DisaggregatedSet customize request."""
-    request = values.require_object(body, "request body")
-    return records.CustomizeRequest(
-        parent=parents.parse_parent(values.require_object(request.get("parent"), "parent"))
-    )
+    return records.CustomizeRequest(parent=parents.parse_parent(_parent(body)))
 
 
 def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
     """A RoleScaler sync request; the owning set is read from `related` (the only kind its
     customize hook asks for)."""
     request = values.require_object(body, "request body")
-    scaler = parents.parse_scaler(values.require_object(request.get("parent"), "parent"))
+    scaler = parents.parse_scaler(_parent(request))
     owners = [
         parents.parse_parent(values.require_object(obj, where))
         for kind, where, obj in _objects(request.get("related", {}), "related")
@@ -105,10 +102,13 @@ def parse_scaler_sync_request(body: object) -> records.ScalerSyncRequest:
 
 def parse_scaler_customize_request(body: object) -> records.ScalerCustomizeRequest:
     """A RoleScaler customize request."""
+    return records.ScalerCustomizeRequest(scaler=parents.parse_scaler(_parent(body)))
+
+
+def _parent(body: object) -> JsonObject:
+    """The parent of a request body (RequestError unless both are JSON objects)."""
     request = values.require_object(body, "request body")
-    return records.ScalerCustomizeRequest(
-        scaler=parents.parse_scaler(values.require_object(request.get("parent"), "parent"))
-    )
+    return values.require_object(request.get("parent"), "parent")
 
 
 def _parse_children(
@@ -138,7 +138,7 @@ def _objects(groups: object, where: str) -> Iterator[tuple[records.ChildKind | N
             continue
         if not isinstance(named, dict):
             raise values.RequestError(f"{where}[{key!r}] must be an object keyed by name")
-        kind = objects.known_kind(key, frozenset(records.ChildKind))
+        kind = objects.known_kind(key)
         for inner_key, obj in named.items():
             yield kind, f"{where}[{key!r}][{inner_key!r}]", obj
 

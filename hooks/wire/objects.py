@@ -2,14 +2,11 @@
 request, an object of a child kind as kubectl lists it, or a child of a kind this version does
 not know.
 
-An observed child's `applied` is what the hook last answered for it: Metacontroller's
-last-applied annotation, without the namespace and `controller-uid` label Metacontroller adds,
-only when it names exactly this object (anyone who can edit the child can edit the annotation,
-and Metacontroller deletes an observed child whose identity the answer lacks); else a cleaned
-copy of the object (identity, labels, annotations and body). Never mutate it. A
+An observed child's `applied` (never mutated) is Metacontroller's last-applied annotation
+without the namespace and `controller-uid` label Metacontroller adds, only when it names exactly
+this object, else a cleaned copy of the object (why: docs/safety.md, "Bad input"). A
 DisaggregatedSetRevision is always its cleaned copy (re-emitting it never asks to change its
-immutable roles), and its body is parsed once into `stored` (`records.StoredRevision`), or
-`stored_error` says why it is not a record's.
+immutable roles), its body parsed once into `stored` or `stored_error`.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import pydantic
 
 from hooks import api
 from hooks.api import rules
+from hooks.api.documents import list_of, object_of
 from hooks.core import compact, records
 from hooks.gocompat import gotext, revision
 from hooks.wire import values
@@ -40,8 +38,8 @@ def parse_child(obj: object, *, where: str) -> records.ObservedObject | None:
     """An object of a set's child kinds (read from its own apiVersion and kind) as a sync
     request's children are read; None for another kind; RequestError when it is malformed."""
     found = values.require_object(obj, where)
-    kind = known_kind(f"{found.get('kind')}.{found.get('apiVersion')}", records.DS_CHILD_KINDS)
-    return None if kind is None else parse_observed(kind, found, where)
+    kind = known_kind(f"{found.get('kind')}.{found.get('apiVersion')}")
+    return parse_observed(kind, found, where) if kind in records.DS_CHILD_KINDS else None
 
 
 def parse_object(kind: records.ChildKind, obj: object, *, where: str) -> records.ObservedObject:
@@ -60,13 +58,13 @@ def parse_records(items: Iterable[object]) -> tuple[records.ObservedObject, ...]
     return tuple(sorted(found, key=lambda item: item.name))
 
 
-def known_kind(key: str, allowed: frozenset[records.ChildKind]) -> records.ChildKind | None:
-    """The kind of a `children` or `related` key, None for one this hook does not handle."""
+def known_kind(key: str) -> records.ChildKind | None:
+    """The kind of a `children` or `related` key (`Kind.apiVersion`), None for one this hook
+    does not handle."""
     try:
-        kind = records.ChildKind(key)
+        return records.ChildKind(key)
     except ValueError:
         return None
-    return kind if kind in allowed else None
 
 
 def parse_unknown_child(obj: JsonObject, where: str) -> JsonObject:
@@ -103,9 +101,9 @@ def parse_observed(
     name = values.require_str(metadata.get("name"), f"{where} metadata.name")
     labels = values.string_map(metadata.get("labels"), f"{where} metadata.labels")
     annotations = values.string_map(metadata.get("annotations"), f"{where} metadata.annotations")
-    spec = values.object_or_empty(obj.get("spec"))
+    spec = object_of(obj.get("spec"))
     owner = values.controller_ref(metadata)
-    replica_status, status_error = _replica_status(values.object_or_empty(obj.get("status")))
+    replica_status, status_error = _replica_status(object_of(obj.get("status")))
     stored, stored_error = (
         _stored_revision(obj, revision_of) if kind is records.ChildKind.REVISION else (None, None)
     )
@@ -141,12 +139,8 @@ def _controller_object(owner: JsonObject | None) -> str | None:
 
 
 def _owner_uids(metadata: JsonObject) -> tuple[str, ...]:
-    refs = metadata.get("ownerReferences")
-    return (
-        tuple(values.optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
-        if isinstance(refs, list)
-        else ()
-    )
+    refs = list_of(metadata.get("ownerReferences"))
+    return tuple(values.optional_str(ref.get("uid")) for ref in refs if isinstance(ref, dict))
 
 
 def _stored_revision(
@@ -218,12 +212,8 @@ def _slice_index(labels: Mapping[str, str]) -> int | None:
 
 
 def _replica_status(status: JsonObject) -> tuple[records.ReplicaStatus, str | None]:
-    """The replica counts of an observed status, or zeros and why when one is impossible.
-
-    A count outside 0..LWS_MAX_REPLICAS (a LeaderWorkerSet cannot have more groups) is a state
-    no retry fixes: the whole status is ignored and the caller reports it, instead of summing it
-    into roleStatuses that could not be written (or serialised) any more.
-    """
+    """The replica counts of an observed status, or zeros and why when one is outside
+    0..LWS_MAX_REPLICAS, a state no retry fixes (docs/safety.md, "Bad input")."""
     counts: dict[str, int] = {}
     for key, attribute in (
         ("replicas", "replicas"),

@@ -11,6 +11,7 @@ from typing import Final
 import pydantic
 
 from hooks import api
+from hooks.api.documents import list_of, object_of
 from hooks.core import records
 from hooks.wire import values
 
@@ -33,7 +34,7 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         spec = api.DisaggregatedSetSpec.model_validate(obj.get("spec"))
     except pydantic.ValidationError as error:
         violations = _violations_from(error)
-    status = values.object_or_empty(obj.get("status"))
+    status = object_of(obj.get("status"))
     generation = _generation(metadata)
     if generation < 0:
         violations = (*violations, _NEGATIVE_GENERATION)
@@ -54,9 +55,7 @@ def parse_parent(obj: JsonObject) -> records.Parent:
         revision=_str_or_none(status.get("revision")),
         ready=_str_or_none(status.get("ready")),
         history=_str_or_none(status.get("history")),
-        slice_phases=_parse_slice_phases(
-            values.object_or_empty(status.get("rollout")).get("slices")
-        ),
+        slice_phases=_parse_slice_phases(object_of(status.get("rollout")).get("slices")),
         resource_version=values.optional_str(metadata.get("resourceVersion")),
     )
 
@@ -146,7 +145,7 @@ def _parse_role_replicas(value: object) -> dict[str, int]:
 
 def _entries(value: object) -> list[JsonObject]:
     """The objects of a status list the hooks wrote (anything else in it is dropped)."""
-    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+    return [entry for entry in list_of(value) if isinstance(entry, dict)]
 
 
 def _str_or_none(value: object) -> str | None:
@@ -171,8 +170,8 @@ def _generation(metadata: JsonObject) -> int:
 def parse_scaler(obj: JsonObject) -> records.ScalerParent:
     _require_kind(obj, api.SCALER_KIND)
     metadata = values.require_object(obj.get("metadata"), "parent metadata")
-    spec = values.object_or_empty(obj.get("spec"))
-    status = values.object_or_empty(obj.get("status"))
+    spec = object_of(obj.get("spec"))
+    status = object_of(obj.get("status"))
     owner = values.controller_ref(metadata)
     return records.ScalerParent(
         name=values.require_str(metadata.get("name"), "parent metadata.name"),

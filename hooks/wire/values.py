@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from hooks import api
+from hooks.api.documents import list_of
 
 JsonObject = api.JsonObject
 
@@ -47,17 +48,9 @@ def string_map(value: object, where: str) -> Mapping[str, str]:
     return value
 
 
-def object_or_empty(value: object) -> JsonObject:
-    """A JSON object read leniently: anything else is empty."""
-    return value if isinstance(value, dict) else {}
-
-
 def controller_ref(metadata: JsonObject) -> JsonObject | None:
     """The controller's entry of an object's ownerReferences, or None."""
-    refs = metadata.get("ownerReferences")
-    if not isinstance(refs, list):
-        return None
-    for ref in refs:
+    for ref in list_of(metadata.get("ownerReferences")):
         if isinstance(ref, dict) and ref.get("controller") is True:
             return ref
     return None

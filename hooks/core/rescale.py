@@ -289,13 +289,8 @@ def stopped(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
     floors = [role.floor for role in roles]
     new = []
     for r, role in enumerate(roles):
-        missing = role.target - role.new - totals.old[r]
-        if missing > 0:
-            sizes = [role.new if role.has_new else None, *(rev.replicas[r] for rev in old)]
-            shares = _proportional(missing, sizes)
-            new.append(role.new + shares[0])
-        else:
-            new.append(role.new)
+        sizes = [role.new if role.has_new else None, *(rev.replicas[r] for rev in old)]
+        new.append(role.new + _proportional(role.target - role.new - totals.old[r], sizes)[0])
     served = _serve_old(roles, old, totals, new=new, floors=floors)
     after = _totals(len(roles), served).old
     for r, role in enumerate(roles):

@@ -34,11 +34,6 @@ class Control:
     malformed: frozenset[str] = frozenset()
     """The annotations whose value was malformed and read cautiously instead."""
 
-    @property
-    def is_canary(self) -> bool:
-        """Whether a partition or a hold limits how far rollouts go."""
-        return self.partition is not None or self.hold_at_percent is not None
-
 
 @dataclass(frozen=True, slots=True)
 class _Annotation:

@@ -46,10 +46,6 @@ class _Annotation:
     advice: str
 
 
-def _boolean(text: str) -> int | None:
-    return {"true": 1, "false": 0}.get(text)
-
-
 def _whole(text: str) -> int | None:
     return int(text) if _WHOLE.fullmatch(text) else None
 
@@ -66,7 +62,7 @@ _ANNOTATIONS: Final = (
     _Annotation(
         api.ANNOTATION_PAUSED,
         "paused",
-        _boolean,
+        {"true": 1, "false": 0}.get,
         1,
         'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
         " is fixed rollouts are paused",

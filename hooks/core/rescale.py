@@ -118,10 +118,8 @@ def rolling(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
     keep = _old_window(roles, totals.old, keep)
     drained = _drain(old, budget=[o - k for o, k in zip(totals.old, keep, strict=True)])
     grown = _grow(roles, totals.old)
-    moves = _moves(roles, old, drained, grown)
-    if not moves:
+    if not _moves(roles, old, drained, grown):
         drained, grown = _escape(roles, old, totals)
-        moves = _moves(roles, old, drained, grown)
     after = _totals(len(roles), drained).old
     new = tuple(
         _shrunk(role, n, old_after=a, old_ready_after=max(0, ready - (o - a)))

@@ -81,28 +81,19 @@ def progressing(
         return None
     held = [plan.slice_index for plan in standing if plan.phase is rollout.Phase.HELD]
     partitioned = [plan.slice_index for plan in standing if plan.phase is rollout.Phase.PARTITIONED]
-    parts = []
+    # Only the annotations that stop a slice: a hold alone names no partition, and the reverse.
+    parts, keys = [], []
     if held:
         parts.append(_held(held, revision=revision, control=control, share=share))
-    parts.extend(_partitioned(partitioned, empty=empty))
-    reason = api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED
-    # Only the annotations that stop a slice: a hold alone names no partition, and the reverse.
-    standing_by = [
-        key
-        for key, slices in (
-            (api.ANNOTATION_ROLLOUT_HOLD_AT, held),
-            (api.ANNOTATION_ROLLOUT_PARTITION, partitioned),
-        )
-        if slices
-    ]
-    message = (
-        "; ".join(parts) + f"; raise or remove annotation {' or '.join(standing_by)} to roll on"
-    )
+        keys.append(api.ANNOTATION_ROLLOUT_HOLD_AT)
+    if partitioned:
+        parts.extend(_partitioned(partitioned, empty=empty))
+        keys.append(api.ANNOTATION_ROLLOUT_PARTITION)
     return status.ConditionUpdate(
         type=api.ConditionType.PROGRESSING,
         status=api.ConditionStatus.UNKNOWN,
-        reason=reason,
-        message=message,
+        reason=api.Reason.ROLLOUT_HELD if held else api.Reason.ROLLOUT_PARTITIONED,
+        message="; ".join(parts) + f"; raise or remove annotation {' or '.join(keys)} to roll on",
     )
 
 

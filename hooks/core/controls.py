@@ -34,11 +34,6 @@ class Control:
     malformed: frozenset[str] = frozenset()
     """The annotations whose value was malformed and read cautiously instead."""
 
-    @property
-    def is_canary(self) -> bool:
-        """Whether a partition or a hold limits how far rollouts go."""
-        return self.partition is not None or self.hold_at_percent is not None
-
 
 @dataclass(frozen=True, slots=True)
 class _Annotation:
@@ -49,10 +44,6 @@ class _Annotation:
     parse: Callable[[str], int | None]
     fallback: int
     advice: str
-
-
-def _boolean(text: str) -> int | None:
-    return {"true": 1, "false": 0}.get(text)
 
 
 def _whole(text: str) -> int | None:
@@ -71,7 +62,7 @@ _ANNOTATIONS: Final = (
     _Annotation(
         api.ANNOTATION_PAUSED,
         "paused",
-        _boolean,
+        {"true": 1, "false": 0}.get,
         1,
         'use "true" to pause rollouts and "false" (or no annotation) to run them; until it'
         " is fixed rollouts are paused",

@@ -27,8 +27,6 @@ RELEASES: Final[Mapping[str, str]] = {
 """The first LWS release whose CRD has a field (the last name of its path) that v0.7.0's or
 v0.8.0's CRD prunes."""
 
-TEMPLATE: Final = "leaderWorkerTemplate"
-
 SHOWN_FIELDS: Final = 3
 """Fields named per LWS in the message; the rest are counted."""
 
@@ -70,7 +68,7 @@ def _top_lacks(wanted: api.JsonObject, stored: api.JsonObject) -> bool:
     """Whether `stored` lacks a key of `wanted` or of its `leaderWorkerTemplate`."""
     if wanted.keys() - stored.keys():
         return True
-    inner, stored_inner = wanted.get(TEMPLATE), stored.get(TEMPLATE)
+    inner, stored_inner = wanted.get("leaderWorkerTemplate"), stored.get("leaderWorkerTemplate")
     return (
         isinstance(inner, dict)
         and isinstance(stored_inner, dict)

@@ -49,42 +49,27 @@ def apply(
     old: Sequence[int],
     keep: Sequence[int],
 ) -> dict[str, int]:
-    """The replicas a step changes, by LWS name: old LWS drained (`drain`), no role below `keep`;
-    new LWS grown to the step's count, but a role whose drain kept more old groups than the step
-    asked only to its surge ceiling, counting them."""
+    """The replicas a step changes, by LWS name: old LWS drained newest revision first (rule 6),
+    no role below `keep`; new LWS grown to the step's count, but a role whose drain kept more old
+    groups than the step asked only to its surge ceiling, counting them."""
     budget = {name: now - after for name, now, after in zip(order, old, step.old, strict=True)}
     left = dict(zip(order, old, strict=True))
     floors = dict(zip(order, keep, strict=True))
-    replicas = drain(state.old, budget=budget, order=order, left=left, keep=floors)
+    replicas: dict[str, int] = {}
+    for by_role in stock.newest_first(state.old):
+        if all(value <= 0 for value in budget.values()):
+            break
+        drained, charged = _drain_revision(
+            by_role, budget=budget, order=order, left=left, keep=floors
+        )
+        replicas.update(drained)
+        for name, amount in charged.items():
+            budget[name] -= amount
     for name, role, wanted, stepped in zip(order, roles, step.new, step.old, strict=True):
         if left[name] > stepped and role.target != 0:
             wanted = max(role.new, min(wanted, role.ceiling - left[name]))
         if wanted > role.new and name in state.new:
             replicas[state.new[name].name] = wanted
-    return replicas
-
-
-def drain(
-    old: Mapping[str, stock.Group],
-    *,
-    budget: Mapping[str, int],
-    order: Sequence[str],
-    left: dict[str, int],
-    keep: Mapping[str, int],
-) -> dict[str, int]:
-    """Rule 6: new replicas of old LWS, by name, spending `budget` newest revision first, no
-    role left with fewer old replicas than `keep` (`left`: what each role has left, updated)."""
-    replicas: dict[str, int] = {}
-    remaining = dict(budget)
-    for by_role in stock.newest_first(old):
-        if all(value <= 0 for value in remaining.values()):
-            break
-        drained, charged = _drain_revision(
-            by_role, budget=remaining, order=order, left=left, keep=keep
-        )
-        replicas.update(drained)
-        for name, amount in charged.items():
-            remaining[name] -= amount
     return replicas
 
 
@@ -97,7 +82,7 @@ def _drain_revision(
     keep: Mapping[str, int],
 ) -> tuple[dict[str, int], dict[str, int]]:
     """One old revision's coordinated drain: (new replicas by LWS name, budget charged by
-    role)."""
+    role); `left`, what each role has left, is updated."""
     present = [name for name in order if name in by_role]
     planned = {
         name: max(0, min(budget[name], by_role[name].replicas, left[name] - keep[name]))

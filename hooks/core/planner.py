@@ -318,11 +318,9 @@ def resolve_config(
     `replicas` (docs/rollout.md, "The rolling update of one slice")."""
     surge = _scaled_or_zero(max_surge, total=replicas, round_up=True)
     unavailable = _scaled_or_zero(max_unavailable, total=replicas, round_up=False)
-    if unavailable > 0:
-        return RoleConfig(max_surge=surge, max_unavailable=unavailable)
-    if surge > 0:
-        return RoleConfig(max_surge=surge, max_unavailable=0)
-    return DEFAULT_CONFIG
+    if surge <= 0 and unavailable <= 0:
+        return DEFAULT_CONFIG
+    return RoleConfig(max_surge=surge, max_unavailable=max(0, unavailable))
 
 
 def _scaled_or_zero(value: int | str | None, *, total: int, round_up: bool) -> int:

@@ -90,29 +90,20 @@ def _record(
     lies after `now` starts afresh, counts above what the new LWS can have are lowered to it."""
     ready = sum(item.status.ready_replicas for item in new_lws)
     updated = sum(item.status.updated_replicas for item in new_lws)
-    fresh = api.RolloutStatus(
-        revision=revision,
-        last_progress_time=now,
-        ready_replicas=ready,
-        updated_replicas=updated,
-        slices=list(slices),
-    )
-    if previous is None or previous.revision != revision or moved:
-        return fresh
-    since = times.parse(previous.last_progress_time)
-    current = times.parse(now)
-    if since is None or current is None or since > current:
-        return fresh
-    most = sum(item.replicas for item in new_lws)
-    ready_then = min(previous.ready_replicas, most)
-    updated_then = min(previous.updated_replicas, most)
-    if ready > ready_then or updated > updated_then:
-        return fresh
+    last = now
+    if previous is not None and previous.revision == revision and not moved:
+        since, current = times.parse(previous.last_progress_time), times.parse(now)
+        most = sum(item.replicas for item in new_lws)
+        ready_then = min(previous.ready_replicas, most)
+        updated_then = min(previous.updated_replicas, most)
+        stalled = ready <= ready_then and updated <= updated_then
+        if since is not None and current is not None and since <= current and stalled:
+            last, ready, updated = times.format_utc(since.seconds), ready_then, updated_then
     return api.RolloutStatus(
         revision=revision,
-        last_progress_time=times.format_utc(since.seconds),
-        ready_replicas=ready_then,
-        updated_replicas=updated_then,
+        last_progress_time=last,
+        ready_replicas=ready,
+        updated_replicas=updated,
         slices=list(slices),
     )
 

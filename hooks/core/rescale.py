@@ -118,10 +118,8 @@ def rolling(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
     keep = _old_window(roles, totals.old, keep)
     drained = _drain(old, budget=[o - k for o, k in zip(totals.old, keep, strict=True)])
     grown = _grow(roles, totals.old)
-    moves = _moves(roles, old, drained, grown)
-    if not moves:
+    if not _moves(roles, old, drained, grown):
         drained, grown = _escape(roles, old, totals)
-        moves = _moves(roles, old, drained, grown)
     after = _totals(len(roles), drained).old
     new = tuple(
         _shrunk(role, n, old_after=a, old_ready_after=max(0, ready - (o - a)))
@@ -289,13 +287,8 @@ def stopped(roles: Sequence[Role], old: Sequence[Old]) -> Pass:
     floors = [role.floor for role in roles]
     new = []
     for r, role in enumerate(roles):
-        missing = role.target - role.new - totals.old[r]
-        if missing > 0:
-            sizes = [role.new if role.has_new else None, *(rev.replicas[r] for rev in old)]
-            shares = _proportional(missing, sizes)
-            new.append(role.new + shares[0])
-        else:
-            new.append(role.new)
+        sizes = [role.new if role.has_new else None, *(rev.replicas[r] for rev in old)]
+        new.append(role.new + _proportional(role.target - role.new - totals.old[r], sizes)[0])
     served = _serve_old(roles, old, totals, new=new, floors=floors)
     after = _totals(len(roles), served).old
     for r, role in enumerate(roles):

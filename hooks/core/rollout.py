@@ -102,22 +102,23 @@ def plan_slice(
     state = stock.take_stock(lws, set_name=set_name, slice_index=slice_index, revision=revision)
     if not stock.serves_spec_roles(state, [role.name for role in roles]):
         return _steady(state, roles)
-    books = _books(state, roles)
-    plan = _rolling(state, roles, control, books)
-    return dataclasses.replace(plan, records={**books.writes, **plan.records}, moved=books.moved)
+    writes, moved, scaled = _books(state, roles)
+    plan = _rolling(state, roles, control, scaled)
+    return dataclasses.replace(plan, records={**writes, **plan.records}, moved=moved)
 
 
 def _rolling(
-    state: stock.SliceState, roles: Sequence[stock.RoleInput], control: SliceControl, books: _Books
+    state: stock.SliceState, roles: Sequence[stock.RoleInput], control: SliceControl, scaled: bool
 ) -> SlicePlan:
     """The phase of a slice an old revision still serves."""
     if control.paused or control.partitioned:
-        return _stopped(state, roles, books, Phase.PAUSED if control.paused else Phase.PARTITIONED)
+        phase = Phase.PAUSED if control.paused else Phase.PARTITIONED
+        return _stopped(state, roles, phase, scaled=scaled)
     if not state.new:
         return _start(state, roles)
     if any(role.name not in state.new for role in roles):
         return _wait(state, roles)
-    if books.scaled:
+    if scaled:
         return _scaled(state, roles, hold_at=control.hold_at_percent)
     # Rule 4, the stability gate: every target LWS has all its replicas ready.
     if any(state.new[r.name].replicas != state.new[r.name].status.ready_replicas for r in roles):
@@ -152,20 +153,12 @@ def _plan(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Books:
-    """The records of a rolling slice: what to write, and what they say."""
-
-    writes: Mapping[str, int | None]
-    """By LWS name: the record to write on a target LWS that lacks one, None to remove one from
-    an old LWS."""
-    scaled: bool
-    moved: tuple[TargetMove, ...]
-
-
-def _books(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> _Books:
-    """Read each target LWS's record, writing one at the role's target where it is missing or
-    malformed, and remove the records of old LWS (docs/rollout.md, "The record")."""
+def _books(
+    state: stock.SliceState, roles: Sequence[stock.RoleInput]
+) -> tuple[dict[str, int | None], tuple[TargetMove, ...], bool]:
+    """The records of a rolling slice (docs/rollout.md, "The record"): by LWS name, those to
+    write (at the role's target, on a target LWS whose record is missing or malformed) or, None,
+    remove (from old LWS); the roles whose target moved; whether the slice is scaled."""
     writes: dict[str, int | None] = {
         item.name: None
         for by_role in state.old.values()
@@ -184,7 +177,7 @@ def _books(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> _Books:
         seen.append((role.target, recorded, lws.replicas))
         if role.target is not None and recorded is not None and recorded != role.target:
             moved.append(TargetMove(role=role.name, recorded=recorded, target=role.target))
-    return _Books(writes=writes, scaled=rescale.is_scaled(seen), moved=tuple(moved))
+    return writes, tuple(moved), rescale.is_scaled(seen)
 
 
 def _steady(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SlicePlan:
@@ -193,13 +186,10 @@ def _steady(state: stock.SliceState, roles: Sequence[stock.RoleInput]) -> SliceP
     replicas: dict[str, int] = {}
     for role in roles:
         existing = state.new.get(role.name)
-        target = role.target
-        if target is None:
-            target = existing.replicas if existing is not None else 0
         if existing is None:
-            created[role.name] = target
+            created[role.name] = role.target or 0
         else:
-            replicas[existing.name] = target
+            replicas[existing.name] = existing.replicas if role.target is None else role.target
     return _plan(state, Phase.STEADY, created=created, replicas=replicas)
 
 
@@ -260,7 +250,7 @@ def _held(
 
 
 def _stopped(
-    state: stock.SliceState, roles: Sequence[stock.RoleInput], books: _Books, phase: Phase
+    state: stock.SliceState, roles: Sequence[stock.RoleInput], phase: Phase, *, scaled: bool
 ) -> SlicePlan:
     """A paused slice, or one past the partition: as it is, unless its target moved or it runs
     what upstream's step never leaves; then its groups follow their targets (`rescale.stopped`).
@@ -276,7 +266,7 @@ def _stopped(
         }
         return _plan(state, phase, replicas=replicas)
     inputs = _inputs(state, roles, removed=False)
-    if not books.scaled and not _needs_serving(inputs, roles):
+    if not scaled and not _needs_serving(inputs, roles):
         return _plan(state, phase)
     return _served(state, phase, inputs, rescale.stopped(inputs.roles, inputs.old))
 

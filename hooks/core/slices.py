@@ -185,15 +185,10 @@ def _services(
     """The slice's Services. A slice whose LWS all run one revision other than the one it plans
     for gets that revision's, and lets none go; one mid-way between revisions keeps its Services
     as they are while paused or partitioned; every other slice plans for its target."""
-    revisions = {
-        item.labels.get(api.LABEL_REVISION, "")
-        for item in kept
-        if item.labels.get(api.LABEL_ROLE) and item.labels.get(api.LABEL_REVISION)
-    }
-    standing = len(revisions) == 1 and target.revision not in revisions
+    groups = stock.group(kept, set_name=context.set_name, slice_index=index).groups
+    standing = len(groups) == 1 and target.revision not in groups
     revision, role_names = target.revision, [role.name for role in target.roles]
     if standing:
-        groups = stock.group(kept, set_name=context.set_name, slice_index=index).groups
         ((revision, by_role),) = groups.items()
         spec_roles = [role.name for role in context.spec.roles if role.name in by_role]
         role_names = [*spec_roles, *sorted(set(by_role) - set(spec_roles))]

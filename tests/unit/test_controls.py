@@ -12,7 +12,7 @@ def test_no_annotations_mean_the_defaults() -> None:
     control = controls.control_of({})
     assert control == controls.Control()
     assert (control.paused, control.deadline_seconds, control.history_limit) == (False, 1800, 10)
-    assert (control.partition, control.hold_at_percent, control.is_canary) == (None, None, False)
+    assert (control.partition, control.hold_at_percent) == (None, None)
 
 
 @pytest.mark.parametrize(

@@ -45,10 +45,12 @@ def sync(
     """The desired children and status of one DisaggregatedSet; `revision_of` computes the
     spec's revision."""
     parent = request.parent
-    violations = validation.violations(parent)
-    if parent.spec is None or violations:
-        return _hold(request, [problems.of_violation(v) for v in violations], now=now)
     spec = parent.spec
+    violations = parent.spec_violations
+    if spec is not None:
+        violations += validation.check(name=parent.name, spec=spec)
+    if spec is None or violations:
+        return _hold(request, [problems.of_violation(v) for v in violations], now=now)
     try:
         target = revision_of(spec)
     except gotext.EncodingError as error:

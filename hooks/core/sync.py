@@ -282,7 +282,7 @@ def _status(
     )
     scaled = progress.scaling_note([result.plan for result in results])
     return status.compute(
-        roles=status.role_progress(spec.roles, known, slices=spec.slices),
+        desired=status.role_progress(spec.roles, known, slices=spec.slices),
         lws=kept_lws,
         revision=plan.context.revision,
         generation=request.parent.generation,

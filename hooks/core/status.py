@@ -203,17 +203,13 @@ def carry_over(
     result = []
     for condition in conditions:
         before = previous.get(condition.type)
-        unchanged = (
-            before is not None
-            and before.status == condition.status
-            and bool(before.last_transition_time)
-        )
+        kept = before.last_transition_time if before and before.status == condition.status else ""
         result.append(
             api.Condition(
                 type=condition.type,
                 status=condition.status,
                 observed_generation=generation,
-                last_transition_time=before.last_transition_time if before and unchanged else now,
+                last_transition_time=kept or now,
                 reason=condition.reason,
                 message=condition.message,
             )

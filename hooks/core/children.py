@@ -122,14 +122,9 @@ def history_roles(roles: Sequence[api.Role]) -> list[JsonObject]:
     recorded = []
     for role in roles:
         entry: JsonObject = {"name": role.name}
-        if role.metadata is not None:
-            entry["metadata"] = role.metadata.model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-        if role.scaling is not None:
-            entry["scaling"] = role.scaling.model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
+        for key, part in (("metadata", role.metadata), ("scaling", role.scaling)):
+            if part is not None:
+                entry[key] = part.model_dump(mode="json", by_alias=True, exclude_none=True)
         entry["spec"] = role.spec
         recorded.append(entry)
     return recorded

@@ -12,13 +12,10 @@ from typing import Final
 
 from hooks import api
 from hooks.api import times
-from hooks.core import problems
+from hooks.core import desired, problems
 
 TRACKED_KINDS: Final = frozenset({api.LWS_KIND, api.REVISION_KIND, api.SCALER_KIND})
 """The kinds asked for only when the spec changes (a Service is asked for whenever it is ready)."""
-
-ChildKey = tuple[str, str]
-"""(kind, name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +25,7 @@ class Creations:
     record: tuple[api.CreatingChild, ...]
     """`status.creating`: the children of tracked kinds still missing, with the time a pass
     first found them missing."""
-    missing: frozenset[ChildKey]
+    missing: frozenset[desired.ChildKey]
     """The children missing for the grace period or more."""
     problems: tuple[problems.Problem, ...]
     """One per missing child."""
@@ -38,8 +35,8 @@ class Creations:
 
 
 def track(
-    requested: Iterable[ChildKey],
-    recorded: Mapping[ChildKey, str],
+    requested: Iterable[desired.ChildKey],
+    recorded: Mapping[desired.ChildKey, str],
     *,
     asked_before: bool,
     now: str,

@@ -45,9 +45,7 @@ _RESOURCES: Final = {
     ChildKind.DISAGGREGATED_SET: api.DS_PLURAL,
 }
 
-DS_CHILD_KINDS: Final = frozenset(
-    {ChildKind.LWS, ChildKind.SERVICE, ChildKind.SCALER, ChildKind.REVISION}
-)
+DS_CHILD_KINDS: Final = frozenset(ChildKind) - {ChildKind.DISAGGREGATED_SET}
 
 
 @dataclass(frozen=True, slots=True)

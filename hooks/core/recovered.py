@@ -23,7 +23,6 @@ _SET_ANNOTATIONS = frozenset({api.ANNOTATION_INITIAL_REPLICAS, api.LAST_APPLIED_
 class Recovered:
     """A running revision's roles as a record stores them, or why there are none."""
 
-    revision: str
     roles: tuple[JsonObject, ...] | None
     why: str = ""
     newest: str = ""
@@ -44,21 +43,21 @@ def recover(
     )
     if not api.MIN_ROLES <= len(names) <= api.MAX_ROLES or "" in names:
         why = f"its LeaderWorkerSets hold roles {', '.join(map(repr, names))}, not a set's roles"
-        return Recovered(revision_, None, why, newest)
+        return Recovered(None, why, newest)
     roles = tuple(_role(by_role[name], set_name=set_name, name=name) for name in names)
     pairs = [(str(role["name"]), role["spec"].get("leaderWorkerTemplate", {})) for role in roles]
     try:
         hashed = revision.compute_revision(pairs)
     except gotext.EncodingError as error:
-        return Recovered(revision_, None, f"its templates cannot be hashed: {error}", newest)
+        return Recovered(None, f"its templates cannot be hashed: {error}", newest)
     if hashed != revision_:
         why = (
             f"the templates of its LeaderWorkerSets, as the set made them, hash to {hashed} (a"
             " pod-template label of a role's own that the set overrides, a role's LWS missing,"
             " roles in another order than the spec's, or an edit)"
         )
-        return Recovered(revision_, None, why, newest)
-    return Recovered(revision_, roles, "", newest)
+        return Recovered(None, why, newest)
+    return Recovered(roles, "", newest)
 
 
 def _role(item: records.ObservedObject, *, set_name: str, name: str) -> JsonObject:

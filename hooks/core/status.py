@@ -28,15 +28,6 @@ _STANDING_STILL = frozenset({api.Reason.ROLLOUT_HELD, api.Reason.ROLLOUT_PARTITI
 
 
 @dataclass(frozen=True, slots=True)
-class RoleProgress:
-    """What one spec role should have, summed over all slices."""
-
-    name: str
-    desired: int | None
-    """Target replicas x slices, or None when the target is unknown (never available then)."""
-
-
-@dataclass(frozen=True, slots=True)
 class ConditionUpdate:
     """A condition's new status, before `carry_over` decides its transition time."""
 
@@ -48,7 +39,7 @@ class ConditionUpdate:
 
 def compute(
     *,
-    roles: Sequence[RoleProgress],
+    desired: Mapping[str, int | None],
     lws: Iterable[records.ObservedObject],
     revision: str,
     generation: int,
@@ -62,11 +53,12 @@ def compute(
     warnings: Sequence[str] = (),
     history: str | None = None,
 ) -> api.DisaggregatedSetStatus:
-    """The status of a set whose LWS after this pass are `lws`; `progressing` replaces the
-    Progressing condition readiness implies, `note` ends the message of a rollout in progress."""
-    role_statuses = _role_statuses(roles, lws, revision=revision)
+    """The status of a set whose LWS after this pass are `lws`; `desired`: each spec role's
+    groups over all slices, in spec order (None when unknown: never available); `progressing`
+    replaces the Progressing condition readiness implies, `note` ends a rollout's message."""
+    role_statuses = _role_statuses(desired, lws, revision=revision)
     conditions = [
-        *_available_and_progressing(role_statuses, roles, revision=revision, note=note),
+        *_available_and_progressing(role_statuses, desired, revision=revision, note=note),
         _degraded(problems),
     ]
     if progressing is not None:
@@ -82,10 +74,9 @@ def compute(
     return api.DisaggregatedSetStatus(
         observed_generation=generation,
         revision=revision,
-        ready=_ready(role_statuses, roles),
+        ready=_ready(role_statuses, list(desired.values())),
         ready_by_role=", ".join(
-            f"{status.name} {_ready([status], [role])}"
-            for status, role in zip(role_statuses, roles, strict=True)
+            f"{status.name} {_ready([status], [desired[status.name]])}" for status in role_statuses
         ),
         degraded=degraded.reason if degraded.status is api.ConditionStatus.TRUE else None,
         role_statuses=role_statuses,
@@ -99,17 +90,17 @@ def compute(
 
 def _available_and_progressing(
     role_statuses: Sequence[api.RoleStatus],
-    roles: Sequence[RoleProgress],
+    desired: Mapping[str, int | None],
     *,
     revision: str,
     note: str,
 ) -> tuple[ConditionUpdate, ConditionUpdate]:
     """Available and Progressing as readiness and the roles' targets have them."""
     lagging = [
-        _describe_lag(status, role)
-        for status, role in zip(role_statuses, roles, strict=True)
-        if role.desired is None
-        or not (status.replicas == status.ready_replicas == status.updated_replicas == role.desired)
+        _describe_lag(status, wanted)
+        for status, wanted in zip(role_statuses, desired.values(), strict=True)
+        if wanted is None
+        or not (status.replicas == status.ready_replicas == status.updated_replicas == wanted)
     ]
     available = not lagging
     if available:
@@ -118,7 +109,7 @@ def _available_and_progressing(
     else:
         reason = api.Reason.ROLLOUT_IN_PROGRESS
         message = "Waiting for " + "; ".join(lagging) + (f" ({note})" if note else "")
-    idle = _idle_beside_busy(roles)
+    idle = _idle_beside_busy(desired)
     progress_reason, progress_message = idle if idle and available else (reason, message)
     if idle:
         reason, message = idle
@@ -138,10 +129,10 @@ def _available_and_progressing(
     )
 
 
-def _idle_beside_busy(roles: Sequence[RoleProgress]) -> tuple[api.Reason, str] | None:
+def _idle_beside_busy(desired: Mapping[str, int | None]) -> tuple[api.Reason, str] | None:
     """RoleScaledToZero's reason and message when some roles are at 0 groups and others not."""
-    idle = [role.name for role in roles if role.desired == 0]
-    busy = [f"{role.name} {role.desired}" for role in roles if role.desired]
+    idle = [role for role, groups in desired.items() if groups == 0]
+    busy = [f"{role} {groups}" for role, groups in desired.items() if groups]
     if not idle or not busy:
         return None
     message = (
@@ -152,18 +143,17 @@ def _idle_beside_busy(roles: Sequence[RoleProgress]) -> tuple[api.Reason, str] |
     return api.Reason.ROLE_SCALED_TO_ZERO, message
 
 
-def _ready(role_statuses: Sequence[api.RoleStatus], roles: Sequence[RoleProgress]) -> str:
+def _ready(role_statuses: Sequence[api.RoleStatus], wanted: Sequence[int | None]) -> str:
     """Ready over desired groups (`?` desired when a target is unknown)."""
     ready = sum(status.ready_replicas for status in role_statuses)
-    wanted = [role.desired for role in roles]
     desired = "?" if None in wanted else str(sum(value or 0 for value in wanted))
     return f"{ready}/{desired}"
 
 
 def _role_statuses(
-    roles: Sequence[RoleProgress], lws: Iterable[records.ObservedObject], *, revision: str
+    desired: Mapping[str, int | None], lws: Iterable[records.ObservedObject], *, revision: str
 ) -> list[api.RoleStatus]:
-    totals = {role.name: [0, 0, 0] for role in roles}
+    totals = {role: [0, 0, 0] for role in desired}
     for item in lws:
         sums = totals.get(item.labels.get(api.LABEL_ROLE, ""))
         if sums is None:
@@ -174,12 +164,9 @@ def _role_statuses(
             sums[2] += item.status.updated_replicas
     return [
         api.RoleStatus(
-            name=role.name,
-            replicas=totals[role.name][0],
-            ready_replicas=totals[role.name][1],
-            updated_replicas=totals[role.name][2],
+            name=role, replicas=sums[0], ready_replicas=sums[1], updated_replicas=sums[2]
         )
-        for role in roles
+        for role, sums in totals.items()
     ]
 
 
@@ -216,17 +203,13 @@ def carry_over(
     result = []
     for condition in conditions:
         before = previous.get(condition.type)
-        unchanged = (
-            before is not None
-            and before.status == condition.status
-            and bool(before.last_transition_time)
-        )
+        kept = before.last_transition_time if before and before.status == condition.status else ""
         result.append(
             api.Condition(
                 type=condition.type,
                 status=condition.status,
                 observed_generation=generation,
-                last_transition_time=before.last_transition_time if before and unchanged else now,
+                last_transition_time=kept or now,
                 reason=condition.reason,
                 message=condition.message,
             )
@@ -259,18 +242,18 @@ def _degraded(found: Sequence[problems.Problem]) -> ConditionUpdate:
     )
 
 
-def _describe_lag(status: api.RoleStatus, role: RoleProgress) -> str:
-    if role.desired is None:
-        return f"{role.name}: target unknown (see Degraded)"
+def _describe_lag(status: api.RoleStatus, desired: int | None) -> str:
+    if desired is None:
+        return f"{status.name}: target unknown (see Degraded)"
     return (
-        f"{role.name}: {status.updated_replicas} updated, {status.ready_replicas} ready, "
-        f"{status.replicas} total of {role.desired}"
+        f"{status.name}: {status.updated_replicas} updated, {status.ready_replicas} ready, "
+        f"{status.replicas} total of {desired}"
     )
 
 
 def role_progress(
     roles: Sequence[api.Role], targets: Mapping[str, int | None], *, slices: int
-) -> list[RoleProgress]:
-    """Per spec role, its per-slice target times the slice count (None when unknown)."""
+) -> dict[str, int | None]:
+    """Per spec role in order, its per-slice target times the slice count (None when unknown)."""
     desired = {name: None if value is None else value * slices for name, value in targets.items()}
-    return [RoleProgress(name=role.name, desired=desired.get(role.name)) for role in roles]
+    return {role.name: desired.get(role.name) for role in roles}

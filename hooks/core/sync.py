@@ -1,8 +1,9 @@
-"""The DisaggregatedSet sync hook: the top of the reconcile, orchestration only.
+"""The DisaggregatedSet hooks: customize, and sync (the top of the reconcile, orchestration only).
 
-Validate (an invalid spec holds the set), compute the target revision, plan the set (scalers,
-history, controls), reconcile each slice, collect the guarded answer, compute the status.
-docs/architecture.md, "One /sync call", walks one request through it.
+Customize asks only for the scalers of External roles, by name (why: docs/operations.md,
+"Metacontroller wiring"). Sync validates (an invalid spec holds the set), computes the target
+revision, plans the set (scalers, history, controls), reconciles each slice, collects the guarded
+answer, computes the status. docs/architecture.md, "One /sync call", walks one request through it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hooks import api
+from hooks.api import naming
 from hooks.core import (
     admission,
     canary,
@@ -36,6 +38,28 @@ from hooks.core import (
 from hooks.gocompat import gotext, revision
 
 
+def customize(request: records.CustomizeRequest) -> records.HookResult:
+    """The related objects one DisaggregatedSet's sync needs."""
+    parent = request.parent
+    scaler_names = tuple(
+        naming.scaler_name(set_name=parent.name, role=role.name)
+        for role in (parent.spec.roles if parent.spec is not None else ())
+        if role.is_external
+    )
+    rules = (
+        records.RelatedRule(
+            api_version=api.API_VERSION,
+            resource=api.SCALER_PLURAL,
+            namespace=parent.namespace,
+            names=scaler_names,
+        ),
+    )
+    return records.HookResult(
+        answer=records.CustomizeAnswer(related=rules if scaler_names else ()),
+        summary={"hook": "customize", "object": _key(parent), "rules": 1 if scaler_names else 0},
+    )
+
+
 def sync(
     request: records.SyncRequest,
     *,
@@ -45,10 +69,12 @@ def sync(
     """The desired children and status of one DisaggregatedSet; `revision_of` computes the
     spec's revision."""
     parent = request.parent
-    violations = validation.violations(parent)
-    if parent.spec is None or violations:
-        return _hold(request, [problems.of_violation(v) for v in violations], now=now)
     spec = parent.spec
+    violations = parent.spec_violations
+    if spec is not None:
+        violations += validation.check(name=parent.name, spec=spec)
+    if spec is None or violations:
+        return _hold(request, [problems.of_violation(v) for v in violations], now=now)
     try:
         target = revision_of(spec)
     except gotext.EncodingError as error:
@@ -280,7 +306,7 @@ def _status(
     )
     scaled = progress.scaling_note([result.plan for result in results])
     return status.compute(
-        roles=status.role_progress(spec.roles, known, slices=spec.slices),
+        desired=status.role_progress(spec.roles, known, slices=spec.slices),
         lws=kept_lws,
         revision=plan.context.revision,
         generation=request.parent.generation,

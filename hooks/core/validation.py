@@ -16,19 +16,11 @@ from typing import Any, Final
 
 from hooks import api
 from hooks.api import naming, rules
-from hooks.core import planner, records
+from hooks.core import planner
 
 _PERCENT: Final = re.compile(r"[0-9]+%")
 _ROLL_PATH: Final = "spec.rolloutStrategy"
 _RUC_PATH: Final = f"{_ROLL_PATH}.rollingUpdateConfiguration"
-
-
-def violations(parent: records.Parent) -> tuple[api.Violation, ...]:
-    """Every broken rule of a parent: what parsing found (structure, metadata), then `check`."""
-    found = parent.spec_violations
-    if parent.spec is not None:
-        found += check(name=parent.name, spec=parent.spec)
-    return found
 
 
 def check(*, name: str, spec: api.DisaggregatedSetSpec) -> tuple[api.Violation, ...]:

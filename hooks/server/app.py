@@ -22,7 +22,7 @@ import orjson
 from werkzeug.exceptions import HTTPException
 
 from hooks.api import times
-from hooks.core import desired, problems, records, related, scalers, sync
+from hooks.core import desired, problems, records, scalers, sync
 from hooks.server import bodies, isolation, observability, revisions, settings
 from hooks.server.settings import MIB, Limits
 from hooks.wire import answers, envelope, values
@@ -51,7 +51,7 @@ def _run_sync(body: object, now: str, *, memo: revisions.RevisionMemo) -> record
 
 
 def _run_customize(body: object, now: str) -> records.HookResult:
-    return related.customize(envelope.parse_customize_request(body))
+    return sync.customize(envelope.parse_customize_request(body))
 
 
 def _run_scaler_sync(body: object, now: str) -> records.HookResult:

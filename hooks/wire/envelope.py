@@ -26,7 +26,7 @@ def parse_sync_request(
     Children of a kind this version does not know (a newer version's CompositeController lists
     it) come back apart, as last applied, to be answered unchanged; one with a known child's kind
     and name makes the request unusable. Related objects are read only of the kind the customize
-    hook asks for, scalers (`hooks.core.related`). A record's roles are hashed with
+    hook asks for, scalers (`hooks.core.sync.customize`). A record's roles are hashed with
     `revision_of`."""
     request = values.require_object(body, "request body")
     parent = parents.parse_parent(_parent(request))

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import records, related, scalers, sync
+from hooks.core import records, scalers, sync
 from hooks.wire import answers, envelope
 from tests import builders
 from tests.sim.cluster import Cluster
@@ -44,7 +44,7 @@ def hook_for(name: str) -> Callable[[object], records.HookResult]:
     if name.startswith("ds-sync"):
         return lambda body: sync.sync(envelope.parse_sync_request(body), now=NOW)
     if name.startswith("ds-customize"):
-        return lambda body: related.customize(envelope.parse_customize_request(body))
+        return lambda body: sync.customize(envelope.parse_customize_request(body))
     if name.startswith("rolescaler-sync"):
         return lambda body: scalers.sync(envelope.parse_scaler_sync_request(body), now=NOW)
     if name.startswith("rolescaler-customize"):

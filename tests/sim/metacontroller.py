@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from hooks import api
-from hooks.core import related
+from hooks.core import sync
 from hooks.server import app
 from hooks.wire import answers, envelope
 from tests.sim import apply
@@ -213,7 +213,7 @@ class FakeMetacontroller:
         store never changes them, so it stays as it was sent)."""
         controller = ds_controller(version=self.version, child_types=self.child_types)
         customize_body = wire({"controller": controller, "parent": parent})
-        customized = related.customize(envelope.parse_customize_request(customize_body))
+        customized = sync.customize(envelope.parse_customize_request(customize_body))
         rules = wire(answers.render_answer(customized.answer))["relatedResources"]
         children: JsonObject = {key: {} for key in self.child_types}
         for obj in self.claimed_children(parent).values():

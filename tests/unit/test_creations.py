@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from hooks import api
 from hooks.api import times
-from hooks.core import creations
+from hooks.core import creations, desired
 
 T0 = "2026-11-29T12:00:00Z"
 LWS = (api.LWS_KIND, "llm-0-aaaaaaaa-prefill")
@@ -103,8 +103,8 @@ def test_a_recorded_time_that_is_no_time_or_lies_ahead_starts_the_grace_anew() -
     elapsed=st.integers(min_value=0, max_value=10_000),
 )
 def test_the_record_holds_only_requested_children_and_every_wait_is_bounded(
-    requested: set[creations.ChildKey],
-    ages: dict[creations.ChildKey, int],
+    requested: set[desired.ChildKey],
+    ages: dict[desired.ChildKey, int],
     asked_before: bool,
     elapsed: int,
 ) -> None:

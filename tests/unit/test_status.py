@@ -25,7 +25,7 @@ def compute(
     targets = desired if desired is not None else {"prefill": 2, "decode": 1}
     return status.compute(
         progressing=progressing,
-        roles=[status.RoleProgress(name=n, desired=d) for n, d in targets.items()],
+        desired=targets,
         lws=lws,
         revision=NEW,
         generation=4,
@@ -174,7 +174,7 @@ def test_idle_sync_returns_identical_status() -> None:
         for c in first.conditions
     )
     again = status.compute(
-        roles=[status.RoleProgress("prefill", 2), status.RoleProgress("decode", 1)],
+        desired={"prefill": 2, "decode": 1},
         lws=ready_set(),
         revision=NEW,
         generation=4,
@@ -214,5 +214,4 @@ def test_role_progress_multiplies_targets_by_slices(
     target: int | None, slices: int, desired: int | None
 ) -> None:
     role = api.Role.model_validate(builders.make_role("prefill"))
-    (progress,) = status.role_progress([role], {"prefill": target}, slices=slices)
-    assert progress.desired == desired
+    assert status.role_progress([role], {"prefill": target}, slices=slices) == {"prefill": desired}

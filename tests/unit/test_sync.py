@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from hooks import api
-from hooks.core import history, related, sync
+from hooks.core import history, sync
 from hooks.wire import answers, envelope
 from tests.builders import NOW, lws_status, make_ds, make_request, make_role, observe
 from tests.sim import scenarios
@@ -260,7 +260,7 @@ def test_a_target_raised_mid_rollout_is_recorded_served_and_reported() -> None:
 
 def customize(ds: JsonObject) -> list[JsonObject]:
     request = envelope.parse_customize_request({"parent": ds})
-    rules: list[JsonObject] = answers.render_answer(related.customize(request).answer)[
+    rules: list[JsonObject] = answers.render_answer(sync.customize(request).answer)[
         "relatedResources"
     ]
     return rules

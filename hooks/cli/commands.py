@@ -14,13 +14,13 @@ from hooks import api
 from hooks.api import limits
 from hooks.cli import console
 
-_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 _ROLE_NAME: Final = re.compile(limits.ROLE_NAME_PATTERN)
 _BUDGET_VALUE: Final = re.compile(r"[0-9]+%?")
 RENDER_NOW: Final = "2026-01-01T00:00:00Z"
 
 
-def add_manifest_commands(commands: _Subcommands) -> None:
+def add_manifest_commands(commands: Subcommands) -> None:
     """Register `render` and `plan` on a command line's subcommands."""
     _add_render(commands)
     _add_plan(commands)
@@ -29,7 +29,7 @@ def add_manifest_commands(commands: _Subcommands) -> None:
 # --- render --------------------------------------------------------------------------------------
 
 
-def _add_render(commands: _Subcommands) -> None:
+def _add_render(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "render",
         help="print the children and status manifests get on an empty cluster",
@@ -75,7 +75,7 @@ def _rfc3339(text: str) -> str:
 # --- plan ----------------------------------------------------------------------------------------
 
 
-def _add_plan(commands: _Subcommands) -> None:
+def _add_plan(commands: Subcommands) -> None:
     parser = commands.add_parser(
         "plan",
         help="print the pass-by-pass table of a coordinated rolling update",

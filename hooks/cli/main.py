@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
 
 from hooks.cli import commands, console, crdgen, lwsspec
 from hooks.server import settings
@@ -23,14 +23,11 @@ DEFAULT_WORKERS: Final = 1
 DEFAULT_CRDS_DIR: Final = Path("crds")
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 
-_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-
 # --- serve ---------------------------------------------------------------------------------------
 
 
-def _add_serve(commands: _Subcommands) -> None:
-    parser = commands.add_parser(
+def _add_serve(actions: commands.Subcommands) -> None:
+    parser = actions.add_parser(
         "serve",
         help="run the hook server under gunicorn",
         description="Serve the Metacontroller hooks (POST /sync, /customize, /rolescaler/sync, "
@@ -142,8 +139,8 @@ def _address(flag: str, text: str) -> serving.Address:
 # --- crds ----------------------------------------------------------------------------------------
 
 
-def _add_crds(commands: _Subcommands) -> None:
-    parser = commands.add_parser(
+def _add_crds(actions: commands.Subcommands) -> None:
+    parser = actions.add_parser(
         "crds",
         help="regenerate the CRDs, or --check the committed ones",
         description="Write the CustomResourceDefinitions generated from the API models, or "

@@ -12,7 +12,7 @@ import importlib
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol
 
 from hooks import api
 from hooks.cli import commands, console
@@ -20,8 +20,6 @@ from hooks.kubectl import PROG
 
 _DURATION_PART: Final = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|m|s)"
 _UNIT_SECONDS: Final = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-_Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 class Clock(Protocol):
@@ -32,7 +30,7 @@ class Clock(Protocol):
     def sleep(self, seconds: float, /) -> None: ...
 
 
-def _add_status(actions: _Subcommands) -> None:
+def _add_status(actions: commands.Subcommands) -> None:
     parser = _leaf(
         actions,
         "status",
@@ -65,7 +63,7 @@ def _duration(text: str) -> tuple[float, str]:
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts), text
 
 
-def _add_history(actions: _Subcommands) -> None:
+def _add_history(actions: commands.Subcommands) -> None:
     parser = _leaf(
         actions,
         "history",
@@ -79,7 +77,7 @@ def _add_history(actions: _Subcommands) -> None:
     parser.add_argument("--revision", type=_whole, metavar="N", help="show revision N in full")
 
 
-def _add_undo(actions: _Subcommands) -> None:
+def _add_undo(actions: commands.Subcommands) -> None:
     parser = _leaf(
         actions,
         "undo",
@@ -110,7 +108,7 @@ def _whole(text: str) -> int:
     return int(text)
 
 
-def _add_annotations(actions: _Subcommands) -> None:
+def _add_annotations(actions: commands.Subcommands) -> None:
     for name, text in _ANNOTATION_HELP.items():
         parser = _leaf(actions, name, "run_annotate", help=text.split(" (")[0], description=text)
         if name == "hold":
@@ -153,8 +151,8 @@ def _partition(text: str) -> str:
     return _checked(text, key=api.ANNOTATION_ROLLOUT_PARTITION, wanted="a whole number")
 
 
-def _add_adopt(commands: _Subcommands) -> None:
-    parser = commands.add_parser(
+def _add_adopt(actions: commands.Subcommands) -> None:
+    parser = actions.add_parser(
         "adopt",
         parents=[_connection(default=argparse.SUPPRESS)],
         help="hand a set's children that another controller made to Metacontroller",
@@ -197,7 +195,7 @@ def _connection(*, default: object) -> argparse.ArgumentParser:
 
 
 def _leaf(
-    actions: _Subcommands, name: str, run: str, *, description: str, **text: Any
+    actions: commands.Subcommands, name: str, run: str, *, description: str, **text: Any
 ) -> argparse.ArgumentParser:
     """A `rollout` subcommand taking SET that runs `run` of `hooks.kubectl.commands`."""
     about = description[:1].upper() + description[1:].replace("%%", "%")

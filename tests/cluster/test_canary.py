@@ -102,8 +102,8 @@ def test_a_held_rollout_stands_at_the_planners_pass_and_released_finishes_the_ta
         assert at_hold[old_name] == _without_repeats(plan[f"old {role}"][: hold + 1]), role
         assert at_hold[new_name] == _without_repeats(plan[f"new {role}"][: hold + 1]), role
         # Released: the whole table.
-        assert history.values[old_name] == _without_repeats(plan[f"old {role}"]), role
-        assert history.values[new_name] == _without_repeats(plan[f"new {role}"]), role
+        history.assert_took(old_name, plan[f"old {role}"])
+        history.assert_took(new_name, plan[f"new {role}"])
 
 
 @pytest.mark.usefixtures("lws_controller")

@@ -27,7 +27,7 @@ from hooks.core import children
 from hooks.kubectl import rollout, writes
 from tests import builders
 from tests.cluster import sets
-from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns, _without_repeats
+from tests.cluster.test_lifecycle import ReplicaHistory, _plan_columns
 from tools.sandbox import kube
 from tools.sandbox.controlplane import ControlPlane
 from tools.sandbox.lws import FakeLwsController
@@ -188,8 +188,8 @@ def test_undo_after_a_rollout_goes_back_along_the_planners_trajectory(
     plan = _plan_columns(new, old, tmp_path)  # plan --from NEW --to OLD
     for role in ("prefill", "decode"):
         from_name, to_name = f"llm-0-{new_revision}-{role}", f"llm-0-{old_revision}-{role}"
-        assert history.values[from_name] == _without_repeats(plan[f"old {role}"]), role
-        assert history.values[to_name] == _without_repeats(plan[f"new {role}"]), role
+        history.assert_took(from_name, plan[f"old {role}"])
+        history.assert_took(to_name, plan[f"new {role}"])
         assert from_name in history.deleted
     table = succeeds(control_plane, namespace, "rollout", "history", "llm").splitlines()
     assert [line.split()[:2] for line in table[1:]] == [["2", new_revision], ["3", old_revision]]

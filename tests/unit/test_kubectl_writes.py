@@ -216,7 +216,7 @@ def moved(obj: JsonObject, change: str) -> JsonObject:
     ("change", "same"),
     [("status", True), ("spec", False), ("annotations", False), ("recreated", False)],
 )
-def test_a_set_read_again_is_written_only_while_nothing_but_its_statusmoved(
+def test_a_set_read_again_is_written_only_while_nothing_but_its_status_moved(
     change: str, same: bool
 ) -> None:
     """Metacontroller's status writes move a set's resourceVersion under an undo: the undo reads

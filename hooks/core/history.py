@@ -227,7 +227,8 @@ def plan(
     )
     kept.extend((*own.children, *rebuilt.children))
     found.extend(own.problems)
-    pruned = _past_the_limit(others, in_use=in_use, limit=limit)
+    spared = in_use if complete else {*in_use, *_newest_run(history.counted)}
+    pruned = _past_the_limit(others, in_use=spared, limit=limit)
     kept.extend(children.reemit(record.item) for record in others if record.item.name not in pruned)
     return HistoryPlan(
         children=tuple(kept),
@@ -329,10 +330,18 @@ def _rebuilt(
     return HistoryPlan(created, notes=tuple(notes))
 
 
+def _newest_run(counted: Sequence[Record]) -> tuple[str, ...]:
+    """The revision of the record with the highest `completedAs`: until every slice runs the
+    target, a slice past a partition may be made at it (`History.stable`), so it is not pruned."""
+    ran = [(record.stored.completed_as, record.revision) for record in counted]
+    done = [entry for entry in ran if entry[0] is not None]
+    return (max(done)[1],) if done else ()
+
+
 def _past_the_limit(
     old: Sequence[Record], *, in_use: AbstractSet[str], limit: int
 ) -> tuple[str, ...]:
-    """The oldest records beyond `limit` (by number, then name) whose revision has no LWS."""
+    """The oldest records beyond `limit` (by number, then name) whose revision is not `in_use`."""
     excess = len(old) - limit
     if excess <= 0:
         return ()

@@ -216,6 +216,19 @@ def test_a_limit_of_zero_keeps_only_the_current_revision_and_those_in_use() -> N
     assert plan.pruned == (f"llm-{A}",)
 
 
+def test_the_stable_revisions_record_outlives_the_limit_until_the_target_runs_everywhere() -> None:
+    """Regression: A ran everywhere, then B; the set rolled back to A under a partition, the limit
+    went to "0" and the slices past the partition went, so B's record was pruned; slices added
+    again past the partition got A, which the partition holds back, where they should get B."""
+    rolled_back = (_record(V1, 3, first=1, completed=1), _record(V2, 2, completed=2))
+    rolling = _plan(A, *rolled_back, in_use=frozenset({A}), limit=0)
+    assert _numbers(rolling) == {f"llm-{A}": 3, f"llm-{B}": 2} and rolling.pruned == ()
+    stable = _read(*rolled_back).stable(A, spec_roles=_spec(V1).roles, running={A})
+    assert stable is not None and stable.revision == B
+    done = _plan(A, *rolled_back, in_use=frozenset({A}), limit=0, complete=True)
+    assert done.pruned == (f"llm-{B}",)
+
+
 # --- the predicate: which records count (item 3) -------------------------------------------------
 
 
